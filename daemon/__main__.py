@@ -1,0 +1,20 @@
+"""`python -m sessiond.daemon`: the same as `sessiond serve`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sessiond.daemon.serve import run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m sessiond.daemon", description="Run the sessiond daemon.")
+    parser.add_argument("--socket", type=Path, help="unix socket to listen on")
+    parser.add_argument("--tcp", help="also listen on loopback TCP, HOST:PORT (clients present a token)")
+    args = parser.parse_args()
+    return run(args.socket, args.tcp)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1109 @@
+"""The core: agents, sessions and turns.
+
+It knows nothing of JSON-RPC, pygls or ACP's wire types: the server calls
+it with validated protocol models, and it drives agents through
+`AgentProcess`. Every change it makes is stored and emitted on the event log.
+
+Ordering rules it keeps:
+- the turns of one session run one at a time, in the order they were asked;
+- turns of different sessions run at once, up to the agent's max_active_turns;
+- an agent hears of a session on its first turn, never before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sessiond.daemon import store as st
+from sessiond.daemon.acp_backend import (
+    AgentExited,
+    AgentProcess,
+    AgentRequestFailed,
+    ClientError,
+    SessionSetup,
+    TerminalResult,
+)
+from sessiond.daemon.agents_config import DEMO
+from sessiond.daemon.confine import PathOutsideRoot, resolve_inside
+from sessiond.daemon.events import EventLog
+from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord, SessionRuntime, Turn
+from sessiond.daemon.states import Outcome, derive_status, outcome_of
+from sessiond.daemon.terminals import Terminal, TerminalNotFound, Terminals
+from sessiond.protocol import models as m
+from sessiond.protocol.errors import ErrorCode, RpcError
+from sessiond.protocol.models import EventKind, SessionStatus
+
+log = logging.getLogger("sessiond.core")
+
+# How long an agent has to end a turn after being told to cancel it, before
+# the daemon stops waiting and ends the turn as cancelled anyway.
+CANCEL_GRACE = 10.0
+RECAP_CHARS = 200
+READ_KINDS = frozenset({"read", "search", "fetch", "think"})
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _dt(at: float) -> datetime:
+    return datetime.fromtimestamp(at, UTC)
+
+
+class Core:
+    def __init__(self, store: st.Store, events: EventLog, *, state_dir: Path, version: str) -> None:
+        self.store = store
+        self.events = events
+        self.state_dir = state_dir
+        self.version = version
+        self.agents: dict[str, AgentRuntime] = {}
+        self.sessions: dict[str, SessionRecord] = {}
+        self._by_agent_session: dict[tuple[str, str], SessionRecord] = {}
+        self._next_ordinal = 1
+        self.permissions: dict[str, PendingPermission] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+
+    # ================================================================ start-up
+
+    def load(self, builtin: list[m.AgentSpec], configured: list[m.AgentSpec]) -> None:
+        """Read agents and sessions back from the store; mark turns cut off by a stop as interrupted."""
+        now = _now()
+        for row in self.store.query("SELECT spec FROM agents ORDER BY created_at"):
+            spec = m.AgentSpec.model_validate_json(row["spec"])
+            self.agents[spec.name] = AgentRuntime(spec=spec)
+        for spec in builtin:
+            runtime = self.agents.get(spec.name)
+            if runtime is None:
+                self.agents[spec.name] = runtime = AgentRuntime(spec=spec)
+            # The built-in command follows this installation; its options are the user's.
+            runtime.spec = spec.model_copy(update={"options": runtime.spec.options})
+            runtime.builtin = True
+        for spec in configured:
+            self.agents[spec.name] = AgentRuntime(spec=spec, builtin=spec.name == DEMO)
+        for runtime in self.agents.values():
+            self._configure_slots(runtime)
+            self._save_agent(runtime.spec, wait=False)
+
+        interrupted = "interrupted: the daemon stopped while this turn was running; send it again"
+        cut_off = {
+            row["session"]
+            for row in self.store.query("SELECT session FROM turns WHERE state IN ('queued', 'running')")
+        }
+        self.store.write(
+            st.execute(
+                "UPDATE turns SET state='interrupted', error=?, ended_at=? "
+                "WHERE state IN ('queued','running')",
+                (interrupted, now),
+            ),
+            wait=False,
+        )
+        for row in self.store.query("SELECT * FROM sessions ORDER BY ordinal"):
+            status = SessionStatus(row["status"])
+            record = SessionRecord(
+                id=row["id"],
+                ordinal=row["ordinal"],
+                agent=row["agent"],
+                root=row["root"],
+                placement=row["placement"],
+                title=row["title"],
+                status=status,
+                status_since=row["status_since"],
+                created_at=row["created_at"],
+                turns=row["turns"],
+                agent_session_id=row["agent_session_id"],
+                last_stop_reason=row["last_stop_reason"],
+                last_error=row["last_error"],
+                recap=row["recap"],
+                last_outcome=outcome_of(status),
+            )
+            if record.id in cut_off or status in (
+                SessionStatus.WORKING,
+                SessionStatus.QUEUED,
+                SessionStatus.NEEDS_YOU,
+            ):
+                record.last_outcome = Outcome.FAILED
+                record.last_error = interrupted
+                record.status = SessionStatus.FAILED
+                record.status_since = now
+                self._save_session(record)
+            self.sessions[record.id] = record
+            self._next_ordinal = max(self._next_ordinal, record.ordinal + 1)
+            if not record.closed and record.agent in self.agents:
+                self.agents[record.agent].open_sessions += 1
+
+    def _configure_slots(self, runtime: AgentRuntime) -> None:
+        cap = runtime.spec.options.max_active_turns
+        runtime.slots = asyncio.Semaphore(cap) if cap else None
+
+    # ================================================================ agents
+
+    def _agent(self, name: str) -> AgentRuntime:
+        try:
+            return self.agents[name]
+        except KeyError:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise RpcError(
+                ErrorCode.AGENT_NOT_FOUND,
+                f"no agent named {name!r} (known: {known}); create it with agent/create",
+            ) from None
+
+    def agent_info(self, runtime: AgentRuntime) -> m.AgentInfo:
+        process = runtime.process
+        state = m.AgentProcessState.STOPPED
+        if process is not None and process.alive:
+            state = m.AgentProcessState.RUNNING
+        elif runtime.crashed:
+            state = m.AgentProcessState.CRASHED
+        caps = None
+        note = None
+        if process is not None and process.started_at is not None:
+            c = process.capabilities
+            caps = m.AgentCapabilitiesInfo(
+                load_session=c.load_session, list=c.list, resume=c.resume, fork=c.fork, close=c.close
+            )
+            if not self._can_evict(process):
+                note = (
+                    "this agent cannot close and restore sessions (no session/close with "
+                    "session/resume or session/load): its sessions stay open at the agent"
+                    + (", over max_live_sessions" if runtime.spec.options.max_live_sessions else "")
+                )
+        return m.AgentInfo(
+            name=runtime.name,
+            command=runtime.spec.command,
+            env_keys=sorted(runtime.spec.env),
+            options=runtime.spec.options,
+            builtin=runtime.builtin,
+            open_sessions=runtime.open_sessions,
+            process=m.AgentProcessInfo(
+                state=state,
+                pid=process.pid if process is not None and process.alive else None,
+                started_at=_dt(process.started_at) if process and process.started_at else None,
+                exit_code=process.exit_code if process is not None else None,
+                starts=runtime.starts,
+                last_error=runtime.last_error,
+                capabilities=caps,
+                agent_info=process.agent_info if process is not None else None,
+                live_sessions=len(runtime.live),
+                active_turns=runtime.active_turns,
+                note=note,
+                log_path=str(self._log_path(runtime.name)),
+            ),
+        )
+
+    def _log_path(self, name: str) -> Path:
+        return self.state_dir / "logs" / f"agent-{name}.log"
+
+    async def create_agent(self, spec: m.AgentSpec) -> m.AgentInfo:
+        if spec.name in self.agents:
+            raise RpcError(
+                ErrorCode.AGENT_EXISTS,
+                f"an agent named {spec.name!r} exists already; change it with agent/update",
+            )
+        runtime = AgentRuntime(spec=spec)
+        self._configure_slots(runtime)
+        self.agents[spec.name] = runtime
+        await self._wait(self._save_agent(spec))
+        self.events.emit(EventKind.AGENT_CREATED, agent=spec.name, command=spec.command)
+        return self.agent_info(runtime)
+
+    async def update_agent(self, params: m.AgentUpdateParams) -> m.AgentInfo:
+        runtime = self._agent(params.name)
+        update: dict[str, Any] = {}
+        if params.command is not None:
+            update["command"] = params.command
+        if params.env is not None:
+            update["env"] = params.env
+        if params.options is not None:
+            merged = runtime.spec.options.model_dump() | params.options.model_dump(
+                include=params.options.model_fields_set
+            )
+            update["options"] = m.AgentOptions.model_validate(merged)
+        if runtime.builtin and "command" in update:
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                f"agent {params.name!r} is built in: its options can change, its command cannot",
+            )
+        runtime.spec = runtime.spec.model_copy(update=update)
+        self._configure_slots(runtime)
+        await self._wait(self._save_agent(runtime.spec))
+        if params.restart and runtime.process is not None:
+            await self._stop_agent_process(runtime, reason=f"agent {runtime.name!r} was restarted by request")
+        self.events.emit(EventKind.AGENT_UPDATED, agent=runtime.name, fields=sorted(update))
+        return self.agent_info(runtime)
+
+    async def remove_agent(self, name: str) -> None:
+        runtime = self._agent(name)
+        if runtime.builtin:
+            raise RpcError(ErrorCode.CONFLICT, f"agent {name!r} is built in and cannot be removed")
+        for session in [s for s in self.sessions.values() if s.agent == name and not s.closed]:
+            await self.close_session(session.id)
+        await self._stop_agent_process(runtime, reason=f"agent {name!r} was removed")
+        del self.agents[name]
+        await self._wait(self.store.write(st.execute("DELETE FROM agents WHERE name=?", (name,))))
+        self.events.emit(EventKind.AGENT_REMOVED, agent=name)
+
+    def _save_agent(self, spec: m.AgentSpec, *, wait: bool = True) -> asyncio.Future[None] | None:
+        return self.store.write(
+            st.execute(
+                "INSERT INTO agents (name, spec, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET spec=excluded.spec",
+                (spec.name, spec.model_dump_json(), _now()),
+            ),
+            wait=wait,
+        )
+
+    @staticmethod
+    async def _wait(future: asyncio.Future[None] | None) -> None:
+        if future is not None:
+            await future
+
+    async def _ensure_process(self, runtime: AgentRuntime) -> AgentProcess:
+        async with runtime.start_lock:
+            process = runtime.process
+            if process is not None and process.alive:
+                return process
+            spec = runtime.spec
+            process = AgentProcess(
+                spec.name,
+                spec.command,
+                spec.env,
+                self._log_path(spec.name),
+                self.host_for(spec.name),
+                self.version,
+            )
+            self._forget_live(runtime)
+            runtime.process = process
+            runtime.starts += 1
+            self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="starting")
+            try:
+                await process.start()
+            except (AgentExited, AgentRequestFailed, TimeoutError) as exc:
+                runtime.crashed = True
+                runtime.last_error = str(exc)
+                await process.stop(grace=1.0)
+                self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="crashed", error=str(exc))
+                raise RpcError(ErrorCode.AGENT_UNAVAILABLE, str(exc)) from None
+            runtime.crashed = False
+            self._spawn(self._watch_process(runtime, process), f"watch-{spec.name}")
+            self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="running", pid=process.pid)
+            return process
+
+    async def _watch_process(self, runtime: AgentRuntime, process: AgentProcess) -> None:
+        await process.exited.wait()
+        if runtime.process is process:
+            self._forget_live(runtime)
+        if not process.stopping:
+            runtime.crashed = True
+            runtime.last_error = process.exit_reason("its work")
+            self.events.emit(
+                EventKind.AGENT_PROCESS, agent=runtime.name, state="crashed", exitCode=process.exit_code
+            )
+        else:
+            self.events.emit(EventKind.AGENT_PROCESS, agent=runtime.name, state="stopped")
+
+    def _forget_live(self, runtime: AgentRuntime) -> None:
+        for session_id in runtime.live:
+            record = self.sessions.get(session_id)
+            if record is not None:
+                record.live = False
+        runtime.live.clear()
+
+    async def _stop_agent_process(self, runtime: AgentRuntime, reason: str) -> None:
+        for session in self.sessions.values():
+            if session.agent == runtime.name and session.runtime is not None:
+                self._cancel_all(session, reason=reason)
+        process = runtime.process
+        if process is not None:
+            await process.stop()
+            self._forget_live(runtime)
+
+    # ================================================================ sessions
+
+    def _session(self, session_id: str) -> SessionRecord:
+        try:
+            return self.sessions[session_id]
+        except KeyError:
+            raise RpcError(
+                ErrorCode.SESSION_NOT_FOUND,
+                f"no session {session_id!r}; list sessions with session/list (`sessiond ls`)",
+            ) from None
+
+    def session_info(self, s: SessionRecord) -> m.SessionInfo:
+        rt = s.runtime
+        return m.SessionInfo(
+            id=s.id,
+            agent=s.agent,
+            root=s.root,
+            placement=s.placement,
+            title=s.title,
+            status=s.status,
+            status_since=_dt(s.status_since),
+            created_at=_dt(s.created_at),
+            turns=s.turns,
+            queued_turns=len(rt.queue) if rt else 0,
+            live=s.live,
+            agent_session_id=s.agent_session_id,
+            last_stop_reason=s.last_stop_reason,
+            last_error=s.last_error,
+            recap=s.recap,
+        )
+
+    async def open_sessions(self, params: m.SessionOpenParams) -> list[SessionRecord]:
+        runtime = self._agent(params.agent)
+        root = params.root or runtime.spec.options.default_root
+        if root is None:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"root: no root given and agent {runtime.name!r} has no default_root; "
+                "pass an absolute directory",
+                {"field": "root"},
+            )
+        if not os.path.isdir(root):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"root: {root!r} is not an existing directory; create it or choose another",
+                {"field": "root"},
+            )
+        placement = params.placement or runtime.spec.options.default_placement
+        now = _now()
+        created = []
+        for _ in range(params.count):
+            ordinal = self._next_ordinal
+            self._next_ordinal += 1
+            record = SessionRecord(
+                id=f"s{ordinal}",
+                ordinal=ordinal,
+                agent=runtime.name,
+                root=root,
+                placement=placement,
+                title=params.title,
+                status=SessionStatus.IDLE,
+                status_since=now,
+                created_at=now,
+            )
+            self.sessions[record.id] = record
+            created.append(record)
+        runtime.open_sessions += len(created)
+        await self._wait(
+            self.store.write(
+                st.executemany(
+                    "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [r.row() for r in created]
+                )
+            )
+        )
+        for record in created:
+            self.events.emit(
+                EventKind.SESSION_OPENED,
+                agent=record.agent,
+                session=record.id,
+                root=record.root,
+                placement=record.placement,
+                title=record.title,
+            )
+        return created
+
+    def list_sessions(self, params: m.SessionListParams) -> m.SessionPage:
+        after = 0
+        if params.cursor:
+            try:
+                after = int(params.cursor)
+            except ValueError:
+                raise RpcError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"cursor: {params.cursor!r} is not a cursor this daemon gave; "
+                    "pass nextCursor back as it came",
+                    {"field": "cursor"},
+                ) from None
+        wanted = set(params.status) if params.status else None
+        matching = [
+            s
+            for s in self.sessions.values()
+            if (params.agent is None or s.agent == params.agent)
+            and (wanted is None or s.status in wanted)
+            and (
+                params.include_closed
+                or not s.closed
+                or (wanted is not None and SessionStatus.CLOSED in wanted)
+            )
+        ]
+        page = [s for s in matching if s.ordinal > after][: params.limit]
+        more = page and page[-1].ordinal < matching[-1].ordinal
+        return m.SessionPage(
+            sessions=[self.session_info(s) for s in page],
+            total=len(matching),
+            next_cursor=str(page[-1].ordinal) if more else None,
+        )
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        return self._session(session_id)
+
+    async def close_session(self, session_id: str) -> SessionRecord:
+        session = self._session(session_id)
+        if session.closed:
+            return session
+        rt = session.runtime
+        if rt is not None:
+            turns = self._cancel_all(session, reason="the session was closed")
+            for turn in turns:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(turn.future)
+            await rt.terminals.close()
+        runtime = self.agents.get(session.agent)
+        if runtime is not None:
+            runtime.open_sessions -= 1
+            if session.id in runtime.live and runtime.process is not None and runtime.process.alive:
+                runtime.live.pop(session.id, None)
+                session.live = False
+                if runtime.process.capabilities.close and session.agent_session_id:
+                    with contextlib.suppress(Exception):
+                        await runtime.process.close_session(session.agent_session_id)
+        self._set_status(session, closed=True)
+        await self.store.flush()
+        self.events.emit(EventKind.SESSION_CLOSED, agent=session.agent, session=session.id)
+        return session
+
+    def _save_session(self, session: SessionRecord) -> None:
+        self.store.write(
+            st.execute("INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", session.row()),
+            wait=False,
+        )
+
+    def _set_status(self, session: SessionRecord, *, closed: bool = False) -> None:
+        rt = session.runtime
+        status = derive_status(
+            closed=closed or session.closed,
+            waiting_for_person=bool(rt and rt.permissions),
+            running=bool(rt and rt.running and rt.running.started_at is not None),
+            queued=bool(rt and (rt.queue or (rt.running and rt.running.started_at is None))),
+            last=session.last_outcome,
+        )
+        if status is not session.status:
+            session.status = status
+            session.status_since = _now()
+            self.events.emit(
+                EventKind.SESSION_STATUS,
+                agent=session.agent,
+                session=session.id,
+                status=status.value,
+                since=session.status_since,
+            )
+        self._save_session(session)
+
+    # ================================================================ turns
+
+    async def prompt(
+        self, params: m.SessionPromptParams, listener: Callable[[str, dict[str, Any]], None] | None = None
+    ) -> m.TurnResult:
+        session = self._session(params.session)
+        if session.closed:
+            raise RpcError(
+                ErrorCode.SESSION_CLOSED,
+                f"session {session.id!r} is closed; open a new one with session/open",
+            )
+        if self._stopping:
+            raise RpcError(
+                ErrorCode.DAEMON_STOPPING, "the daemon is stopping; send the prompt again once it is back"
+            )
+        agent = self._agent(session.agent)
+        rt = session.runtime = session.runtime or SessionRuntime()
+        turn = Turn(
+            id=params.turn_id or f"t-{uuid.uuid4().hex[:12]}",
+            session=session.id,
+            prompt=params.prompt,
+            queued_at=_now(),
+            future=asyncio.get_running_loop().create_future(),
+        )
+        if listener is not None:
+            turn.listeners.append(listener)
+        self.store.write(
+            st.execute(
+                "INSERT INTO turns (id, session, prompt, state, queued_at) VALUES (?,?,?,?,?)",
+                (turn.id, session.id, turn.prompt, "queued", turn.queued_at),
+            ),
+            wait=False,
+        )
+        rt.queue.append(turn)
+        self.events.emit(
+            EventKind.TURN_QUEUED, agent=agent.name, session=session.id, turn=turn.id, prompt=turn.prompt
+        )
+        self._pump(session)
+        self._set_status(session)
+        # The turn belongs to the daemon, not to this request: a client that
+        # goes away leaves it running, and its outcome is stored.
+        return await asyncio.shield(turn.future)
+
+    def _pump(self, session: SessionRecord) -> None:
+        rt = session.runtime
+        if rt is None or rt.running is not None or not rt.queue:
+            return
+        turn = rt.queue.popleft()
+        rt.running = turn
+        turn.task = self._spawn(self._run_turn(session, turn), f"turn-{turn.id}")
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _run_turn(self, session: SessionRecord, turn: Turn) -> None:
+        agent = self._agent(session.agent)
+        error: RpcError | None = None
+        stop_reason: str | None = None
+        try:
+            turn.inner = asyncio.create_task(self._drive(agent, session, turn), name=f"drive-{turn.id}")
+            try:
+                stop_reason = await turn.inner
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+                # Only cancel_turn cancels the inner task: that is a cancelled turn.
+                stop_reason = "cancelled"
+        except RpcError as exc:
+            error = exc
+        except Exception as exc:
+            log.exception("turn %s failed", turn.id)
+            error = RpcError(ErrorCode.INTERNAL_ERROR, f"the daemon failed while running the turn: {exc}")
+        finally:
+            self._finish(session, turn, stop_reason, error)
+            async with agent.turn_ended:
+                agent.turn_ended.notify_all()
+
+    async def _drive(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> str:
+        slots = agent.slots
+        if slots is not None:
+            await slots.acquire()
+        try:
+            return await self._drive_started(agent, session, turn)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    async def _drive_started(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> str:
+        turn.started_at = _now()
+        agent.active_turns += 1
+        self.store.write(
+            st.execute(
+                "UPDATE turns SET state='running', started_at=? WHERE id=?", (turn.started_at, turn.id)
+            ),
+            wait=False,
+        )
+        self.events.emit(EventKind.TURN_STARTED, agent=agent.name, session=session.id, turn=turn.id)
+        self._notify(turn, "started", {})
+        self._set_status(session)
+        timeout = agent.spec.options.turn_timeout
+        process: AgentProcess | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                process = await self._ensure_process(agent)
+                agent_session_id = await self._ensure_live(agent, process, session)
+                turn.prompting = True
+                outcome = await process.prompt(agent_session_id, turn.prompt)
+                turn.usage = outcome.usage
+                return outcome.stop_reason
+        except TimeoutError:
+            if process is not None and session.agent_session_id:
+                await process.cancel(session.agent_session_id)
+            raise RpcError(
+                ErrorCode.TURN_TIMEOUT,
+                f"the turn ran past the agent's turn_timeout of {timeout:g} s and was cancelled; "
+                f"raise it with agent/update if the work needs longer",
+            ) from None
+        except AgentExited as exc:
+            raise RpcError(ErrorCode.AGENT_UNAVAILABLE, str(exc)) from None
+        except AgentRequestFailed as exc:
+            raise RpcError(
+                ErrorCode.AGENT_ERROR,
+                f"agent {agent.name!r}: {exc}",
+                {"agentCode": exc.code, "agentData": exc.data},
+            ) from None
+        finally:
+            turn.prompting = False
+            agent.active_turns -= 1
+
+    async def _ensure_live(self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord) -> str:
+        """The agent's id for this session, opening or restoring it at the agent first if needed."""
+        if session.id in agent.live and session.agent_session_id:
+            agent.live.move_to_end(session.id)
+            return session.agent_session_id
+        cap = agent.spec.options.max_live_sessions
+        lock = agent.room_lock if cap else contextlib.nullcontext()
+        async with lock:
+            if cap:
+                await self._make_room(agent, process, cap, session)
+            setup: SessionSetup
+            rt = session.runtime
+            assert rt is not None
+            if session.agent_session_id is None:
+                agent_session_id, setup = await process.new_session(session.root)
+                session.agent_session_id = agent_session_id
+                await self._apply_options(agent, process, agent_session_id, setup)
+            elif process.capabilities.resume:
+                await process.resume_session(session.agent_session_id, session.root)
+            elif process.capabilities.load_session:
+                rt.loading = True
+                try:
+                    await process.load_session(session.agent_session_id, session.root)
+                finally:
+                    rt.loading = False
+            else:
+                # The agent cannot restore it: start afresh and say so.
+                old = session.agent_session_id
+                agent_session_id, setup = await process.new_session(session.root)
+                self._by_agent_session.pop((agent.name, old), None)
+                session.agent_session_id = agent_session_id
+                await self._apply_options(agent, process, agent_session_id, setup)
+                session.last_error = (
+                    f"agent {agent.name!r} cannot restore sessions (no session/resume or session/load): "
+                    f"this turn started a new conversation without the earlier history"
+                )
+            self._by_agent_session[(agent.name, session.agent_session_id)] = session
+            agent.live[session.id] = None
+            session.live = True
+            self._save_session(session)
+            return session.agent_session_id
+
+    async def _apply_options(
+        self, agent: AgentRuntime, process: AgentProcess, agent_session_id: str, setup: SessionSetup
+    ) -> None:
+        options = agent.spec.options
+        if options.mode is not None:
+            await process.set_mode(agent_session_id, options.mode)
+        config: dict[str, str | bool] = dict(options.config)
+        if options.model is not None:
+            model_option = next(
+                (cid for cid, opt in setup.config.items() if opt.get("category") == "model"), None
+            )
+            if model_option is None:
+                raise AgentRequestFailed(
+                    f"option model={options.model!r} was set, but agent {agent.name!r} offers no model option"
+                )
+            config[model_option] = options.model
+        for config_id, value in config.items():
+            await process.set_config_option(agent_session_id, config_id, value)
+
+    @staticmethod
+    def _can_evict(process: AgentProcess) -> bool:
+        caps = process.capabilities
+        return caps.close and (caps.resume or caps.load_session)
+
+    async def _make_room(
+        self, agent: AgentRuntime, process: AgentProcess, cap: int, incoming: SessionRecord
+    ) -> None:
+        """Close the least recently used idle sessions at the agent until one more fits under the cap."""
+        if not self._can_evict(process):
+            return
+        while len(agent.live) >= cap:
+            victim = next(
+                (
+                    self.sessions[sid]
+                    for sid in agent.live
+                    if sid != incoming.id
+                    and not (self.sessions[sid].runtime and self.sessions[sid].runtime.running)  # type: ignore[union-attr]
+                ),
+                None,
+            )
+            if victim is None:
+                # Every live session is mid-turn: wait for one to end.
+                async with agent.turn_ended:
+                    await agent.turn_ended.wait()
+                continue
+            agent.live.pop(victim.id, None)
+            victim.live = False
+            if victim.agent_session_id:
+                await process.close_session(victim.agent_session_id)
+            self._save_session(victim)
+
+    def _finish(
+        self, session: SessionRecord, turn: Turn, stop_reason: str | None, error: RpcError | None
+    ) -> None:
+        rt = session.runtime
+        assert rt is not None
+        if rt.running is turn:
+            rt.running = None
+        ended = _now()
+        text = turn.text
+        if error is not None:
+            session.last_outcome = Outcome.FAILED
+            session.last_error = error.message
+            session.last_stop_reason = None
+        else:
+            session.last_outcome = Outcome.CANCELLED if stop_reason == "cancelled" else Outcome.COMPLETED
+            session.last_stop_reason = stop_reason
+            if stop_reason != "cancelled":
+                session.last_error = None
+        session.turns += 1
+        if text.strip():
+            session.recap = text.strip().splitlines()[0][:RECAP_CHARS]
+        self.store.write(
+            st.execute(
+                "UPDATE turns SET state=?, text=?, stop_reason=?, error=?, usage=?, ended_at=? WHERE id=?",
+                (
+                    "failed" if error else "done",
+                    text,
+                    stop_reason,
+                    error.message if error else None,
+                    None if turn.usage is None else str(turn.usage),
+                    ended,
+                    turn.id,
+                ),
+            ),
+            wait=False,
+        )
+        data: dict[str, Any] = {"stopReason": stop_reason} if error is None else {"error": error.message}
+        if turn.usage:
+            data["usage"] = turn.usage
+        self.events.emit(EventKind.TURN_ENDED, agent=session.agent, session=session.id, turn=turn.id, **data)
+        self._notify(turn, "ended", data)
+        self._set_status(session)
+        if not turn.future.done():
+            if error is not None:
+                turn.future.set_exception(error)
+                # Nobody may be waiting (the client went away): that is fine.
+                turn.future.exception()
+            else:
+                turn.future.set_result(
+                    m.TurnResult(
+                        turn_id=turn.id,
+                        session=session.id,
+                        text=text,
+                        stop_reason=stop_reason,
+                        usage=m.TurnUsage.model_validate(turn.usage) if turn.usage else None,
+                        context=m.ContextFill.model_validate(rt.context) if rt.context else None,
+                        started_at=_dt(turn.started_at or turn.queued_at),
+                        ended_at=_dt(ended),
+                    )
+                )
+        self._pump(session)
+
+    @staticmethod
+    def _notify(turn: Turn, what: str, data: dict[str, Any]) -> None:
+        for listener in turn.listeners:
+            try:
+                listener(what, data)
+            except Exception:
+                log.exception("a turn listener failed")
+
+    # ---------------------------------------------------------------- cancelling
+
+    async def cancel(self, params: m.SessionCancelParams) -> int:
+        session = self._session(params.session)
+        return len(self._cancel_all(session, reason="cancelled by request", only=params.turn_id))
+
+    def cancel_turn(self, turn_id: str) -> bool:
+        for session in self.sessions.values():
+            rt = session.runtime
+            if rt is not None and (
+                (rt.running is not None and rt.running.id == turn_id)
+                or any(t.id == turn_id for t in rt.queue)
+            ):
+                return bool(self._cancel_all(session, reason="cancelled by request", only=turn_id))
+        return False
+
+    def _cancel_all(self, session: SessionRecord, *, reason: str, only: str | None = None) -> list[Turn]:
+        rt = session.runtime
+        if rt is None:
+            return []
+        cancelled: list[Turn] = []
+        for turn in list(rt.queue):
+            if only is None or turn.id == only:
+                rt.queue.remove(turn)
+                turn.cancel_requested = True
+                cancelled.append(turn)
+                self._finish_queued(session, turn)
+        running = rt.running
+        if running is not None and (only is None or running.id == only) and not running.cancel_requested:
+            running.cancel_requested = True
+            cancelled.append(running)
+            for pending in list(rt.permissions.values()):
+                if not pending.future.done():
+                    pending.future.set_result(None)
+            self._spawn(self._stop_running(session, running), f"cancel-{running.id}")
+        return cancelled
+
+    def _finish_queued(self, session: SessionRecord, turn: Turn) -> None:
+        # A queued turn never reached the agent: it ends cancelled at once.
+        self._finish(session, turn, "cancelled", None)
+
+    async def _stop_running(self, session: SessionRecord, turn: Turn) -> None:
+        runtime = self.agents.get(session.agent)
+        process = runtime.process if runtime else None
+        if turn.prompting and process is not None and session.agent_session_id:
+            await process.cancel(session.agent_session_id)
+            if turn.task is not None:
+                done, _ = await asyncio.wait({turn.task}, timeout=CANCEL_GRACE)
+                if done:
+                    return
+            log.warning(
+                "agent did not end turn %s within %s s of session/cancel; ending it", turn.id, CANCEL_GRACE
+            )
+        if turn.inner is not None and not turn.inner.done():
+            turn.inner.cancel()
+
+    # ================================================================ the agent's calls
+
+    def host_for(self, agent_name: str) -> AgentHost:
+        return AgentHost(self, agent_name)
+
+    def on_update(self, session: SessionRecord, kind: str, payload: dict[str, Any]) -> None:
+        rt = session.runtime
+        if rt is None or rt.loading:
+            return  # nothing running, or history replayed by session/load: not this turn's
+        turn = rt.running
+        if kind == "agent_message_chunk":
+            content = payload.get("content", {})
+            text = content.get("text") if isinstance(content, dict) else None
+            if text and turn is not None:
+                turn.parts.append(text)
+                self.events.emit(
+                    EventKind.TURN_CHUNK, agent=session.agent, session=session.id, turn=turn.id, text=text
+                )
+                self._notify(turn, "chunk", {"text": text})
+        elif kind == "usage_update":
+            rt.context = {k: payload[k] for k in ("used", "size", "cost") if k in payload}
+
+    @staticmethod
+    def confined(session: SessionRecord, path: str) -> str:
+        try:
+            return resolve_inside(session.root, path)
+        except PathOutsideRoot as exc:
+            raise ClientError(str(exc)) from None
+
+    async def request_permission(
+        self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> str | None:
+        agent = self._agent(session.agent)
+        decided = _decide(agent.spec.options.permission_policy, tool_call, options)
+        if decided is not _ASK:
+            return decided  # type: ignore[return-value]
+        rt = session.runtime
+        turn = rt.running if rt else None
+        if rt is None or turn is None or turn.cancel_requested:
+            return None
+        pending = PendingPermission(
+            id=f"p-{uuid.uuid4().hex[:12]}",
+            session=session.id,
+            turn=turn.id,
+            tool_call=tool_call,
+            options=options,
+            future=asyncio.get_running_loop().create_future(),
+        )
+        rt.permissions[pending.id] = pending
+        self.permissions[pending.id] = pending
+        self.events.emit(
+            EventKind.PERMISSION_ASKED,
+            agent=session.agent,
+            session=session.id,
+            turn=turn.id,
+            permission=pending.id,
+            toolCall=tool_call,
+            options=options,
+        )
+        self._set_status(session)
+        try:
+            chosen = await pending.future
+        finally:
+            rt.permissions.pop(pending.id, None)
+            self.permissions.pop(pending.id, None)
+        self.events.emit(
+            EventKind.PERMISSION_ANSWERED,
+            agent=session.agent,
+            session=session.id,
+            turn=turn.id,
+            permission=pending.id,
+            optionId=chosen,
+        )
+        self._set_status(session)
+        return chosen
+
+    def answer_permission(self, params: m.PermissionAnswerParams) -> None:
+        pending = self.permissions.get(params.permission)
+        if pending is None or pending.future.done():
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                f"permission request {params.permission!r} is not waiting "
+                "(answered already, or its turn ended)",
+            )
+        if params.option_id is not None and params.option_id not in {
+            str(o.get("optionId")) for o in pending.options
+        }:
+            offered = ", ".join(str(o.get("optionId")) for o in pending.options)
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"optionId: {params.option_id!r} is not one of the options offered ({offered})",
+                {"field": "optionId"},
+            )
+        pending.future.set_result(params.option_id)
+
+    async def read_text_file(
+        self, session: SessionRecord, path: str, line: int | None, limit: int | None
+    ) -> str:
+        text = await asyncio.to_thread(_read_text, self.confined(session, path))
+        if line is None and limit is None:
+            return text
+        lines = text.splitlines(keepends=True)
+        start = max((line or 1) - 1, 0)
+        end = start + limit if limit is not None else None
+        return "".join(lines[start:end])
+
+    async def write_text_file(self, session: SessionRecord, path: str, content: str) -> None:
+        await asyncio.to_thread(_write_text, self.confined(session, path), content)
+
+    @staticmethod
+    def terminals(session: SessionRecord) -> Terminals:
+        if session.runtime is None:
+            raise ClientError(f"session {session.id!r} has no running turn")
+        return session.runtime.terminals
+
+    # ================================================================ status and stopping
+
+    def counts(self) -> dict[SessionStatus, int]:
+        counts: dict[SessionStatus, int] = {}
+        for session in self.sessions.values():
+            if not session.closed:
+                counts[session.status] = counts.get(session.status, 0) + 1
+        return counts
+
+    async def shutdown(self) -> None:
+        """Cancel every turn (stop reason cancelled), stop every agent, flush the store."""
+        self._stopping = True
+        waiting: list[Turn] = []
+        for session in self.sessions.values():
+            if session.runtime is not None:
+                waiting += self._cancel_all(session, reason="the daemon is stopping")
+        if waiting:
+            await asyncio.wait([asyncio.shield(t.future) for t in waiting], timeout=CANCEL_GRACE + 2)
+        for session in self.sessions.values():
+            if session.runtime is not None:
+                await session.runtime.terminals.close()
+        await asyncio.gather(
+            *(runtime.process.stop() for runtime in self.agents.values() if runtime.process is not None),
+            return_exceptions=True,
+        )
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.store.flush()
+
+
+_ASK = object()
+
+
+def _decide(policy: str, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> object:
+    def pick(*kinds: str) -> str | None:
+        for kind in kinds:
+            for option in options:
+                if option.get("kind") == kind:
+                    return str(option.get("optionId"))
+        return None
+
+    if policy == "allow":
+        return pick("allow_once", "allow_always")
+    if policy == "deny":
+        return pick("reject_once", "reject_always")
+    if policy == "allow_reads":
+        if tool_call.get("kind") in READ_KINDS:
+            return pick("allow_once", "allow_always")
+        return pick("reject_once", "reject_always")
+    return _ASK
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ClientError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise ClientError(f"{path} is a directory, not a file") from None
+    except UnicodeDecodeError:
+        raise ClientError(f"{path} is not UTF-8 text") from None
+
+
+def _write_text(path: str, content: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(content)
+
+
+class AgentHost:
+    """What one agent's process may ask of the daemon: its sessions, by the agent's own ids."""
+
+    def __init__(self, core: Core, agent: str) -> None:
+        self._core = core
+        self._agent = agent
+
+    def _session(self, agent_session_id: str) -> SessionRecord:
+        session = self._core._by_agent_session.get((self._agent, agent_session_id))
+        if session is None:
+            raise ClientError(f"unknown session id {agent_session_id!r}")
+        return session
+
+    def on_update(self, agent_session_id: str, kind: str, payload: dict[str, Any]) -> None:
+        session = self._core._by_agent_session.get((self._agent, agent_session_id))
+        if session is not None:
+            self._core.on_update(session, kind, payload)
+
+    async def request_permission(
+        self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> str | None:
+        return await self._core.request_permission(self._session(agent_session_id), tool_call, options)
+
+    async def read_text_file(
+        self, agent_session_id: str, path: str, line: int | None, limit: int | None
+    ) -> str:
+        return await self._core.read_text_file(self._session(agent_session_id), path, line, limit)
+
+    async def write_text_file(self, agent_session_id: str, path: str, content: str) -> None:
+        await self._core.write_text_file(self._session(agent_session_id), path, content)
+
+    async def create_terminal(
+        self,
+        agent_session_id: str,
+        command: str,
+        args: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        output_byte_limit: int | None,
+    ) -> str:
+        session = self._session(agent_session_id)
+        directory = self._core.confined(session, cwd) if cwd else session.root
+        try:
+            return await Core.terminals(session).create(command, args, env, directory, output_byte_limit)
+        except FileNotFoundError:
+            raise ClientError(f"command not found: {command!r}") from None
+
+    def _terminal(self, agent_session_id: str, terminal_id: str) -> Terminal:
+        try:
+            return Core.terminals(self._session(agent_session_id)).get(terminal_id)
+        except TerminalNotFound as exc:
+            raise ClientError(str(exc)) from None
+
+    async def terminal_output(self, agent_session_id: str, terminal_id: str) -> TerminalResult:
+        terminal = self._terminal(agent_session_id, terminal_id)
+        return TerminalResult(terminal.text(), terminal.truncated, terminal.exit_code, terminal.signal)
+
+    async def wait_for_terminal_exit(
+        self, agent_session_id: str, terminal_id: str
+    ) -> tuple[int | None, str | None]:
+        terminal = self._terminal(agent_session_id, terminal_id)
+        await terminal.exited.wait()
+        return terminal.exit_code, terminal.signal
+
+    async def kill_terminal(self, agent_session_id: str, terminal_id: str) -> None:
+        self._terminal(agent_session_id, terminal_id)
+        await Core.terminals(self._session(agent_session_id)).kill(terminal_id)
+
+    async def release_terminal(self, agent_session_id: str, terminal_id: str) -> None:
+        await Core.terminals(self._session(agent_session_id)).release(terminal_id)

@@ -1,0 +1,200 @@
+"""The event log: every change, numbered, stored, then fanned out.
+
+`emit` is synchronous: it numbers the event, queues its row to the store and
+returns, so callers that must keep order (an agent's updates arrive in
+order and are handled before any await) keep it. Subscribers receive events
+only after the store has committed them, in seq order, through a bounded
+queue each; a subscriber that falls behind is cut off with a reason rather
+than allowed to grow the daemon's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+from sessiond.daemon.store import Store
+
+log = logging.getLogger("sessiond.events")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    seq: int
+    kind: str
+    time: float
+    agent: str | None = None
+    session: str | None = None
+    turn: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> tuple[Any, ...]:
+        return (
+            self.seq,
+            self.time,
+            self.kind,
+            self.agent,
+            self.session,
+            self.turn,
+            msgpack.packb(self.data, use_bin_type=True),
+        )
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row | tuple[Any, ...]) -> Event:
+        seq, at, kind, agent, session, turn, data = tuple(row)
+        return cls(seq, kind, at, agent, session, turn, msgpack.unpackb(data, raw=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    sessions: frozenset[str] | None = None
+    agents: frozenset[str] | None = None
+    kinds: frozenset[str] | None = None
+
+    def matches(self, event: Event) -> bool:
+        if self.sessions is not None and event.session not in self.sessions:
+            return False
+        if self.agents is not None and event.agent not in self.agents:
+            return False
+        return self.kinds is None or event.kind in self.kinds
+
+    def sql(self) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        for column, values in (("session", self.sessions), ("agent", self.agents), ("kind", self.kinds)):
+            if values is not None:
+                clauses.append(f"{column} IN ({','.join('?' * len(values))})")
+                args.extend(sorted(values))
+        return (" AND " + " AND ".join(clauses) if clauses else ""), args
+
+
+class SubscriberOverflow(Exception):
+    pass
+
+
+class Subscriber:
+    """One client's view of the log: a bounded queue of committed events."""
+
+    def __init__(self, event_filter: Filter, limit: int) -> None:
+        self.filter = event_filter
+        self.limit = limit
+        self._queue: deque[Event] = deque()
+        self._wakeup = asyncio.Event()
+        self.overflowed = False
+        self.closed = False
+
+    def offer(self, event: Event) -> None:
+        if self.closed or not self.filter.matches(event):
+            return
+        if len(self._queue) >= self.limit:
+            self.overflowed = True
+            self._queue.clear()
+        else:
+            self._queue.append(event)
+        self._wakeup.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wakeup.set()
+
+    async def next_batch(self, most: int = 500) -> list[Event]:
+        """The next events in order; [] once closed. Raises SubscriberOverflow when it fell behind."""
+        while not self._queue and not self.closed and not self.overflowed:
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        if self.overflowed:
+            raise SubscriberOverflow(f"more than {self.limit} events were waiting unread")
+        batch: list[Event] = []
+        while self._queue and len(batch) < most:
+            batch.append(self._queue.popleft())
+        return batch
+
+
+class EventLog:
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._clock = clock
+        rows = store.query("SELECT MAX(seq) FROM events")
+        self.head = int(rows[0][0] or 0)
+        self.committed = self.head
+        self._subscribers: set[Subscriber] = set()
+        self._pending: list[Event] = []
+        self._flushing = False
+
+    def emit(
+        self,
+        kind: str,
+        *,
+        agent: str | None = None,
+        session: str | None = None,
+        turn: str | None = None,
+        **data: Any,
+    ) -> Event:
+        self.head += 1
+        event = Event(self.head, kind, self._clock(), agent, session, turn, data)
+        self._pending.append(event)
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        return event
+
+    def emit_many(self, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        for kind, fields in events:
+            self.emit(kind, **fields)
+
+    def _flush(self) -> None:
+        """Queue every event emitted in this loop iteration as one write, fan out on commit."""
+        batch, self._pending = self._pending, []
+        self._flushing = False
+        rows = [event.row() for event in batch]
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?)", rows)
+
+        future = self._store.write(op)
+        if future is None:
+            self._deliver(batch)
+        else:
+            future.add_done_callback(lambda f: self._on_commit(f, batch))
+
+    def _on_commit(self, future: asyncio.Future[None], batch: list[Event]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            log.error("events %d..%d were not stored: %s", batch[0].seq, batch[-1].seq, future)
+        self._deliver(batch)
+
+    def _deliver(self, batch: list[Event]) -> None:
+        # The writer commits in queue order, so batches arrive here in seq order.
+        self.committed = batch[-1].seq
+        for subscriber in list(self._subscribers):
+            for event in batch:
+                subscriber.offer(event)
+
+    def subscribe(self, event_filter: Filter, *, limit: int = 10_000) -> Subscriber:
+        subscriber = Subscriber(event_filter, limit)
+        self._subscribers.add(subscriber)
+        return subscriber
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        subscriber.close()
+        self._subscribers.discard(subscriber)
+
+    async def replay(self, after: int, upto: int, event_filter: Filter, limit: int = 5000) -> list[Event]:
+        """Stored events with after < seq <= upto that match, oldest first, at most `limit`."""
+        where, args = event_filter.sql()
+
+        def read(conn: sqlite3.Connection) -> list[Event]:
+            rows = conn.execute(
+                f"SELECT seq, time, kind, agent, session, turn, data FROM events "
+                f"WHERE seq > ? AND seq <= ?{where} ORDER BY seq LIMIT ?",
+                [after, upto, *args, limit],
+            )
+            return [Event.from_row(row) for row in rows]
+
+        return await self._store.read(read)

@@ -1,0 +1,124 @@
+"""What the core keeps in memory about agents, sessions and turns.
+
+A session that has never run costs one small slotted record; everything a
+running session needs (its queue, terminals) lives in a `SessionRuntime`
+made on its first turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessiond.daemon.acp_backend import AgentProcess
+from sessiond.daemon.states import Outcome
+from sessiond.daemon.terminals import Terminals
+from sessiond.protocol.models import AgentSpec, SessionStatus
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    id: str
+    ordinal: int
+    agent: str
+    root: str
+    placement: str
+    title: str | None
+    status: SessionStatus
+    status_since: float
+    created_at: float
+    turns: int = 0
+    agent_session_id: str | None = None
+    last_stop_reason: str | None = None
+    last_error: str | None = None
+    recap: str | None = None
+    last_outcome: Outcome = Outcome.NONE
+    live: bool = False
+    runtime: SessionRuntime | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.status is SessionStatus.CLOSED
+
+    def row(self) -> tuple[Any, ...]:
+        return (
+            self.id,
+            self.ordinal,
+            self.agent,
+            self.root,
+            self.placement,
+            self.title,
+            self.status.value,
+            self.status_since,
+            self.created_at,
+            self.turns,
+            self.agent_session_id,
+            self.last_stop_reason,
+            self.last_error,
+            self.recap,
+        )
+
+
+@dataclass
+class Turn:
+    id: str
+    session: str
+    prompt: str
+    queued_at: float
+    future: asyncio.Future[Any]
+    started_at: float | None = None
+    parts: list[str] = field(default_factory=list)
+    usage: dict[str, int] | None = None
+    cancel_requested: bool = False
+    prompting: bool = False
+    task: asyncio.Task[None] | None = None
+    inner: asyncio.Task[Any] | None = None
+    listeners: list[Any] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+@dataclass
+class PendingPermission:
+    id: str
+    session: str
+    turn: str | None
+    tool_call: dict[str, Any]
+    options: list[dict[str, Any]]
+    future: asyncio.Future[str | None]
+
+
+@dataclass
+class SessionRuntime:
+    queue: deque[Turn] = field(default_factory=deque)
+    running: Turn | None = None
+    terminals: Terminals = field(default_factory=Terminals)
+    permissions: dict[str, PendingPermission] = field(default_factory=dict)
+    context: dict[str, Any] | None = None
+    loading: bool = False
+
+
+@dataclass
+class AgentRuntime:
+    spec: AgentSpec
+    builtin: bool = False
+    process: AgentProcess | None = None
+    start_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    room_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    slots: asyncio.Semaphore | None = None
+    turn_ended: asyncio.Condition = field(default_factory=asyncio.Condition)
+    # Sessions open at the agent now, least recently used first.
+    live: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    starts: int = 0
+    last_error: str | None = None
+    crashed: bool = False
+    active_turns: int = 0
+    open_sessions: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name

@@ -1,0 +1,152 @@
+"""`sessiond serve`: the daemon process, from start to a clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import ipaddress
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from sessiond.daemon.agents_config import ConfigError, demo_spec, load_agents_toml
+from sessiond.daemon.core import Core
+from sessiond.daemon.events import EventLog
+from sessiond.daemon.server import DaemonServer
+from sessiond.daemon.store import Store
+from sessiond.protocol import paths
+
+log = logging.getLogger("sessiond")
+
+
+def version() -> str:
+    try:
+        return metadata.version("sessiond")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+class StartError(Exception):
+    pass
+
+
+def parse_tcp(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise StartError(f"--tcp {address!r}: expected HOST:PORT, e.g. 127.0.0.1:7700")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise StartError(
+            f"--tcp {address!r}: only loopback addresses are served (127.0.0.1, ::1, localhost); "
+            "reach the daemon from elsewhere through ssh forwarding"
+        )
+    return host, int(port)
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+
+
+def _token(path: Path) -> str:
+    if path.exists():
+        return path.read_text().strip()
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
+def _lock(socket_path: Path) -> int:
+    """Hold a lock beside the socket for the daemon's life: a second `serve` finds it taken."""
+    fd = os.open(f"{socket_path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise StartError(
+            f"a daemon is already running on {socket_path} (pid {other}); "
+            "stop it first, or pass another --socket"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+async def _serve(socket_path: Path, tcp: str | None, ready: asyncio.Event | None = None) -> int:
+    paths.check_socket_path(socket_path)
+    tcp_address = parse_tcp(tcp) if tcp else None
+    _private_dir(socket_path.parent)
+    state_dir = paths.state_dir()
+    _private_dir(state_dir)
+    lock_fd = _lock(socket_path)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            socket_path.unlink()  # stale: its daemon is gone, or we would not hold the lock
+        store = Store(state_dir / "sessiond.db")
+        events = EventLog(store)
+        core = Core(store, events, state_dir=state_dir, version=version())
+        try:
+            configured = load_agents_toml(paths.config_dir() / "agents.toml")
+        except ConfigError as exc:
+            raise StartError(str(exc)) from None
+        core.load([demo_spec(state_dir)], configured)
+        store.start()
+        server = DaemonServer(core, version=version(), socket_path=str(socket_path))
+        server.started_at = time.time()
+        await server.listen_unix(str(socket_path))
+        os.chmod(socket_path, 0o600)
+        if tcp_address is not None:
+            server.token = _token(paths.token_path())
+            host, port = await server.listen_tcp(*tcp_address)
+            paths.tcp_address_path().write_text(f"{host}:{port}\n")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        where = str(socket_path) + (f" and tcp {server.tcp_address}" if server.tcp_address else "")
+        print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+        print("sessiond: stopping: cancelling running turns", file=sys.stderr, flush=True)
+        for listener in server._servers:
+            listener.close()
+        await core.shutdown()
+        await server.stop_accepting()
+        await store.close()
+        with contextlib.suppress(FileNotFoundError):
+            socket_path.unlink()
+        if tcp_address is not None:
+            with contextlib.suppress(FileNotFoundError):
+                paths.tcp_address_path().unlink()
+        return 0
+    finally:
+        os.close(lock_fd)
+
+
+def run(socket: Path | None = None, tcp: str | None = None) -> int:
+    """Serve until SIGTERM or SIGINT; the exit code."""
+    logging.basicConfig(
+        level=os.environ.get("SESSIOND_LOG", "WARNING").upper(),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    # pygls logs every error answer as an exception; the daemon logs its own failures.
+    logging.getLogger("pygls").setLevel(logging.CRITICAL)
+    try:
+        return asyncio.run(_serve(socket or paths.socket_path(), tcp))
+    except (StartError, ValueError) as exc:
+        print(f"sessiond: {exc}", file=sys.stderr)
+        return 1

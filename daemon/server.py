@@ -1,0 +1,569 @@
+"""The editor-facing side: JSON-RPC with LSP framing, one pygls server per connection.
+
+This is the only module that knows JSON-RPC and pygls. Each accepted
+connection gets a fresh `LanguageServer` built by `_build_server`, all of
+them sharing one `Core`; the handlers are registered from the method table
+in `sessiond.protocol.methods`, validate their params with pydantic, and
+delegate to the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from lsprotocol import types as lsp
+from pydantic import BaseModel, ValidationError
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+from pygls.protocol.language_server import lsp_method
+from sessiond.daemon.core import Core
+from sessiond.daemon.events import Event, Filter, Subscriber, SubscriberOverflow
+from sessiond.protocol import methods as names
+from sessiond.protocol import models as m
+from sessiond.protocol.errors import ErrorCode, RpcError
+from sessiond.protocol.methods import METHODS
+
+log = logging.getLogger("sessiond.server")
+
+HEADER = re.compile(rb"^Content-Length: *(\d+)\r\n$", re.IGNORECASE)
+MAX_MESSAGE = 64 * 1024 * 1024
+REPLAY_PAGE = 2000
+NO_TOKEN = (
+    "this TCP connection presented no valid token: pass initializationOptions.token "
+    "(the contents of the daemon's tcp-token file)"
+)
+
+
+def _error(exc: RpcError) -> JsonRpcException:
+    return JsonRpcException(message=exc.message, code=int(exc.code), data=exc.data)
+
+
+def invalid_params(exc: ValidationError) -> RpcError:
+    """InvalidParams naming each field at fault, by its wire name."""
+    problems = []
+    fields = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "params"
+        fields.append(where)
+        problems.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
+    return RpcError(ErrorCode.INVALID_PARAMS, "invalid params: " + "; ".join(problems), {"fields": fields})
+
+
+class Connection:
+    """One client: its protocol, its subscriptions, its prompts in flight."""
+
+    def __init__(self, daemon: DaemonServer, writer: asyncio.StreamWriter, *, needs_token: bool) -> None:
+        self.daemon = daemon
+        self.id = uuid.uuid4().hex[:8]
+        self.writer = writer
+        self.needs_token = needs_token
+        self.authorized = not needs_token
+        self.initialized = False
+        self.progress_supported = False
+        self.subscriptions: dict[str, tuple[Subscriber | None, asyncio.Task[None]]] = {}
+        self.prompts: dict[Any, str] = {}  # request id -> turn id
+        self.progress_tokens: dict[Any, str] = {}  # progress token -> turn id
+        self.server = _build_server(self)
+        self.protocol: SessiondProtocol = self.server.protocol  # type: ignore[assignment]
+        self.protocol.set_writer(_Writer(writer))
+        self.closed = asyncio.Event()
+        self.closing: asyncio.Future[None] | None = None
+
+    @property
+    def core(self) -> Core:
+        return self.daemon.core
+
+    async def serve(self, reader: asyncio.StreamReader) -> None:
+        try:
+            await self._read_loop(reader)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            await self.close()
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        while not self.closed.is_set():
+            length: int | None = None
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                match = HEADER.match(line)
+                if match:
+                    length = int(match.group(1))
+            if length is None:
+                self._send_error(
+                    None, ErrorCode.PARSE_ERROR, "a message came without a Content-Length header"
+                )
+                continue
+            if length > MAX_MESSAGE:
+                self._send_error(None, ErrorCode.INVALID_REQUEST, f"a message of {length} bytes is too large")
+                return
+            body = await reader.readexactly(length)
+            try:
+                message = json.loads(body, object_hook=self.protocol.structure_message)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                self._send_error(None, ErrorCode.PARSE_ERROR, f"the message is not valid JSON: {exc}")
+                continue
+            except JsonRpcException as exc:
+                self._send_error(
+                    _id_of(body), exc.code, f"the message does not fit its method: {exc.message}"
+                )
+                continue
+            if not hasattr(message, "jsonrpc"):
+                self._send_error(_id_of(body), ErrorCode.INVALID_REQUEST, "not a JSON-RPC 2.0 message")
+                continue
+            self.protocol.handle_message(message)
+
+    def _send_error(self, msg_id: Any, code: int, message: str) -> None:
+        payload = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": int(code), "message": message}}
+        self.send_raw(payload)
+
+    def send_raw(self, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload).encode()
+        if not self.writer.is_closing():
+            self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.send_raw({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def close(self) -> None:
+        if self.closed.is_set():
+            return
+        self.closed.set()
+        for subscriber, task in list(self.subscriptions.values()):
+            if subscriber is not None:
+                self.core.events.unsubscribe(subscriber)
+            task.cancel()
+        self.subscriptions.clear()
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        self.daemon.connections.discard(self)
+
+    # ------------------------------------------------------------ subscriptions
+
+    async def subscribe(self, params: m.EventsSubscribeParams) -> m.Subscription:
+        event_filter = Filter(
+            sessions=frozenset(params.sessions) if params.sessions is not None else None,
+            agents=frozenset(params.agents) if params.agents is not None else None,
+            kinds=frozenset(k.value for k in params.kinds) if params.kinds is not None else None,
+        )
+        events = self.core.events
+        # Register before reading the head: everything after it arrives live,
+        # everything up to it is replayed from the store: no gap, no duplicate.
+        subscriber = events.subscribe(event_filter)
+        head = events.committed
+        subscription = f"sub-{uuid.uuid4().hex[:10]}"
+        task = asyncio.create_task(self._pump(subscription, subscriber, params.since, head, event_filter))
+        self.subscriptions[subscription] = (subscriber, task)
+        return m.Subscription(subscription=subscription, head=head)
+
+    async def _pump(
+        self, subscription: str, subscriber: Subscriber, since: int | None, head: int, event_filter: Filter
+    ) -> None:
+        try:
+            after = since if since is not None else head
+            while after < head:
+                page = await self.core.events.replay(after, head, event_filter, REPLAY_PAGE)
+                if not page:
+                    break
+                await self._send_events(subscription, page)
+                after = page[-1].seq
+            while True:
+                try:
+                    batch = await subscriber.next_batch()
+                except SubscriberOverflow as exc:
+                    self.notify(
+                        names.EVENTS_NOTIFY,
+                        {"subscription": subscription, "events": [], "overflow": str(exc)},
+                    )
+                    return
+                if not batch:
+                    return
+                await self._send_events(subscription, batch)
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("subscription %s failed", subscription)
+
+    async def _send_events(self, subscription: str, events: list[Event]) -> None:
+        payload = m.EventsNotifyParams(subscription=subscription, events=[_wire_event(e) for e in events])
+        self.notify(names.EVENTS_NOTIFY, payload.wire())
+        # Back-pressure: a client that reads slowly holds this pump, not the daemon.
+        await self.writer.drain()
+
+    def unsubscribe(self, subscription: str) -> None:
+        entry = self.subscriptions.pop(subscription, None)
+        if entry is None:
+            raise RpcError(
+                ErrorCode.SUBSCRIPTION_NOT_FOUND,
+                f"no subscription {subscription!r} on this connection",
+            )
+        subscriber, task = entry
+        if subscriber is not None:
+            self.core.events.unsubscribe(subscriber)
+        task.cancel()
+
+    # ------------------------------------------------------------ turns
+
+    async def prompt(self, params: m.SessionPromptParams) -> m.TurnResult:
+        msg_id = self.protocol.msg_id
+        turn_id = params.turn_id or f"t-{uuid.uuid4().hex[:12]}"
+        params = params.model_copy(update={"turn_id": turn_id})
+        self.prompts[msg_id] = turn_id
+        token = params.work_done_token
+        if token is None and self.progress_supported:
+            token = f"sessiond-{turn_id}"
+            try:
+                await asyncio.wait_for(self.protocol.progress.create_async(token), 5)
+            except Exception:
+                token = None
+        if token is not None:
+            self.progress_tokens[token] = turn_id
+        listener = _ProgressReporter(self.protocol, token, params.session) if token is not None else None
+        try:
+            return await self.core.prompt(params, listener)
+        finally:
+            self.prompts.pop(msg_id, None)
+            if token is not None:
+                self.progress_tokens.pop(token, None)
+
+    def cancel_request(self, msg_id: Any) -> bool:
+        """$/cancelRequest on a prompt cancels its turn; the prompt then answers normally."""
+        turn_id = self.prompts.get(msg_id)
+        if turn_id is None:
+            return False
+        self.core.cancel_turn(turn_id)
+        return True
+
+
+class _ProgressReporter:
+    """Reports a turn through LSP work-done progress."""
+
+    def __init__(self, protocol: LanguageServerProtocol, token: Any, session: str) -> None:
+        self.protocol = protocol
+        self.token = token
+        self.session = session
+        self.began = False
+
+    def __call__(self, what: str, data: dict[str, Any]) -> None:
+        progress = self.protocol.progress
+        if what == "started":
+            self.began = True
+            progress.begin(
+                self.token,
+                lsp.WorkDoneProgressBegin(
+                    title=f"sessiond {self.session}", cancellable=True, message="working"
+                ),
+            )
+        elif what == "chunk" and self.began:
+            text = data.get("text", "").strip().splitlines()
+            if text:
+                progress.report(self.token, lsp.WorkDoneProgressReport(message=text[-1][:120]))
+        elif what == "ended":
+            if not self.began:
+                progress.begin(self.token, lsp.WorkDoneProgressBegin(title=f"sessiond {self.session}"))
+            message = data.get("error") or data.get("stopReason") or "ended"
+            progress.end(self.token, lsp.WorkDoneProgressEnd(message=str(message)))
+
+
+def _wire_event(event: Event) -> m.Event:
+    return m.Event(
+        seq=event.seq,
+        kind=m.EventKind(event.kind),
+        time=event.time,
+        agent=event.agent,
+        session=event.session,
+        turn=event.turn,
+        data=event.data,
+    )
+
+
+def _id_of(body: bytes) -> Any:
+    with contextlib.suppress(Exception):
+        value = json.loads(body)
+        if isinstance(value, dict):
+            return value.get("id")
+    return None
+
+
+class _Writer:
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    def write(self, data: bytes) -> None:
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class SessiondProtocol(LanguageServerProtocol):
+    connection: Connection
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        # Our own methods keep their params as plain JSON for pydantic to
+        # validate; pygls would turn them into namedtuples.
+        if "jsonrpc" in data:
+            method = data.get("method")
+            if method in METHODS:
+                if "id" in data:
+                    return JsonRPCRequestMessage(
+                        id=data["id"], method=method, jsonrpc=data["jsonrpc"], params=data.get("params")
+                    )
+                return JsonRPCNotification(method=method, jsonrpc=data["jsonrpc"], params=data.get("params"))
+            if method is None and "result" in data and "id" in data and data["id"] not in self._result_types:
+                return JsonRPCResponseMessage(id=data["id"], jsonrpc=data["jsonrpc"], result=data["result"])
+        return super().structure_message(data)
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        if self.connection.cancel_request(msg_id):
+            return
+        super()._handle_cancel_notification(msg_id)
+
+    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
+        conn = self.connection
+        if method_name != lsp.INITIALIZE and method_name != lsp.SHUTDOWN:
+            if not conn.initialized:
+                self._send_response(
+                    msg_id,
+                    error=lsp.ResponseError(
+                        code=ErrorCode.SERVER_NOT_INITIALIZED,
+                        message="the connection is not initialized: send `initialize` first",
+                    ),
+                )
+                return
+            if not conn.authorized:
+                self._send_response(
+                    msg_id,
+                    error=lsp.ResponseError(
+                        code=ErrorCode.UNAUTHORIZED,
+                        message=NO_TOKEN,
+                    ),
+                )
+                return
+        super()._handle_request(msg_id, method_name, params)
+
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(self, params: lsp.InitializeParams) -> Any:
+        result = yield from super().lsp_initialize(params)
+        result.capabilities.experimental = {
+            "sessiond": {"methods": sorted(METHODS), "notifications": [names.EVENTS_NOTIFY]}
+        }
+        return result
+
+    @lsp_method(lsp.EXIT)
+    def lsp_exit(self, *args: Any) -> Any:
+        # pygls would sys.exit(): one editor quitting must not stop the daemon for all.
+        self.connection.closing = asyncio.ensure_future(self.connection.close())
+        yield from ()
+
+
+def _build_server(conn: Connection) -> LanguageServer:
+    daemon = conn.daemon
+    server = LanguageServer("sessiond", daemon.version, protocol_cls=SessiondProtocol)
+    protocol: SessiondProtocol = server.protocol  # type: ignore[assignment]
+    protocol.connection = conn
+
+    @server.feature(lsp.INITIALIZE)
+    def on_initialize(params: lsp.InitializeParams) -> None:
+        options = params.initialization_options or {}
+        if not isinstance(options, dict):
+            options = getattr(options, "_asdict", dict)()
+        caps = params.capabilities
+        conn.progress_supported = bool(caps and caps.window and caps.window.work_done_progress)
+        if conn.needs_token:
+            token = str(options.get("token") or "")
+            if not hmac.compare_digest(token.encode(), daemon.token.encode()):
+                raise JsonRpcException(
+                    message=NO_TOKEN,
+                    code=int(ErrorCode.UNAUTHORIZED),
+                )
+            conn.authorized = True
+        conn.initialized = True
+
+    @server.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def on_progress_cancel(params: lsp.WorkDoneProgressCancelParams) -> None:
+        turn_id = conn.progress_tokens.get(params.token)
+        if turn_id is not None:
+            daemon.core.cancel_turn(turn_id)
+
+    for method, handler in _handlers(conn).items():
+        server.feature(method)(_wrap(METHODS[method].params, handler))
+    return server
+
+
+def _wrap(
+    params_model: type[BaseModel], handler: Callable[[Any], Awaitable[BaseModel]]
+) -> Callable[[Any], Awaitable[Any]]:
+    async def run(raw: Any) -> Any:
+        try:
+            params = params_model.model_validate({} if raw is None else raw)
+        except ValidationError as exc:
+            raise _error(invalid_params(exc)) from None
+        try:
+            result = await handler(params)
+        except RpcError as exc:
+            raise _error(exc) from None
+        except Exception as exc:
+            log.exception("a %s handler failed", params_model.__name__)
+            raise JsonRpcException(
+                message=f"the daemon failed on this request: {type(exc).__name__}: {exc}; "
+                "see the daemon's log, and report it if it happens again",
+                code=int(ErrorCode.INTERNAL_ERROR),
+            ) from None
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    return run
+
+
+def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel]]]:
+    core = conn.core
+    daemon = conn.daemon
+
+    async def agent_create(p: m.AgentSpec) -> m.AgentInfo:
+        return await core.create_agent(p)
+
+    async def agent_list(p: m.Empty) -> m.AgentList:
+        return m.AgentList(agents=[core.agent_info(a) for a in core.agents.values()])
+
+    async def agent_get(p: m.AgentRef) -> m.AgentInfo:
+        return core.agent_info(core._agent(p.name))
+
+    async def agent_update(p: m.AgentUpdateParams) -> m.AgentInfo:
+        return await core.update_agent(p)
+
+    async def agent_remove(p: m.AgentRef) -> m.Removed:
+        await core.remove_agent(p.name)
+        return m.Removed()
+
+    async def session_open(p: m.SessionOpenParams) -> m.SessionOpenResult:
+        records = await core.open_sessions(p)
+        return m.SessionOpenResult(sessions=[core.session_info(r) for r in records])
+
+    async def session_list(p: m.SessionListParams) -> m.SessionPage:
+        return core.list_sessions(p)
+
+    async def session_get(p: m.SessionRef) -> m.SessionInfo:
+        return core.session_info(core.get_session(p.session))
+
+    async def session_prompt(p: m.SessionPromptParams) -> m.TurnResult:
+        return await conn.prompt(p)
+
+    async def session_cancel(p: m.SessionCancelParams) -> m.CancelResult:
+        return m.CancelResult(cancelled=await core.cancel(p))
+
+    async def session_close(p: m.SessionRef) -> m.SessionInfo:
+        return core.session_info(await core.close_session(p.session))
+
+    async def permission_answer(p: m.PermissionAnswerParams) -> m.Answered:
+        core.answer_permission(p)
+        return m.Answered()
+
+    async def events_subscribe(p: m.EventsSubscribeParams) -> m.Subscription:
+        return await conn.subscribe(p)
+
+    async def events_unsubscribe(p: m.SubscriptionRef) -> m.Removed:
+        conn.unsubscribe(p.subscription)
+        return m.Removed()
+
+    async def daemon_status(p: m.Empty) -> m.DaemonStatus:
+        return daemon.status()
+
+    handlers: dict[str, Callable[[Any], Awaitable[BaseModel]]] = {
+        names.AGENT_CREATE: agent_create,
+        names.AGENT_LIST: agent_list,
+        names.AGENT_GET: agent_get,
+        names.AGENT_UPDATE: agent_update,
+        names.AGENT_REMOVE: agent_remove,
+        names.SESSION_OPEN: session_open,
+        names.SESSION_LIST: session_list,
+        names.SESSION_GET: session_get,
+        names.SESSION_PROMPT: session_prompt,
+        names.SESSION_CANCEL: session_cancel,
+        names.SESSION_CLOSE: session_close,
+        names.PERMISSION_ANSWER: permission_answer,
+        names.EVENTS_SUBSCRIBE: events_subscribe,
+        names.EVENTS_UNSUBSCRIBE: events_unsubscribe,
+        names.DAEMON_STATUS: daemon_status,
+    }
+    missing = set(METHODS) - set(handlers)
+    assert not missing, f"methods without a handler: {missing}"
+    return handlers
+
+
+class DaemonServer:
+    """Accepts connections and gives each its own pygls server over the shared core."""
+
+    def __init__(self, core: Core, *, version: str, socket_path: str, token: str = "") -> None:
+        self.core = core
+        self.version = version
+        self.socket_path = socket_path
+        self.tcp_address: str | None = None
+        self.token = token
+        self.connections: set[Connection] = set()
+        self.started_at = 0.0
+        self._servers: list[asyncio.Server] = []
+        self._stop_event = threading.Event()
+
+    def status(self) -> m.DaemonStatus:
+        import os
+        from datetime import UTC, datetime
+
+        return m.DaemonStatus(
+            version=self.version,
+            pid=os.getpid(),
+            started_at=datetime.fromtimestamp(self.started_at, UTC),
+            socket=self.socket_path,
+            tcp=self.tcp_address,
+            state_dir=str(self.core.state_dir),
+            agents=len(self.core.agents),
+            sessions=self.core.counts(),
+            head=self.core.events.head,
+            clients=len(self.connections),
+        )
+
+    async def _accept(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, needs_token: bool
+    ) -> None:
+        conn = Connection(self, writer, needs_token=needs_token)
+        self.connections.add(conn)
+        await conn.serve(reader)
+
+    async def listen_unix(self, path: str) -> None:
+        server = await asyncio.start_unix_server(
+            lambda r, w: self._accept(r, w, needs_token=False), path=path, limit=MAX_MESSAGE
+        )
+        self._servers.append(server)
+
+    async def listen_tcp(self, host: str, port: int) -> tuple[str, int]:
+        server = await asyncio.start_server(
+            lambda r, w: self._accept(r, w, needs_token=True), host=host, port=port, limit=MAX_MESSAGE
+        )
+        self._servers.append(server)
+        address = server.sockets[0].getsockname()
+        self.tcp_address = f"{address[0]}:{address[1]}"
+        return address[0], address[1]
+
+    async def stop_accepting(self) -> None:
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            await conn.close()
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2)

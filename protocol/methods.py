@@ -1,0 +1,108 @@
+"""Every method and notification, with its params and result models.
+
+This table is the one place a method is named; the server registers its
+handlers from it, the client calls through it, and the JSON Schema and
+docs/protocol.md are generated from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+from sessiond.protocol import models as m
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    params: type[BaseModel]
+    result: type[BaseModel]
+    summary: str
+
+
+@dataclass(frozen=True)
+class Notification:
+    name: str
+    params: type[BaseModel]
+    summary: str
+
+
+AGENT_CREATE = "agent/create"
+AGENT_LIST = "agent/list"
+AGENT_GET = "agent/get"
+AGENT_UPDATE = "agent/update"
+AGENT_REMOVE = "agent/remove"
+SESSION_OPEN = "session/open"
+SESSION_LIST = "session/list"
+SESSION_GET = "session/get"
+SESSION_PROMPT = "session/prompt"
+SESSION_CANCEL = "session/cancel"
+SESSION_CLOSE = "session/close"
+PERMISSION_ANSWER = "permission/answer"
+EVENTS_SUBSCRIBE = "events/subscribe"
+EVENTS_UNSUBSCRIBE = "events/unsubscribe"
+DAEMON_STATUS = "daemon/status"
+
+EVENTS_NOTIFY = "events/notify"
+
+_METHODS = [
+    Method(AGENT_CREATE, m.AgentSpec, m.AgentInfo, "Create an agent. Its process starts on its first turn."),
+    Method(AGENT_LIST, m.Empty, m.AgentList, "Every agent, the built-in `demo` first."),
+    Method(AGENT_GET, m.AgentRef, m.AgentInfo, "One agent, with its process state and capabilities."),
+    Method(AGENT_UPDATE, m.AgentUpdateParams, m.AgentInfo, "Change an agent's command, env or options."),
+    Method(
+        AGENT_REMOVE,
+        m.AgentRef,
+        m.Removed,
+        "Remove an agent: its sessions are closed and its process stopped.",
+    ),
+    Method(
+        SESSION_OPEN,
+        m.SessionOpenParams,
+        m.SessionOpenResult,
+        "Open sessions. Costs nothing: the agent hears of a session on its first turn.",
+    ),
+    Method(
+        SESSION_LIST,
+        m.SessionListParams,
+        m.SessionPage,
+        "Sessions, filtered, oldest first, a page at a time.",
+    ),
+    Method(SESSION_GET, m.SessionRef, m.SessionInfo, "One session."),
+    Method(
+        SESSION_PROMPT,
+        m.SessionPromptParams,
+        m.TurnResult,
+        "Run a turn. Turns of one session run one after another in the order asked.",
+    ),
+    Method(
+        SESSION_CANCEL,
+        m.SessionCancelParams,
+        m.CancelResult,
+        "Stop a session's running and queued turns; each ends with stop reason `cancelled`.",
+    ),
+    Method(SESSION_CLOSE, m.SessionRef, m.SessionInfo, "Close a session; its turns are cancelled first."),
+    Method(
+        PERMISSION_ANSWER,
+        m.PermissionAnswerParams,
+        m.Answered,
+        "Answer an agent's permission request (from a `permission.asked` event); the first answer wins.",
+    ),
+    Method(
+        EVENTS_SUBSCRIBE,
+        m.EventsSubscribeParams,
+        m.Subscription,
+        "Receive events as `events/notify`, replaying stored ones after `since` first.",
+    ),
+    Method(EVENTS_UNSUBSCRIBE, m.SubscriptionRef, m.Removed, "Stop a subscription."),
+    Method(DAEMON_STATUS, m.Empty, m.DaemonStatus, "The daemon: version, socket, counts."),
+]
+
+METHODS: dict[str, Method] = {method.name: method for method in _METHODS}
+
+NOTIFICATIONS: dict[str, Notification] = {
+    EVENTS_NOTIFY: Notification(
+        EVENTS_NOTIFY, m.EventsNotifyParams, "The next events of a subscription, in seq order."
+    ),
+}

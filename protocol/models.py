@@ -1,0 +1,356 @@
+"""Params and results of every method, as pydantic models.
+
+Field names are snake_case in Python and camelCase on the wire, as in LSP.
+Params refuse unknown fields (a typo is an error that names the field);
+results ignore them, so an older client keeps working against a newer daemon.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON-ready form sent on the wire."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _absolute(path: str) -> str:
+    if not os.path.isabs(path):
+        raise ValueError(f"must be an absolute path, got {path!r}")
+    return os.path.normpath(path)
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute)]
+AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+SessionId = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+# ---------------------------------------------------------------- agents
+
+
+PermissionPolicy = Literal["ask", "allow", "allow_reads", "deny"]
+Placement = Literal["here"]
+
+
+class AgentOptions(Params):
+    """Settings of an agent; every field has a default."""
+
+    mode: str | None = Field(None, description="ACP session mode id set on each new session.")
+    model: str | None = Field(
+        None, description="Model id, set through the ACP config option of category 'model'."
+    )
+    config: dict[str, str | bool] = Field(
+        default_factory=dict, description="Other ACP config options by id, set on each new session."
+    )
+    default_placement: Placement = "here"
+    default_root: AbsolutePath | None = Field(None, description="Root of sessions opened without one.")
+    max_active_turns: int | None = Field(
+        None, ge=1, description="Turns of this agent running at once; the rest wait. None: no cap."
+    )
+    max_live_sessions: int | None = Field(
+        None,
+        ge=1,
+        description="Sessions open at the agent at once; past it the least recently used idle one "
+        "is closed there and resumed on its next turn. None: no cap.",
+    )
+    turn_timeout: float = Field(1800.0, gt=0, description="Seconds a turn may run before it is cancelled.")
+    permission_policy: PermissionPolicy = Field(
+        "ask",
+        description="How permission requests are answered when no client answers them: "
+        "ask (wait for a client), allow, allow_reads (allow reads, deny the rest), deny.",
+    )
+
+
+class AgentSpec(Params):
+    """An agent: one set of settings, one id, one process."""
+
+    name: AgentName
+    command: list[str] = Field(min_length=1, description="The ACP agent's command line.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Added to the daemon's own environment for the agent."
+    )
+    options: AgentOptions = Field(default_factory=AgentOptions)
+
+
+class AgentRef(Params):
+    name: AgentName
+
+
+class AgentUpdateParams(Params):
+    """Fields given replace the agent's; options are merged key by key.
+
+    A running agent process keeps its settings until it is restarted
+    (`restart: true` does so at once; its running turns are cancelled).
+    """
+
+    name: AgentName
+    command: list[str] | None = Field(None, min_length=1)
+    env: dict[str, str] | None = None
+    options: AgentOptions | None = None
+    restart: bool = False
+
+
+class AgentCapabilitiesInfo(Result):
+    load_session: bool = False
+    list: bool = False
+    resume: bool = False
+    fork: bool = False
+    close: bool = False
+
+
+class AgentProcessState(StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    CRASHED = "crashed"
+
+
+class AgentProcessInfo(Result):
+    state: AgentProcessState
+    pid: int | None = None
+    started_at: datetime | None = None
+    exit_code: int | None = None
+    starts: int = Field(0, description="How many times the process was started.")
+    last_error: str | None = None
+    capabilities: AgentCapabilitiesInfo | None = Field(
+        None, description="As the agent declared them at initialize; None before its first start."
+    )
+    agent_info: dict[str, Any] | None = Field(None, description="The agent's name and version.")
+    live_sessions: int = Field(0, description="Sessions currently open at the agent.")
+    active_turns: int = 0
+    note: str | None = Field(None, description="Something a person should know about this agent.")
+    log_path: str | None = Field(None, description="Where the agent's stderr goes.")
+
+
+class AgentInfo(Result):
+    name: str
+    command: list[str]
+    env_keys: list[str] = Field(description="Names of the agent's own environment variables.")
+    options: AgentOptions
+    builtin: bool = False
+    process: AgentProcessInfo
+    open_sessions: int = 0
+
+
+class AgentList(Result):
+    agents: list[AgentInfo]
+
+
+class Removed(Result):
+    removed: bool = True
+
+
+# ---------------------------------------------------------------- sessions
+
+
+class SessionStatus(StrEnum):
+    IDLE = "idle"
+    QUEUED = "queued"
+    WORKING = "working"
+    NEEDS_YOU = "needs_you"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    CLOSED = "closed"
+
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+
+
+class SessionOpenParams(Params):
+    agent: AgentName = "demo"
+    root: AbsolutePath | None = Field(
+        None, description="Directory the session works in; must exist. Default: the agent's default_root."
+    )
+    placement: Placement | None = Field(None, description="Default: the agent's default_placement.")
+    title: str | None = Field(None, max_length=500)
+    count: int = Field(1, ge=1, le=100_000, description="Open this many sessions alike in one call.")
+
+
+class SessionRef(Params):
+    session: SessionId
+
+
+class SessionListParams(Params):
+    agent: AgentName | None = None
+    status: list[SessionStatus] | None = Field(None, description="Only sessions in one of these states.")
+    include_closed: bool = Field(False, description="Closed sessions are left out unless asked for.")
+    cursor: str | None = Field(None, description="nextCursor of the previous page.")
+    limit: int = Field(200, ge=1, le=10_000)
+
+
+class SessionInfo(Result):
+    id: str
+    agent: str
+    root: str
+    placement: Placement
+    title: str | None = None
+    status: SessionStatus
+    status_since: datetime
+    created_at: datetime
+    turns: int = Field(0, description="Turns that have ended.")
+    queued_turns: int = Field(0, description="Turns asked for and not yet started.")
+    live: bool = Field(False, description="Whether the session is open at the agent now.")
+    agent_session_id: str | None = Field(None, description="The agent's own id; None until the first turn.")
+    last_stop_reason: StopReason | None = None
+    last_error: str | None = None
+    recap: str | None = Field(None, description="The first line of the last reply.")
+
+
+class SessionOpenResult(Result):
+    sessions: list[SessionInfo]
+
+
+class SessionPage(Result):
+    sessions: list[SessionInfo]
+    total: int = Field(description="Sessions matching the filters, on every page.")
+    next_cursor: str | None = None
+
+
+class SessionPromptParams(Params):
+    session: SessionId
+    prompt: str = Field(min_length=1)
+    turn_id: str | None = Field(
+        None,
+        max_length=128,
+        description="Chosen by the client to match this turn's events before the answer arrives.",
+    )
+    work_done_token: int | str | None = Field(
+        None, description="LSP work-done progress token: the turn is reported through $/progress."
+    )
+
+
+class TurnUsage(Result):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    thought_tokens: int | None = None
+    cached_read_tokens: int | None = None
+    cached_write_tokens: int | None = None
+
+
+class Cost(Result):
+    amount: float
+    currency: str
+
+
+class ContextFill(Result):
+    used: int = Field(description="Tokens in the context window now.")
+    size: int = Field(description="Size of the context window in tokens.")
+    cost: Cost | None = Field(None, description="The session's cost so far, as the agent reports it.")
+
+
+class TurnResult(Result):
+    turn_id: str
+    session: str
+    text: str = Field(description="The agent's reply, all its message chunks joined.")
+    stop_reason: StopReason
+    usage: TurnUsage | None = None
+    context: ContextFill | None = None
+    started_at: datetime
+    ended_at: datetime
+
+
+class SessionCancelParams(Params):
+    session: SessionId
+    turn_id: str | None = Field(None, description="Only this turn; by default every running and queued one.")
+
+
+class CancelResult(Result):
+    cancelled: int = Field(description="How many turns were told to stop.")
+
+
+class PermissionAnswerParams(Params):
+    permission: str = Field(description="The id from the permission.asked event.")
+    option_id: str | None = Field(description="One of the options offered, or null to answer 'cancelled'.")
+
+
+class Answered(Result):
+    answered: bool = True
+
+
+# ---------------------------------------------------------------- events
+
+
+class EventKind(StrEnum):
+    AGENT_CREATED = "agent.created"
+    AGENT_UPDATED = "agent.updated"
+    AGENT_REMOVED = "agent.removed"
+    AGENT_PROCESS = "agent.process"
+    SESSION_OPENED = "session.opened"
+    SESSION_STATUS = "session.status"
+    SESSION_CLOSED = "session.closed"
+    TURN_QUEUED = "turn.queued"
+    TURN_STARTED = "turn.started"
+    TURN_CHUNK = "turn.chunk"
+    TURN_ENDED = "turn.ended"
+    PERMISSION_ASKED = "permission.asked"
+    PERMISSION_ANSWERED = "permission.answered"
+
+
+class Event(Result):
+    seq: int = Field(description="Daemon-wide, increasing, never reused.")
+    kind: EventKind
+    time: datetime
+    agent: str | None = None
+    session: str | None = None
+    turn: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventsSubscribeParams(Params):
+    since: int | None = Field(
+        None, ge=0, description="Replay every stored event after this seq first; None: only new events."
+    )
+    sessions: list[str] | None = None
+    agents: list[str] | None = None
+    kinds: list[EventKind] | None = None
+
+
+class Subscription(Result):
+    subscription: str
+    head: int = Field(description="The seq of the newest event when the subscription began.")
+
+
+class SubscriptionRef(Params):
+    subscription: str
+
+
+class EventsNotifyParams(Result):
+    """Sent by the daemon: the next events of a subscription, in order."""
+
+    subscription: str
+    events: list[Event]
+
+
+# ---------------------------------------------------------------- daemon
+
+
+class Empty(Params):
+    pass
+
+
+class DaemonStatus(Result):
+    version: str
+    pid: int
+    started_at: datetime
+    socket: str
+    tcp: str | None = None
+    state_dir: str
+    agents: int
+    sessions: dict[SessionStatus, int] = Field(description="Open sessions by status.")
+    head: int = Field(description="The seq of the newest event.")
+    clients: int = Field(description="Connections attached now.")

@@ -1,0 +1,73 @@
+"""The store commits in batches off the loop; the event log numbers, stores, then fans out."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sessiond.daemon import store as st
+from sessiond.daemon.events import EventLog, Filter, SubscriberOverflow
+from sessiond.daemon.store import Store
+
+
+async def test_writes_are_batched_and_durable(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.start()
+    futures = [
+        store.write(st.execute("INSERT INTO meta VALUES (?, ?)", (f"k{i}", str(i)))) for i in range(1000)
+    ]
+    await asyncio.gather(*[f for f in futures if f is not None])
+    assert store.commits < 1000  # batched: far fewer commits than writes
+    await store.close()
+    rows = (
+        sqlite3.connect(tmp_path / "s.db").execute("SELECT COUNT(*) FROM meta WHERE key LIKE 'k%'").fetchone()
+    )
+    assert rows[0] == 1000
+
+
+async def test_a_failing_write_fails_alone(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.start()
+    good = store.write(st.execute("INSERT INTO meta VALUES ('a', '1')"))
+    bad = store.write(st.execute("INSERT INTO nowhere VALUES (1)"))
+    assert good is not None
+    assert bad is not None
+    await good
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        await bad
+    await store.close()
+
+
+async def test_events_are_numbered_stored_and_delivered_in_order(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    log = EventLog(store)
+    store.start()
+    subscriber = log.subscribe(Filter(sessions=frozenset({"s1"})))
+    for i in range(50):
+        log.emit("turn.chunk", session="s1" if i % 2 == 0 else "s2", text=str(i))
+    received = []
+    while len(received) < 25:
+        received += await asyncio.wait_for(subscriber.next_batch(), 10)
+    assert [e.data["text"] for e in received] == [str(i) for i in range(0, 50, 2)]
+    assert [e.seq for e in received] == sorted(e.seq for e in received)
+    replayed = await log.replay(0, log.committed, Filter(kinds=frozenset({"turn.chunk"})))
+    assert [e.seq for e in replayed] == list(range(1, 51))
+    await store.close()
+    # A new log over the same store carries on numbering where the last stopped.
+    again = EventLog(Store(tmp_path / "s.db"))
+    assert again.head == 50
+
+
+async def test_a_subscriber_that_falls_behind_is_told_so(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    log = EventLog(store)
+    store.start()
+    subscriber = log.subscribe(Filter(), limit=10)
+    for i in range(30):
+        log.emit("turn.chunk", session="s1", text=str(i))
+    await store.flush()
+    with pytest.raises(SubscriberOverflow, match="more than 10 events"):
+        await asyncio.wait_for(subscriber.next_batch(), 10)
+    await store.close()
