@@ -24,6 +24,7 @@ from acp import schema as s
 log = logging.getLogger("sessiond.acp")
 
 INITIALIZE_TIMEOUT = 60.0
+AUTH_REQUIRED = -32000
 SESSION_SETUP_TIMEOUT = 120.0
 
 
@@ -247,7 +248,10 @@ def describe_request_error(exc: acp.RequestError) -> str:
                 details.append(value)
     elif isinstance(data, str) and data and data not in message:
         details.append(data)
-    return ": ".join([message, *details])
+    text = ": ".join([message, *details])
+    if exc.code == AUTH_REQUIRED:
+        text += "; give the agent its credentials (an API key in its env, say) and send the prompt again"
+    return text
 
 
 class AgentProcess:

@@ -487,16 +487,17 @@ class Core:
             queued=bool(rt and (rt.queue or (rt.running and rt.running.started_at is None))),
             last=session.last_outcome,
         )
-        if status is not session.status:
-            session.status = status
-            session.status_since = _now()
-            self.events.emit(
-                EventKind.SESSION_STATUS,
-                agent=session.agent,
-                session=session.id,
-                status=status.value,
-                since=session.status_since,
-            )
+        if status is session.status:
+            return
+        session.status = status
+        session.status_since = _now()
+        self.events.emit(
+            EventKind.SESSION_STATUS,
+            agent=session.agent,
+            session=session.id,
+            status=status.value,
+            since=session.status_since,
+        )
         self._save_session(session)
 
     # ================================================================ turns
@@ -767,6 +768,7 @@ class Core:
         self.events.emit(EventKind.TURN_ENDED, agent=session.agent, session=session.id, turn=turn.id, **data)
         self._notify(turn, "ended", data)
         self._set_status(session)
+        self._save_session(session)
         if not turn.future.done():
             if error is not None:
                 turn.future.set_exception(error)

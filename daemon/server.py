@@ -330,6 +330,14 @@ class SessiondProtocol(LanguageServerProtocol):
                 return JsonRPCResponseMessage(id=data["id"], jsonrpc=data["jsonrpc"], result=data["result"])
         return super().structure_message(data)
 
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        # Our results are JSON-ready dicts already: skip pygls's cattrs round.
+        if error is None and (result is None or isinstance(result, dict)):
+            self._result_types.pop(msg_id, None)
+            self.connection.send_raw({"jsonrpc": "2.0", "id": msg_id, "result": result})
+            return
+        super()._send_response(msg_id, result, error)
+
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         if self.connection.cancel_request(msg_id):
             return

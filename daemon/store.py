@@ -99,7 +99,10 @@ class Store:
         self._conn.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
         )
-        self._queue: queue.SimpleQueue[tuple[Write, asyncio.Future[None] | None] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[tuple[Write, asyncio.Future[None] | None]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._pending: list[tuple[Write, asyncio.Future[None] | None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -119,6 +122,8 @@ class Store:
             return
         self._closed = True
         if self._thread is not None:
+            if self._pending:
+                self._hand_over()
             self._queue.put(None)
             await asyncio.to_thread(self._thread.join)
         self._conn.close()
@@ -126,16 +131,27 @@ class Store:
     # ------------------------------------------------------------ writes
 
     def write(self, op: Write, *, wait: bool = True) -> asyncio.Future[None] | None:
-        """Queue a write. With `wait`, the returned future resolves once it is committed."""
+        """Queue a write. With `wait`, the returned future resolves once it is committed.
+
+        Writes made in one turn of the event loop reach the writer thread as
+        one batch, so the thread wakes (and takes the GIL) once per turn of
+        the loop rather than once per write.
+        """
         if self._closed:
             raise StoreClosed("the store is closed")
-        if self._thread is None:
+        if self._thread is None or self._loop is None:
             # Before start(): the loop does not serve anyone yet, write in place.
             op(self._conn)
             return None
-        future = self._loop.create_future() if wait and self._loop else None
-        self._queue.put((op, future))
+        future = self._loop.create_future() if wait else None
+        if not self._pending:
+            self._loop.call_soon(self._hand_over)
+        self._pending.append((op, future))
         return future
+
+    def _hand_over(self) -> None:
+        batch, self._pending = self._pending, []
+        self._queue.put(batch)
 
     async def flush(self) -> None:
         """Wait until everything queued before this call is committed."""
@@ -152,7 +168,7 @@ class Store:
             if item is None:
                 stop = True
             else:
-                batch.append(item)
+                batch += item
             while True:
                 try:
                     more = self._queue.get_nowait()
@@ -161,7 +177,7 @@ class Store:
                 if more is None:
                     stop = True
                 else:
-                    batch.append(more)
+                    batch += more
             if batch:
                 self._commit(batch)
 
@@ -169,12 +185,19 @@ class Store:
         assert self._loop is not None
         failures: list[tuple[asyncio.Future[None] | None, BaseException]] = []
         self._conn.execute("BEGIN")
-        for op, future in batch:
-            try:
-                with _savepoint(self._conn):
-                    op(self._conn)
-            except Exception as exc:  # one bad write must not lose the others
-                failures.append((future, exc))
+        try:
+            for op, _ in batch:
+                op(self._conn)
+        except Exception:
+            # One bad write must not lose the others: run them again one by one.
+            self._conn.execute("ROLLBACK")
+            self._conn.execute("BEGIN")
+            for op, future in batch:
+                try:
+                    with _savepoint(self._conn):
+                        op(self._conn)
+                except Exception as exc:
+                    failures.append((future, exc))
         self._conn.execute("COMMIT")
         self.commits += 1
         failed = {id(f): error for f, error in failures if f is not None}
