@@ -12,8 +12,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m sessiond.daemon", description="Run the sessiond daemon.")
     parser.add_argument("--socket", type=Path, help="unix socket to listen on")
     parser.add_argument("--tcp", help="also listen on loopback TCP, HOST:PORT (clients present a token)")
+    parser.add_argument(
+        "--state-rate",
+        type=float,
+        default=10.0,
+        help="how many times a second one session's state (plan, usage, changes) may be sent (default 10)",
+    )
     args = parser.parse_args()
-    return run(args.socket, args.tcp)
+    return run(args.socket, args.tcp, args.state_rate)
 
 
 if __name__ == "__main__":

@@ -372,16 +372,26 @@ class AgentProcess:
             except acp.RequestError as exc:
                 raise AgentRequestFailed(describe_request_error(exc), exc.code, exc.data) from None
             except ConnectionError:
-                raise AgentExited(self.exit_reason(what)) from None
+                raise AgentExited(await self._exit_reason_when_gone(what)) from None
         request.cancel()
         if self.exited.is_set():
-            raise AgentExited(self.exit_reason(what))
+            raise AgentExited(await self._exit_reason_when_gone(what))
         raise TimeoutError(f"agent {self.name!r} did not answer {what} within {timeout:g} s")
+
+    async def _exit_reason_when_gone(self, what: str) -> str:
+        # The pipe closes a moment before the exit status is known: wait for it.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.exited.wait(), 5)
+        return self.exit_reason(what)
 
     def exit_reason(self, what: str) -> str:
         code = self.exit_code
-        how = f"exited with code {code}" if code is not None and code >= 0 else "was killed"
-        if code is not None and code < 0:
+        if code is None:
+            how = "closed its connection"
+        elif code >= 0:
+            how = f"exited with code {code}"
+        else:
+            how = f"was killed by signal {-code}"
             with contextlib.suppress(ValueError):
                 how = f"was killed by {signal.Signals(-code).name}"
         return (
@@ -437,7 +447,7 @@ class AgentProcess:
         )
         usage = None
         if response.usage is not None:
-            usage = response.usage.model_dump(mode="json", exclude_none=True)
+            usage = response.usage.model_dump(mode="json", by_alias=True, exclude_none=True)
         return PromptOutcome(stop_reason=response.stop_reason, usage=usage)
 
     async def cancel(self, session_id: str) -> None:

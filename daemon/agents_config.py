@@ -15,6 +15,7 @@ import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
+
 from sessiond.protocol.models import AgentOptions, AgentSpec
 
 DEMO = "demo"

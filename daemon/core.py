@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from sessiond.daemon import store as st
 from sessiond.daemon.acp_backend import (
     AgentExited,
@@ -33,11 +35,20 @@ from sessiond.daemon.acp_backend import (
     TerminalResult,
 )
 from sessiond.daemon.agents_config import DEMO
+from sessiond.daemon.changes import ChangeTracker
 from sessiond.daemon.confine import PathOutsideRoot, resolve_inside
 from sessiond.daemon.events import EventLog
+from sessiond.daemon.insight import (
+    TRANSCRIPT_KINDS,
+    TRANSCRIPT_LINES,
+    Insight,
+    TranscriptBuilder,
+    transcript_pieces,
+)
 from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord, SessionRuntime, Turn
 from sessiond.daemon.states import Outcome, derive_status, outcome_of
 from sessiond.daemon.terminals import Terminal, TerminalNotFound, Terminals
+from sessiond.daemon.throttle import Throttle
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
 from sessiond.protocol.models import EventKind, SessionStatus
@@ -49,6 +60,9 @@ log = logging.getLogger("sessiond.core")
 CANCEL_GRACE = 10.0
 RECAP_CHARS = 200
 READ_KINDS = frozenset({"read", "search", "fetch", "think"})
+CHANGES_INTERVAL = 1.0
+ATTENTION_INTERVAL = 2.0
+STATE_KINDS = (EventKind.SESSION_PLAN, EventKind.SESSION_USAGE, EventKind.SESSION_CHANGES)
 
 
 def _now() -> float:
@@ -60,7 +74,9 @@ def _dt(at: float) -> datetime:
 
 
 class Core:
-    def __init__(self, store: st.Store, events: EventLog, *, state_dir: Path, version: str) -> None:
+    def __init__(
+        self, store: st.Store, events: EventLog, *, state_dir: Path, version: str, state_rate: float = 10.0
+    ) -> None:
         self.store = store
         self.events = events
         self.state_dir = state_dir
@@ -70,6 +86,11 @@ class Core:
         self._by_agent_session: dict[tuple[str, str], SessionRecord] = {}
         self._next_ordinal = 1
         self.permissions: dict[str, PendingPermission] = {}
+        # A session's state events go out at most state_rate times a second each.
+        self.state_throttle = Throttle(1.0 / state_rate)
+        self.permission_listeners: list[Callable[[PendingPermission], None]] = []
+        self.first_turn_at: float | None = None
+        self.last_turn_end: float | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
 
@@ -140,6 +161,30 @@ class Core:
             self._next_ordinal = max(self._next_ordinal, record.ordinal + 1)
             if not record.closed and record.agent in self.agents:
                 self.agents[record.agent].open_sessions += 1
+        self._load_insight()
+
+    def _load_insight(self) -> None:
+        """The latest plan, usage and changes of each session, from the last such events stored."""
+        kinds = [k.value for k in STATE_KINDS]
+        rows = self.store.query(
+            "SELECT e.session, e.kind, e.time, e.data FROM events e JOIN ("
+            "  SELECT session, kind, MAX(seq) AS seq FROM events"
+            f"  WHERE kind IN ({','.join('?' * len(kinds))}) GROUP BY session, kind"
+            ") last ON e.seq = last.seq",
+            kinds,
+        )
+        for row in rows:
+            session = self.sessions.get(row["session"])
+            if session is None:
+                continue
+            ins = self._insight(session)
+            data = msgpack.unpackb(row["data"], raw=False)
+            if row["kind"] == EventKind.SESSION_PLAN and data.get("plan"):
+                ins.set_plan(data["plan"].get("entries", []), row["time"])
+            elif row["kind"] == EventKind.SESSION_USAGE:
+                ins.restore_usage(data.get("context"), data.get("usage"))
+            elif row["kind"] == EventKind.SESSION_CHANGES and data.get("changes"):
+                ins.changes = m.Changes.model_validate(data["changes"])
 
     def _configure_slots(self, runtime: AgentRuntime) -> None:
         cap = runtime.spec.options.max_active_turns
@@ -338,9 +383,22 @@ class Core:
                 f"no session {session_id!r}; list sessions with session/list (`sessiond ls`)",
             ) from None
 
-    def session_info(self, s: SessionRecord) -> m.SessionInfo:
+    def session_info(self, s: SessionRecord, *, brief: bool = False) -> m.SessionInfo:
         rt = s.runtime
+        ins = s.insight
+        plan = ins.plan_view() if ins else None
+        changes = ins.changes if ins else None
+        if brief:
+            plan = plan.model_copy(update={"entries": []}) if plan else None
+            changes = changes.model_copy(update={"files": []}) if changes else None
         return m.SessionInfo(
+            kind="main",
+            last_activity=_dt(ins.last_activity) if ins and ins.last_activity else None,
+            plan=plan,
+            context=ins.context_view() if ins else None,
+            usage=ins.usage_view() if ins else None,
+            changes=changes,
+            attention=self._attention(s),
             id=s.id,
             agent=s.agent,
             root=s.root,
@@ -435,14 +493,29 @@ class Core:
                 or not s.closed
                 or (wanted is not None and SessionStatus.CLOSED in wanted)
             )
+            and (params.kind is None or "main" in params.kind)
+            and (not params.attention or self._attention(s))
         ]
-        page = [s for s in matching if s.ordinal > after][: params.limit]
-        more = page and page[-1].ordinal < matching[-1].ordinal
+        if params.sort == "activity":
+            # Most recent first; the cursor is a position in this order.
+            matching.sort(key=lambda s: (-self._activity(s), s.ordinal))
+            page = matching[after : after + params.limit]
+            cursor = str(after + len(page)) if after + len(page) < len(matching) else None
+        else:
+            # Oldest first; the cursor is the last session's ordinal, stable while sessions come and go.
+            page = [s for s in matching if s.ordinal > after][: params.limit]
+            cursor = str(page[-1].ordinal) if page and page[-1].ordinal < matching[-1].ordinal else None
         return m.SessionPage(
-            sessions=[self.session_info(s) for s in page],
+            sessions=[self.session_info(s, brief=params.brief) for s in page],
             total=len(matching),
-            next_cursor=str(page[-1].ordinal) if more else None,
+            next_cursor=cursor,
         )
+
+    @staticmethod
+    def _activity(s: SessionRecord) -> float:
+        if s.insight is not None and s.insight.last_activity is not None:
+            return s.insight.last_activity
+        return s.status_since
 
     def get_session(self, session_id: str) -> SessionRecord:
         return self._session(session_id)
@@ -499,6 +572,7 @@ class Core:
             since=session.status_since,
         )
         self._save_session(session)
+        self._fleet_soon()
 
     # ================================================================ turns
 
@@ -603,10 +677,18 @@ class Core:
         self.events.emit(EventKind.TURN_STARTED, agent=agent.name, session=session.id, turn=turn.id)
         self._notify(turn, "started", {})
         self._set_status(session)
+        if self.first_turn_at is None:
+            self.first_turn_at = turn.started_at
+        await self._load_transcript(session)
+        ins = self._insight(session)
+        ins.turn_began(turn.started_at)
+        ins.add_text(turn.prompt)
+        ins.transcript.feed("user", turn.id, turn.prompt + "\n")
         timeout = agent.spec.options.turn_timeout
         process: AgentProcess | None = None
         try:
             async with asyncio.timeout(timeout):
+                await self._start_tracking(session)
                 process = await self._ensure_process(agent)
                 agent_session_id = await self._ensure_live(agent, process, session)
                 turn.prompting = True
@@ -745,6 +827,13 @@ class Core:
             if stop_reason != "cancelled":
                 session.last_error = None
         session.turns += 1
+        ins = self._insight(session)
+        if turn.started_at is not None:
+            ins.turn_ended(ended, turn.usage)
+            self.last_turn_end = ended
+        ins.transcript.end()
+        self._state(session, EventKind.SESSION_USAGE)
+        self._changes_soon(session)
         if text.strip():
             session.recap = text.strip().splitlines()[0][:RECAP_CHARS]
         self.store.write(
@@ -782,7 +871,7 @@ class Core:
                         text=text,
                         stop_reason=stop_reason,
                         usage=m.TurnUsage.model_validate(turn.usage) if turn.usage else None,
-                        context=m.ContextFill.model_validate(rt.context) if rt.context else None,
+                        context=ins.context_view(),
                         started_at=_dt(turn.started_at or turn.queued_at),
                         ended_at=_dt(ended),
                     )
@@ -828,9 +917,6 @@ class Core:
         if running is not None and (only is None or running.id == only) and not running.cancel_requested:
             running.cancel_requested = True
             cancelled.append(running)
-            for pending in list(rt.permissions.values()):
-                if not pending.future.done():
-                    pending.future.set_result(None)
             self._spawn(self._stop_running(session, running), f"cancel-{running.id}")
         return cancelled
 
@@ -841,8 +927,17 @@ class Core:
     async def _stop_running(self, session: SessionRecord, turn: Turn) -> None:
         runtime = self.agents.get(session.agent)
         process = runtime.process if runtime else None
-        if turn.prompting and process is not None and session.agent_session_id:
-            await process.cancel(session.agent_session_id)
+        agent_session_id = session.agent_session_id
+        prompting = turn.prompting and process is not None and agent_session_id is not None
+        if process is not None and agent_session_id is not None and turn.prompting:
+            # ACP's order: session/cancel first, then answer what the agent
+            # still waits on as cancelled, so it ends the turn as cancelled.
+            await process.cancel(agent_session_id)
+        if session.runtime is not None:
+            for pending in list(session.runtime.permissions.values()):
+                if not pending.future.done():
+                    pending.future.set_result(None)
+        if prompting:
             if turn.task is not None:
                 done, _ = await asyncio.wait({turn.task}, timeout=CANCEL_GRACE)
                 if done:
@@ -863,17 +958,227 @@ class Core:
         if rt is None or rt.loading:
             return  # nothing running, or history replayed by session/load: not this turn's
         turn = rt.running
-        if kind == "agent_message_chunk":
+        turn_id = turn.id if turn else None
+        ins = self._insight(session)
+        now = _now()
+        ins.touch(now)
+        if kind in ("agent_message_chunk", "agent_thought_chunk"):
             content = payload.get("content", {})
             text = content.get("text") if isinstance(content, dict) else None
-            if text and turn is not None:
+            if not text:
+                return
+            ins.add_text(text)
+            role, event = (
+                ("agent", EventKind.TURN_CHUNK)
+                if kind == "agent_message_chunk"
+                else ("thought", EventKind.TURN_THOUGHT)
+            )
+            ins.transcript.feed(role, turn_id, text)
+            if turn is not None and role == "agent":
                 turn.parts.append(text)
-                self.events.emit(
-                    EventKind.TURN_CHUNK, agent=session.agent, session=session.id, turn=turn.id, text=text
-                )
                 self._notify(turn, "chunk", {"text": text})
+            self.events.emit(event, agent=session.agent, session=session.id, turn=turn_id, text=text)
+        elif kind == "plan":
+            ins.set_plan(list(payload.get("entries") or []), now)
+            self._state(session, EventKind.SESSION_PLAN)
         elif kind == "usage_update":
-            rt.context = {k: payload[k] for k in ("used", "size", "cost") if k in payload}
+            ins.set_context(payload)
+            self._state(session, EventKind.SESSION_USAGE)
+        elif kind in ("tool_call", "tool_call_update"):
+            call = ins.tool_update(payload)
+            first = kind == "tool_call"
+            if first and call.title:
+                ins.transcript.feed("tool", turn_id, f"[{call.kind or 'tool'}] {call.title}\n")
+            self.events.emit(
+                EventKind.TURN_TOOL,
+                agent=session.agent,
+                session=session.id,
+                turn=turn_id,
+                toolCallId=call.id,
+                title=call.title,
+                toolKind=call.kind,
+                status=call.status,
+                locations=call.locations,
+                first=first,
+            )
+            if call.diffs or call.kind in ("edit", "delete", "move", "execute"):
+                self._changes_soon(session)
+
+    # ---------------------------------------------------------------- insight
+
+    def _insight(self, session: SessionRecord) -> Insight:
+        if session.insight is None:
+            session.insight = Insight()
+        return session.insight
+
+    def _state(self, session: SessionRecord, kind: EventKind) -> None:
+        self.state_throttle.request((session.id, kind), lambda: self._emit_state(session, kind))
+
+    def _emit_state(self, session: SessionRecord, kind: EventKind) -> None:
+        ins = self._insight(session)
+        data: dict[str, Any]
+        if kind == EventKind.SESSION_PLAN:
+            plan = ins.plan_view()
+            data = {"plan": plan.wire() if plan else None}
+        elif kind == EventKind.SESSION_USAGE:
+            context, usage = ins.context_view(), ins.usage_view()
+            data = {"context": context.wire() if context else None, "usage": usage.wire() if usage else None}
+        elif kind == EventKind.SESSION_CHANGES:
+            data = {"changes": ins.changes.wire() if ins.changes else None}
+        else:
+            data = {"attention": [a.value for a in self._attention(session)]}
+        self.events.emit(kind, agent=session.agent, session=session.id, **data)
+        self._fleet_soon()
+
+    def _changes_soon(self, session: SessionRecord) -> None:
+        """Count the session's changes again soon: one count at a time, the last after the last request."""
+        rt = session.runtime
+        if rt is None:
+            return
+        rt.changes_wanted = True
+        if rt.changes_task is None or rt.changes_task.done():
+            rt.changes_task = self._spawn(self._count_changes(session, rt), f"changes-{session.id}")
+
+    async def _count_changes(self, session: SessionRecord, rt: SessionRuntime) -> None:
+        while rt.changes_wanted:
+            rt.changes_wanted = False
+            await self._compute_changes(session)
+            if rt.changes_wanted:
+                await asyncio.sleep(CHANGES_INTERVAL)  # a burst of edits is counted once a second
+
+    async def _compute_changes(self, session: SessionRecord) -> None:
+        rt, ins = session.runtime, self._insight(session)
+        if rt is None or rt.tracker is None:
+            return
+        extra = [diff for call in ins.tools.values() for diff in call.diffs]
+        try:
+            changes = await rt.tracker.changes(extra)
+        except Exception as exc:  # git can fail on a broken repository: the turn goes on
+            log.warning("could not compute the changes of %s: %s", session.id, exc)
+            return
+        if changes != ins.changes:
+            ins.changes = changes
+            self._state(session, EventKind.SESSION_CHANGES)
+
+    async def _start_tracking(self, session: SessionRecord) -> None:
+        rt = session.runtime
+        if rt is None or rt.tracker is not None:
+            return
+        ins = self._insight(session)
+        base = ins.changes.base if ins.changes else None
+        try:
+            rt.tracker = await ChangeTracker.start(session.root, base)
+        except Exception as exc:
+            log.warning("could not record the starting state of %s: %s", session.id, exc)
+
+    async def _load_transcript(self, session: SessionRecord) -> None:
+        """After a restart, number the transcript on from what the store holds."""
+        ins = self._insight(session)
+        if ins.transcript_loaded:
+            return
+        ins.transcript_loaded = True
+        if session.turns:
+            ins.transcript = await self._stored_transcript(session.id, keep=TRANSCRIPT_LINES)
+
+    async def _stored_transcript(self, session_id: str, keep: int | None) -> TranscriptBuilder:
+        kinds = [k.value for k in TRANSCRIPT_KINDS]
+
+        def read(conn: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
+            rows = conn.execute(
+                "SELECT kind, turn, data FROM events WHERE session = ? "
+                f"AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq",
+                [session_id, *kinds],
+            )
+            return [(r[0], r[1], msgpack.unpackb(r[2], raw=False)) for r in rows]
+
+        builder = TranscriptBuilder(keep=keep)
+        for role, turn, text in transcript_pieces(await self.store.read(read)):
+            if role == "end":
+                builder.end()
+            else:
+                builder.feed(role, turn, text)
+        return builder
+
+    async def transcript(self, params: m.TranscriptParams) -> m.Transcript:
+        session = self._session(params.session)
+        ins = session.insight
+        if params.offset is None and ins is not None and (ins.transcript_loaded or session.turns == 0):
+            lines = ins.transcript.tail(params.limit)
+            total = ins.transcript.total
+        else:
+            builder = await self._stored_transcript(session.id, keep=None)
+            everything = builder.tail(builder.total + 1)
+            total = len(everything)
+            start = max(total - params.limit, 0) if params.offset is None else params.offset
+            lines = everything[start : start + params.limit]
+        return m.Transcript(
+            lines=[m.TranscriptLine.model_validate(line._asdict()) for line in lines],
+            total=total,
+        )
+
+    def _attention(self, session: SessionRecord) -> list[m.Attention]:
+        ins = session.insight
+        rt = session.runtime
+        needs_you = bool(rt and rt.permissions)
+        if ins is None:
+            return [m.Attention.NEEDS_YOU] if needs_you else []
+        agent = self.agents.get(session.agent)
+        options = agent.spec.options if agent else m.AgentOptions()
+        return ins.attention(
+            now=_now(),
+            needs_you=needs_you,
+            plan_stall=options.plan_stall_seconds,
+            turn_timeout=options.turn_timeout,
+        )
+
+    async def watch_attention(self) -> None:
+        """Flags that come with time (a stalled plan, a long turn) are checked every few seconds."""
+        while True:
+            await asyncio.sleep(ATTENTION_INTERVAL)
+            for session in list(self.sessions.values()):
+                if session.runtime is None or session.closed:
+                    continue
+                flags = tuple(a.value for a in self._attention(session))
+                if flags != session.runtime.attention:
+                    session.runtime.attention = flags
+                    self._state(session, EventKind.SESSION_ATTENTION)
+
+    def fleet(self) -> m.Fleet:
+        by_status: dict[SessionStatus, int] = {}
+        attention: dict[m.Attention, int] = {}
+        cost = 0.0
+        turns = 0
+        serial = 0.0
+        open_sessions = 0
+        for session in self.sessions.values():
+            turns += session.turns
+            ins = session.insight
+            if ins is not None:
+                cost += ins.cost()
+                serial += ins.busy_seconds
+            if session.closed:
+                continue
+            open_sessions += 1
+            by_status[session.status] = by_status.get(session.status, 0) + 1
+            for flag in self._attention(session):
+                attention[flag] = attention.get(flag, 0) + 1
+        wall = 0.0
+        if self.first_turn_at is not None and self.last_turn_end is not None:
+            wall = max(self.last_turn_end - self.first_turn_at, 0.0)
+        return m.Fleet(
+            open=open_sessions,
+            by_status=by_status,
+            working=by_status.get(SessionStatus.WORKING, 0),
+            needs_you=by_status.get(SessionStatus.NEEDS_YOU, 0),
+            attention=attention,
+            cost=round(cost, 6),
+            turns=turns,
+            serial_seconds=round(serial, 3),
+            wall_seconds=round(wall, 3),
+        )
+
+    def _fleet_soon(self) -> None:
+        self.state_throttle.request("fleet", lambda: self.events.emit(EventKind.FLEET, **self.fleet().wire()))
 
     @staticmethod
     def confined(session: SessionRecord, path: str) -> str:
@@ -913,6 +1218,8 @@ class Core:
             options=options,
         )
         self._set_status(session)
+        for listener in self.permission_listeners:
+            listener(pending)
         try:
             chosen = await pending.future
         finally:
@@ -961,6 +1268,7 @@ class Core:
 
     async def write_text_file(self, session: SessionRecord, path: str, content: str) -> None:
         await asyncio.to_thread(_write_text, self.confined(session, path), content)
+        self._changes_soon(session)
 
     @staticmethod
     def terminals(session: SessionRecord) -> Terminals:
@@ -996,6 +1304,7 @@ class Core:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.state_throttle.flush()
         await self.store.flush()
 
 

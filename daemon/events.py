@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
+
 from sessiond.daemon.store import Store
 
 log = logging.getLogger("sessiond.events")
@@ -79,6 +80,14 @@ class SubscriberOverflow(Exception):
     pass
 
 
+# Events that carry a whole state: an unsent one is dropped when a newer one
+# of the same session and kind arrives, so a slow client gets the latest state
+# rather than a backlog of stale ones.
+SUPERSEDED = frozenset(
+    {"session.plan", "session.usage", "session.changes", "session.attention", "fleet.summary"}
+)
+
+
 class Subscriber:
     """One client's view of the log: a bounded queue of committed events."""
 
@@ -86,34 +95,53 @@ class Subscriber:
         self.filter = event_filter
         self.limit = limit
         self._queue: deque[Event] = deque()
+        self._latest: dict[tuple[str | None, str], int] = {}
         self._wakeup = asyncio.Event()
         self.overflowed = False
         self.closed = False
 
     def offer(self, event: Event) -> None:
-        if self.closed or not self.filter.matches(event):
+        if self.closed or self.overflowed or not self.filter.matches(event):
             return
         if len(self._queue) >= self.limit:
             self.overflowed = True
             self._queue.clear()
+            self._latest.clear()
         else:
             self._queue.append(event)
+            if event.kind in SUPERSEDED:
+                self._latest[(event.session, event.kind)] = event.seq
         self._wakeup.set()
+
+    def reset(self) -> None:
+        """After a resync: take events again, from the next one on."""
+        self.overflowed = False
 
     def close(self) -> None:
         self.closed = True
         self._wakeup.set()
 
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
     async def next_batch(self, most: int = 500) -> list[Event]:
         """The next events in order; [] once closed. Raises SubscriberOverflow when it fell behind."""
-        while not self._queue and not self.closed and not self.overflowed:
-            self._wakeup.clear()
-            await self._wakeup.wait()
-        if self.overflowed:
-            raise SubscriberOverflow(f"more than {self.limit} events were waiting unread")
         batch: list[Event] = []
-        while self._queue and len(batch) < most:
-            batch.append(self._queue.popleft())
+        while not batch and not self.closed:
+            while not self._queue and not self.closed and not self.overflowed:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            if self.overflowed:
+                raise SubscriberOverflow(f"more than {self.limit} events were waiting unread")
+            while self._queue and len(batch) < most:
+                event = self._queue.popleft()
+                if event.kind in SUPERSEDED:
+                    key = (event.session, event.kind)
+                    if self._latest.get(key, event.seq) > event.seq:
+                        continue  # a newer state of the same thing is queued behind it
+                    self._latest.pop(key, None)
+                batch.append(event)
         return batch
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessiond.daemon.acp_backend import AgentProcess
+from sessiond.daemon.changes import ChangeTracker
+from sessiond.daemon.insight import Insight
 from sessiond.daemon.states import Outcome
 from sessiond.daemon.terminals import Terminals
 from sessiond.protocol.models import AgentSpec, SessionStatus
@@ -37,6 +39,7 @@ class SessionRecord:
     last_outcome: Outcome = Outcome.NONE
     live: bool = False
     runtime: SessionRuntime | None = None
+    insight: Insight | None = None
 
     @property
     def closed(self) -> bool:
@@ -98,8 +101,11 @@ class SessionRuntime:
     running: Turn | None = None
     terminals: Terminals = field(default_factory=Terminals)
     permissions: dict[str, PendingPermission] = field(default_factory=dict)
-    context: dict[str, Any] | None = None
     loading: bool = False
+    tracker: ChangeTracker | None = None
+    changes_wanted: bool = False
+    changes_task: asyncio.Task[None] | None = None
+    attention: tuple[str, ...] = ()
 
 
 @dataclass

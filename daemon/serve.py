@@ -85,7 +85,7 @@ def _lock(socket_path: Path) -> int:
     return fd
 
 
-async def _serve(socket_path: Path, tcp: str | None, ready: asyncio.Event | None = None) -> int:
+async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
     paths.check_socket_path(socket_path)
     tcp_address = parse_tcp(tcp) if tcp else None
     _private_dir(socket_path.parent)
@@ -97,7 +97,7 @@ async def _serve(socket_path: Path, tcp: str | None, ready: asyncio.Event | None
             socket_path.unlink()  # stale: its daemon is gone, or we would not hold the lock
         store = Store(state_dir / "sessiond.db")
         events = EventLog(store)
-        core = Core(store, events, state_dir=state_dir, version=version())
+        core = Core(store, events, state_dir=state_dir, version=version(), state_rate=state_rate)
         try:
             configured = load_agents_toml(paths.config_dir() / "agents.toml")
         except ConfigError as exc:
@@ -118,9 +118,9 @@ async def _serve(socket_path: Path, tcp: str | None, ready: asyncio.Event | None
             loop.add_signal_handler(sig, stop.set)
         where = str(socket_path) + (f" and tcp {server.tcp_address}" if server.tcp_address else "")
         print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
-        if ready is not None:
-            ready.set()
+        attention = asyncio.create_task(core.watch_attention(), name="attention")
         await stop.wait()
+        attention.cancel()
         print("sessiond: stopping: cancelling running turns", file=sys.stderr, flush=True)
         for listener in server._servers:
             listener.close()
@@ -137,7 +137,7 @@ async def _serve(socket_path: Path, tcp: str | None, ready: asyncio.Event | None
         os.close(lock_fd)
 
 
-def run(socket: Path | None = None, tcp: str | None = None) -> int:
+def run(socket: Path | None = None, tcp: str | None = None, state_rate: float = 10.0) -> int:
     """Serve until SIGTERM or SIGINT; the exit code."""
     logging.basicConfig(
         level=os.environ.get("SESSIOND_LOG", "WARNING").upper(),
@@ -146,7 +146,9 @@ def run(socket: Path | None = None, tcp: str | None = None) -> int:
     # pygls logs every error answer as an exception; the daemon logs its own failures.
     logging.getLogger("pygls").setLevel(logging.CRITICAL)
     try:
-        return asyncio.run(_serve(socket or paths.socket_path(), tcp))
+        if state_rate <= 0:
+            raise StartError(f"--state-rate {state_rate}: must be above 0 (updates per second)")
+        return asyncio.run(_serve(socket or paths.socket_path(), tcp, state_rate))
     except (StartError, ValueError) as exc:
         print(f"sessiond: {exc}", file=sys.stderr)
         return 1

@@ -15,7 +15,6 @@ import hmac
 import json
 import logging
 import re
-import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,8 +26,10 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 from pygls.protocol.language_server import lsp_method
+
 from sessiond.daemon.core import Core
 from sessiond.daemon.events import Event, Filter, Subscriber, SubscriberOverflow
+from sessiond.daemon.records import PendingPermission, SessionRecord
 from sessiond.protocol import methods as names
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -71,6 +72,7 @@ class Connection:
         self.authorized = not needs_token
         self.initialized = False
         self.progress_supported = False
+        self.answers_permissions = False
         self.subscriptions: dict[str, tuple[Subscriber | None, asyncio.Task[None]]] = {}
         self.prompts: dict[Any, str] = {}  # request id -> turn id
         self.progress_tokens: dict[Any, str] = {}  # progress token -> turn id
@@ -169,38 +171,56 @@ class Connection:
         subscription = f"sub-{uuid.uuid4().hex[:10]}"
         task = asyncio.create_task(self._pump(subscription, subscriber, params.since, head, event_filter))
         self.subscriptions[subscription] = (subscriber, task)
-        return m.Subscription(subscription=subscription, head=head)
+        snapshot = self.snapshot(event_filter, head) if params.snapshot else None
+        return m.Subscription(subscription=subscription, head=head, snapshot=snapshot)
+
+    def snapshot(self, event_filter: Filter, head: int) -> m.Snapshot:
+        core = self.core
+        sessions = [
+            core.session_info(s)
+            for s in core.sessions.values()
+            if not s.closed
+            and (event_filter.sessions is None or s.id in event_filter.sessions)
+            and (event_filter.agents is None or s.agent in event_filter.agents)
+        ]
+        return m.Snapshot(head=head, sessions=sessions, fleet=core.fleet())
 
     async def _pump(
         self, subscription: str, subscriber: Subscriber, since: int | None, head: int, event_filter: Filter
     ) -> None:
+        events = self.core.events
         try:
             after = since if since is not None else head
             while after < head:
-                page = await self.core.events.replay(after, head, event_filter, REPLAY_PAGE)
-                if not page:
-                    break
-                await self._send_events(subscription, page)
-                after = page[-1].seq
+                page = await events.replay(after, head, event_filter, REPLAY_PAGE)
+                through = page[-1].seq if len(page) == REPLAY_PAGE else head
+                await self._send_events(subscription, page, through)
+                after = through
             while True:
                 try:
                     batch = await subscriber.next_batch()
-                except SubscriberOverflow as exc:
-                    self.notify(
-                        names.EVENTS_NOTIFY,
-                        {"subscription": subscription, "events": [], "overflow": str(exc)},
-                    )
-                    return
+                except SubscriberOverflow:
+                    # Too far behind: drop the backlog, send the state as of now, carry on from it.
+                    now = events.committed
+                    subscriber.reset()
+                    resync = self.snapshot(event_filter, now)
+                    await self._send_events(subscription, [], now, resync)
+                    continue
                 if not batch:
                     return
-                await self._send_events(subscription, batch)
+                through = batch[-1].seq if subscriber.pending else max(events.committed, batch[-1].seq)
+                await self._send_events(subscription, batch, through)
         except (ConnectionError, asyncio.CancelledError):
             raise
         except Exception:
             log.exception("subscription %s failed", subscription)
 
-    async def _send_events(self, subscription: str, events: list[Event]) -> None:
-        payload = m.EventsNotifyParams(subscription=subscription, events=[_wire_event(e) for e in events])
+    async def _send_events(
+        self, subscription: str, events: list[Event], through: int, resync: m.Snapshot | None = None
+    ) -> None:
+        payload = m.EventsNotifyParams(
+            subscription=subscription, events=[_wire_event(e) for e in events], through=through, resync=resync
+        )
         self.notify(names.EVENTS_NOTIFY, payload.wire())
         # Back-pressure: a client that reads slowly holds this pump, not the daemon.
         await self.writer.drain()
@@ -240,6 +260,41 @@ class Connection:
             self.prompts.pop(msg_id, None)
             if token is not None:
                 self.progress_tokens.pop(token, None)
+
+    def ask_permission(self, pending: PendingPermission, session: SessionRecord) -> None:
+        """Forward an agent's question to this client; the first answer anywhere wins."""
+        msg_id = f"permission-{pending.id}-{self.id}"
+        params = m.PermissionRequestParams(
+            permission=pending.id,
+            agent=session.agent,
+            session=session.id,
+            turn=pending.turn,
+            tool_call=pending.tool_call,
+            options=pending.options,
+        )
+        answer = self.protocol.send_request_async(names.REQUEST_PERMISSION, params.wire(), msg_id=msg_id)
+
+        async def wait() -> None:
+            try:
+                raw = await answer
+                chosen = m.PermissionRequestResult.model_validate(raw or {})
+            except (Exception, asyncio.CancelledError):
+                return  # no answer from this client: another may give one
+            if not pending.future.done():
+                with contextlib.suppress(RpcError):
+                    self.core.answer_permission(
+                        m.PermissionAnswerParams(permission=pending.id, option_id=chosen.option_id)
+                    )
+
+        waiting = asyncio.ensure_future(wait())
+
+        def settled(_: Any) -> None:
+            if not answer.done():
+                self.notify(lsp.CANCEL_REQUEST, {"id": msg_id})
+                answer.cancel()
+            waiting.cancel()
+
+        pending.future.add_done_callback(settled)
 
     def cancel_request(self, msg_id: Any) -> bool:
         """$/cancelRequest on a prompt cancels its turn; the prompt then answers normally."""
@@ -326,7 +381,13 @@ class SessiondProtocol(LanguageServerProtocol):
                         id=data["id"], method=method, jsonrpc=data["jsonrpc"], params=data.get("params")
                     )
                 return JsonRPCNotification(method=method, jsonrpc=data["jsonrpc"], params=data.get("params"))
-            if method is None and "result" in data and "id" in data and data["id"] not in self._result_types:
+            if (
+                method is None
+                and "result" in data
+                and "id" in data
+                and self._result_types.get(data["id"]) is None
+            ):
+                self._result_types.pop(data["id"], None)
                 return JsonRPCResponseMessage(id=data["id"], jsonrpc=data["jsonrpc"], result=data["result"])
         return super().structure_message(data)
 
@@ -346,21 +407,21 @@ class SessiondProtocol(LanguageServerProtocol):
     def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
         conn = self.connection
         if method_name != lsp.INITIALIZE and method_name != lsp.SHUTDOWN:
-            if not conn.initialized:
-                self._send_response(
-                    msg_id,
-                    error=lsp.ResponseError(
-                        code=ErrorCode.SERVER_NOT_INITIALIZED,
-                        message="the connection is not initialized: send `initialize` first",
-                    ),
-                )
-                return
             if not conn.authorized:
                 self._send_response(
                     msg_id,
                     error=lsp.ResponseError(
                         code=ErrorCode.UNAUTHORIZED,
                         message=NO_TOKEN,
+                    ),
+                )
+                return
+            if not conn.initialized:
+                self._send_response(
+                    msg_id,
+                    error=lsp.ResponseError(
+                        code=ErrorCode.SERVER_NOT_INITIALIZED,
+                        message="the connection is not initialized: send `initialize` first",
                     ),
                 )
                 return
@@ -389,20 +450,29 @@ def _build_server(conn: Connection) -> LanguageServer:
 
     @server.feature(lsp.INITIALIZE)
     def on_initialize(params: lsp.InitializeParams) -> None:
-        options = params.initialization_options or {}
-        if not isinstance(options, dict):
-            options = getattr(options, "_asdict", dict)()
+        raw = params.initialization_options or {}
+        if not isinstance(raw, dict):
+            raw = raw._asdict() if hasattr(raw, "_asdict") else {}
+        try:
+            options = m.ClientOptions.model_validate(raw)
+        except ValidationError as exc:
+            raise _error(invalid_params(exc)) from None
         caps = params.capabilities
         conn.progress_supported = bool(caps and caps.window and caps.window.work_done_progress)
         if conn.needs_token:
-            token = str(options.get("token") or "")
+            token = options.token or ""
             if not hmac.compare_digest(token.encode(), daemon.token.encode()):
-                raise JsonRpcException(
-                    message=NO_TOKEN,
-                    code=int(ErrorCode.UNAUTHORIZED),
-                )
+                raise JsonRpcException(message=NO_TOKEN, code=int(ErrorCode.UNAUTHORIZED))
             conn.authorized = True
         conn.initialized = True
+        conn.answers_permissions = options.answers_permissions
+        if conn.answers_permissions:
+            # Questions already waiting go to the newcomer too.
+            loop = asyncio.get_running_loop()
+            for pending in list(daemon.core.permissions.values()):
+                session = daemon.core.sessions.get(pending.session)
+                if session is not None:
+                    loop.call_soon(conn.ask_permission, pending, session)
 
     @server.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def on_progress_cancel(params: lsp.WorkDoneProgressCancelParams) -> None:
@@ -478,6 +548,12 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
     async def session_close(p: m.SessionRef) -> m.SessionInfo:
         return core.session_info(await core.close_session(p.session))
 
+    async def session_transcript(p: m.TranscriptParams) -> m.Transcript:
+        return await core.transcript(p)
+
+    async def fleet_summary(p: m.Empty) -> m.Fleet:
+        return core.fleet()
+
     async def permission_answer(p: m.PermissionAnswerParams) -> m.Answered:
         core.answer_permission(p)
         return m.Answered()
@@ -504,6 +580,8 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         names.SESSION_PROMPT: session_prompt,
         names.SESSION_CANCEL: session_cancel,
         names.SESSION_CLOSE: session_close,
+        names.SESSION_TRANSCRIPT: session_transcript,
+        names.FLEET_SUMMARY: fleet_summary,
         names.PERMISSION_ANSWER: permission_answer,
         names.EVENTS_SUBSCRIBE: events_subscribe,
         names.EVENTS_UNSUBSCRIBE: events_unsubscribe,
@@ -526,7 +604,15 @@ class DaemonServer:
         self.connections: set[Connection] = set()
         self.started_at = 0.0
         self._servers: list[asyncio.Server] = []
-        self._stop_event = threading.Event()
+        core.permission_listeners.append(self._forward_permission)
+
+    def _forward_permission(self, pending: PendingPermission) -> None:
+        session = self.core.sessions.get(pending.session)
+        if session is None:
+            return
+        for conn in list(self.connections):
+            if conn.answers_permissions and conn.initialized:
+                conn.ask_permission(pending, session)
 
     def status(self) -> m.DaemonStatus:
         import os

@@ -73,6 +73,7 @@ CREATE TABLE IF NOT EXISTS events (
     turn TEXT,
     data BLOB NOT NULL
 );
+CREATE INDEX IF NOT EXISTS events_session_kind ON events (session, kind, seq);
 """
 
 

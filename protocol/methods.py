@@ -10,11 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pydantic import BaseModel
+
 from sessiond.protocol import models as m
 
 
 @dataclass(frozen=True)
 class Method:
+    name: str
+    params: type[BaseModel]
+    result: type[BaseModel]
+    summary: str
+
+
+@dataclass(frozen=True)
+class ClientRequest:
+    """A request the daemon sends to a client."""
+
     name: str
     params: type[BaseModel]
     result: type[BaseModel]
@@ -39,12 +50,15 @@ SESSION_GET = "session/get"
 SESSION_PROMPT = "session/prompt"
 SESSION_CANCEL = "session/cancel"
 SESSION_CLOSE = "session/close"
+SESSION_TRANSCRIPT = "session/transcript"
+FLEET_SUMMARY = "fleet/summary"
 PERMISSION_ANSWER = "permission/answer"
 EVENTS_SUBSCRIBE = "events/subscribe"
 EVENTS_UNSUBSCRIBE = "events/unsubscribe"
 DAEMON_STATUS = "daemon/status"
 
 EVENTS_NOTIFY = "events/notify"
+REQUEST_PERMISSION = "session/requestPermission"
 
 _METHODS = [
     Method(AGENT_CREATE, m.AgentSpec, m.AgentInfo, "Create an agent. Its process starts on its first turn."),
@@ -84,6 +98,13 @@ _METHODS = [
     ),
     Method(SESSION_CLOSE, m.SessionRef, m.SessionInfo, "Close a session; its turns are cancelled first."),
     Method(
+        SESSION_TRANSCRIPT,
+        m.TranscriptParams,
+        m.Transcript,
+        "Lines of a session's transcript: its tail, or any range of the whole of it.",
+    ),
+    Method(FLEET_SUMMARY, m.Empty, m.Fleet, "Every session at a glance: counts, cost, attention."),
+    Method(
         PERMISSION_ANSWER,
         m.PermissionAnswerParams,
         m.Answered,
@@ -100,6 +121,16 @@ _METHODS = [
 ]
 
 METHODS: dict[str, Method] = {method.name: method for method in _METHODS}
+
+CLIENT_REQUESTS: dict[str, ClientRequest] = {
+    REQUEST_PERMISSION: ClientRequest(
+        REQUEST_PERMISSION,
+        m.PermissionRequestParams,
+        m.PermissionRequestResult,
+        "An agent asks permission; sent to clients that said `answersPermissions`. The first answer wins; "
+        "the others get `$/cancelRequest`.",
+    ),
+}
 
 NOTIFICATIONS: dict[str, Notification] = {
     EVENTS_NOTIFY: Notification(

@@ -68,6 +68,9 @@ class AgentOptions(Params):
         "is closed there and resumed on its next turn. None: no cap.",
     )
     turn_timeout: float = Field(1800.0, gt=0, description="Seconds a turn may run before it is cancelled.")
+    plan_stall_seconds: float = Field(
+        600.0, gt=0, description="A plan entry in progress for longer than this flags the session."
+    )
     permission_policy: PermissionPolicy = Field(
         "ask",
         description="How permission requests are answered when no client answers them: "
@@ -170,6 +173,89 @@ class SessionStatus(StrEnum):
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
 
+class PlanEntry(Result):
+    content: str
+    priority: Literal["high", "medium", "low"] = "medium"
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+
+
+class Plan(Result):
+    """The agent's latest plan, as its last `plan` update gave it."""
+
+    entries: list[PlanEntry] = Field(default_factory=list)
+    done: int = Field(0, description="Entries completed.")
+    total: int = 0
+    current: str | None = Field(None, description="The entry in progress, if any.")
+    updated_at: datetime | None = None
+
+
+class Cost(Result):
+    amount: float
+    currency: str
+
+
+class ContextFill(Result):
+    used: int = Field(description="Tokens in the context window now.")
+    size: int = Field(description="Size of the context window in tokens.")
+    cost: Cost | None = Field(None, description="The session's cost so far, as the agent reports it.")
+    percent: float | None = Field(None, description="used / size, in percent.")
+    estimated: bool = Field(
+        False, description="True when the agent sent no usage and this is estimated from the transcript."
+    )
+
+
+class TurnUsage(Result):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    thought_tokens: int | None = None
+    cached_read_tokens: int | None = None
+    cached_write_tokens: int | None = None
+
+
+class SessionUsage(Result):
+    """Tokens over every turn of a session, as the agent reported them per turn."""
+
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    busy_seconds: float = Field(0.0, description="Time its turns took, added up.")
+
+
+ChangeKind = Literal["added", "modified", "deleted", "renamed"]
+
+
+class ChangedFile(Result):
+    path: str = Field(description="Relative to the session's root; absolute when outside it.")
+    kind: ChangeKind
+    added: int = Field(0, description="Lines added.")
+    removed: int = Field(0, description="Lines removed.")
+    old_path: str | None = Field(None, description="Where a renamed file was.")
+    outside_root: bool = Field(False, description="Touched by a tool call outside the session's root.")
+
+
+class Changes(Result):
+    """What the session changed, against the state its root had when it first ran."""
+
+    files: list[ChangedFile] = Field(default_factory=list)
+    added: int = 0
+    removed: int = 0
+    base: str | None = Field(
+        None, description="The git tree (or 'snapshot') the changes are counted against."
+    )
+
+
+class Attention(StrEnum):
+    NEEDS_YOU = "needs_you"
+    PLAN_STALLED = "plan_stalled"
+    CONTEXT_HIGH = "context_high"
+    TURN_LONG = "turn_long"
+
+
+SessionKind = Literal["main"]
+
+
 class SessionOpenParams(Params):
     agent: AgentName = "demo"
     root: AbsolutePath | None = Field(
@@ -187,9 +273,17 @@ class SessionRef(Params):
 class SessionListParams(Params):
     agent: AgentName | None = None
     status: list[SessionStatus] | None = Field(None, description="Only sessions in one of these states.")
+    kind: list[SessionKind] | None = None
+    attention: bool = Field(False, description="Only sessions with an attention flag.")
+    sort: Literal["created", "activity"] = Field(
+        "created",
+        description="created: oldest first, stable while sessions work (for stepping '3 of 200'); "
+        "activity: most recent first.",
+    )
     include_closed: bool = Field(False, description="Closed sessions are left out unless asked for.")
     cursor: str | None = Field(None, description="nextCursor of the previous page.")
     limit: int = Field(200, ge=1, le=10_000)
+    brief: bool = Field(False, description="Leave out plan entries and changed files (counts stay).")
 
 
 class SessionInfo(Result):
@@ -208,6 +302,13 @@ class SessionInfo(Result):
     last_stop_reason: StopReason | None = None
     last_error: str | None = None
     recap: str | None = Field(None, description="The first line of the last reply.")
+    kind: SessionKind = "main"
+    last_activity: datetime | None = Field(None, description="When anything last happened in it.")
+    plan: Plan | None = None
+    context: ContextFill | None = None
+    usage: SessionUsage | None = None
+    changes: Changes | None = None
+    attention: list[Attention] = Field(default_factory=list)
 
 
 class SessionOpenResult(Result):
@@ -233,26 +334,6 @@ class SessionPromptParams(Params):
     )
 
 
-class TurnUsage(Result):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-    thought_tokens: int | None = None
-    cached_read_tokens: int | None = None
-    cached_write_tokens: int | None = None
-
-
-class Cost(Result):
-    amount: float
-    currency: str
-
-
-class ContextFill(Result):
-    used: int = Field(description="Tokens in the context window now.")
-    size: int = Field(description="Size of the context window in tokens.")
-    cost: Cost | None = Field(None, description="The session's cost so far, as the agent reports it.")
-
-
 class TurnResult(Result):
     turn_id: str
     session: str
@@ -262,6 +343,26 @@ class TurnResult(Result):
     context: ContextFill | None = None
     started_at: datetime
     ended_at: datetime
+
+
+class TranscriptParams(Params):
+    session: SessionId
+    offset: int | None = Field(
+        None, ge=0, description="First line (0-based) of the whole transcript; None: the last `limit` lines."
+    )
+    limit: int = Field(200, ge=1, le=10_000)
+
+
+class TranscriptLine(Result):
+    n: int = Field(description="Line number in the whole transcript, from 0.")
+    role: Literal["user", "agent", "thought", "tool"]
+    turn: str | None = None
+    text: str
+
+
+class Transcript(Result):
+    lines: list[TranscriptLine]
+    total: int = Field(description="Lines in the whole transcript.")
 
 
 class SessionCancelParams(Params):
@@ -282,6 +383,31 @@ class Answered(Result):
     answered: bool = True
 
 
+class PermissionRequestParams(Result):
+    """Sent by the daemon to clients that answer permissions (`session/requestPermission`)."""
+
+    permission: str
+    agent: str
+    session: str
+    turn: str | None = None
+    tool_call: dict[str, Any] = Field(description="The agent's tool call: title, kind, content, locations.")
+    options: list[dict[str, Any]] = Field(description="Each with optionId, name, kind (allow_once, ...).")
+
+
+class PermissionRequestResult(Params):
+    option_id: str | None = Field(description="The option chosen, or null for 'cancelled'.")
+
+
+class ClientOptions(Params):
+    """`initializationOptions` of `initialize`."""
+
+    token: str | None = Field(None, description="The daemon's TCP token; needed over TCP only.")
+    answers_permissions: bool = Field(
+        False, description="Send this client `session/requestPermission` when an agent asks."
+    )
+    client_name: str | None = None
+
+
 # ---------------------------------------------------------------- events
 
 
@@ -297,6 +423,13 @@ class EventKind(StrEnum):
     TURN_STARTED = "turn.started"
     TURN_CHUNK = "turn.chunk"
     TURN_ENDED = "turn.ended"
+    TURN_THOUGHT = "turn.thought"
+    TURN_TOOL = "turn.tool"
+    SESSION_PLAN = "session.plan"
+    SESSION_USAGE = "session.usage"
+    SESSION_CHANGES = "session.changes"
+    SESSION_ATTENTION = "session.attention"
+    FLEET = "fleet.summary"
     PERMISSION_ASKED = "permission.asked"
     PERMISSION_ANSWERED = "permission.answered"
 
@@ -318,11 +451,37 @@ class EventsSubscribeParams(Params):
     sessions: list[str] | None = None
     agents: list[str] | None = None
     kinds: list[EventKind] | None = None
+    snapshot: bool = Field(
+        False, description="Also answer with the current state of the matching sessions and the fleet."
+    )
+
+
+class Fleet(Result):
+    """The whole fleet at a glance, for a status line."""
+
+    open: int = Field(description="Sessions not closed.")
+    by_status: dict[SessionStatus, int] = Field(default_factory=dict)
+    working: int = 0
+    needs_you: int = 0
+    attention: dict[Attention, int] = Field(default_factory=dict)
+    cost: float = Field(0.0, description="Cost reported by the agents, added up (USD).")
+    turns: int = Field(0, description="Turns that have ended.")
+    serial_seconds: float = Field(0.0, description="What the ended turns would have taken one after another.")
+    wall_seconds: float = Field(0.0, description="From the first turn's start to the last one's end.")
+
+
+class Snapshot(Result):
+    """The state as of `head`: what a client shows before the events after it."""
+
+    head: int
+    sessions: list[SessionInfo]
+    fleet: Fleet
 
 
 class Subscription(Result):
     subscription: str
     head: int = Field(description="The seq of the newest event when the subscription began.")
+    snapshot: Snapshot | None = None
 
 
 class SubscriptionRef(Params):
@@ -334,6 +493,15 @@ class EventsNotifyParams(Result):
 
     subscription: str
     events: list[Event]
+    through: int = Field(
+        description="Every matching event up to this seq has now been sent (or superseded): "
+        "resubscribe with since=through to carry on."
+    )
+    resync: Snapshot | None = Field(
+        None,
+        description="Sent instead of events when this client fell too far behind: "
+        "the state as of resync.head; events after it follow.",
+    )
 
 
 # ---------------------------------------------------------------- daemon

@@ -14,8 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
+
 from sessiond.protocol.errors import ErrorCode
-from sessiond.protocol.methods import METHODS, NOTIFICATIONS
+from sessiond.protocol.methods import CLIENT_REQUESTS, METHODS, NOTIFICATIONS
 
 SCHEMA_PATH = Path(__file__).parent / "schema" / "sessiond.schema.json"
 
@@ -27,6 +28,9 @@ def generate() -> dict[str, Any]:
         models.append((method.result, "serialization"))
     for notification in NOTIFICATIONS.values():
         models.append((notification.params, "serialization"))
+    for request in CLIENT_REQUESTS.values():
+        models.append((request.params, "serialization"))
+        models.append((request.result, "validation"))
     refs, schema = models_json_schema(models, by_alias=True, ref_template="#/$defs/{model}")
 
     def ref(model: type[BaseModel], mode: Literal["validation", "serialization"]) -> Any:
@@ -47,6 +51,14 @@ def generate() -> dict[str, Any]:
         "notifications": {
             name: {"summary": n.summary, "params": ref(n.params, "serialization")}
             for name, n in sorted(NOTIFICATIONS.items())
+        },
+        "clientRequests": {
+            name: {
+                "summary": r.summary,
+                "params": ref(r.params, "serialization"),
+                "result": ref(r.result, "validation"),
+            }
+            for name, r in sorted(CLIENT_REQUESTS.items())
         },
         "errors": {code.name: int(code) for code in ErrorCode},
         "$defs": schema.get("$defs", {}),

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from sessiond.daemon.confine import PathOutsideRoot, resolve_inside
 
 

@@ -23,6 +23,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 from demo_agent_client import TIMEOUT, RecordingClient, RunningAgent, running_agent
+
 from sessiond.daemon.demo_agent.agent import AgentOptions, DemoAgent
 from sessiond.daemon.demo_agent.script import (
     COMMANDS,

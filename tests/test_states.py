@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sessiond.daemon.states import Outcome, derive_status, outcome_of
 from sessiond.protocol.models import SessionStatus as S
 

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
 from sessiond.daemon import store as st
 from sessiond.daemon.events import EventLog, Filter, SubscriberOverflow
 from sessiond.daemon.store import Store

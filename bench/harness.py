@@ -1,0 +1,106 @@
+"""What tests and benchmarks need: a real daemon of their own, its memory, and a table."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+
+class Daemon:
+    """A real daemon process in a SESSIOND_HOME of its own."""
+
+    def __init__(self, home: Path | None = None, *, extra_args: tuple[str, ...] = ()) -> None:
+        # Short, under /tmp: a unix socket path must stay under 108 bytes.
+        self.home = home or Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
+        self.socket = self.home / "run" / "sessiond.sock"
+        self.extra_args = extra_args
+        self.stderr: list[str] = []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SESSIOND_HOME": str(self.home), "SESSIOND_SOCKET": str(self.socket)}
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self, timeout: float = 30) -> Daemon:
+        """Start and wait until it says it serves (its own line on stderr, not a sleep)."""
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sessiond.daemon", "--socket", str(self.socket), *self.extra_args],
+            env=self.env,
+            stderr=subprocess.PIPE,
+        )
+        self.process = process
+        ready = threading.Event()
+
+        def drain() -> None:
+            assert process.stderr is not None
+            for raw in process.stderr:
+                line = raw.decode(errors="replace").rstrip("\n")
+                self.stderr.append(line)
+                if "serving on" in line:
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        if not ready.wait(timeout) or process.poll() is not None:
+            process.kill()
+            raise RuntimeError("the daemon did not start:\n" + "\n".join(self.stderr))
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        """Signal it and wait for it to exit; its exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout)
+
+    def rss_kib(self) -> int:
+        return rss_kib(self.pid)
+
+    def children(self) -> list[int]:
+        return children(self.pid)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+@contextlib.contextmanager
+def daemon() -> Iterator[Daemon]:
+    """A daemon in a fresh SESSIOND_HOME, stopped with SIGTERM at the end."""
+    running = Daemon().start()
+    try:
+        yield running
+    finally:
+        running.stop()
+        shutil.rmtree(running.home, ignore_errors=True)
+
+
+def table(title: str, rows: list[tuple[str, str, str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [title, "-" * len(title)]
+    for row in rows:
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,165 @@
+--- What the user can do, in one place: the commands, the panel's keys and
+--- the session view's keys all call these. Every request is asynchronous;
+--- failures are reported in one line with the daemon's own sentence.
+
+local config = require("sessiond.config")
+local client = require("sessiond.client")
+
+local M = {}
+
+local function notify(message, level)
+  vim.notify("sessiond: " .. message, level or vim.log.levels.INFO)
+end
+
+local function model()
+  return require("sessiond").model
+end
+
+local function report(what)
+  return function(err)
+    if err then
+      notify(what .. ": " .. tostring(err.message), vim.log.levels.ERROR)
+    end
+  end
+end
+
+local turn_counter = 0
+
+local function new_turn_id()
+  turn_counter = turn_counter + 1
+  return ("nvim-%x-%d"):format(vim.uv.hrtime() % 0x100000000, turn_counter)
+end
+
+--- The session an action is about: the one given, else the current one.
+local function target(session)
+  local id = session or model().current
+  if not id then
+    notify("no current session: open one with :Sessiond new or from :Sessiond panel", vim.log.levels.WARN)
+  end
+  return id
+end
+
+--- Open a session rooted at the working directory.
+--- @param opts { placement?: string, agent?: string, root?: string, title?: string, open_view?: boolean }
+--- @param callback? fun(info: table)
+function M.new(opts, callback)
+  opts = opts or {}
+  local params = {
+    root = opts.root or vim.fn.getcwd(),
+    placement = opts.placement,
+    agent = opts.agent or config.options.agent,
+    title = opts.title,
+  }
+  client.request("session/open", params, function(err, result)
+    if err then
+      report("could not open a session")(err)
+      return
+    end
+    local info = result.sessions[1]
+    model():set_current(info.id)
+    require("sessiond").changed(info.id)
+    notify(("opened %s (%s, %s) at %s"):format(info.id, info.agent, info.placement, info.root))
+    if opts.open_view ~= false then
+      require("sessiond.view").show(info.id)
+    end
+    if callback then
+      callback(info)
+    end
+  end)
+end
+
+--- Send a prompt to `session` (default: the current one; none: a new one).
+--- @param callback? fun(err: table|nil, result: table|nil)
+function M.send(text, session, callback)
+  if not text or not text:find("%S") then
+    notify("nothing to send: give a prompt (:Sessiond send {text}) or select lines", vim.log.levels.WARN)
+    return
+  end
+  local id = session or model().current
+  if not id then
+    M.new({ open_view = true }, function(info)
+      M.send(text, info.id, callback)
+    end)
+    return
+  end
+  local turn = new_turn_id()
+  client.request("session/prompt", { session = id, prompt = text, turnId = turn }, function(err, result)
+    if err then
+      report(("the turn in %s failed"):format(id))(err)
+    end
+    if callback then
+      callback(err, result)
+    end
+  end)
+  return turn
+end
+
+--- Ask for a prompt with vim.ui.input, then send it.
+function M.ask_and_send(session)
+  local id = target(session)
+  if not id then
+    return
+  end
+  vim.ui.input({ prompt = ("sessiond %s> "):format(id) }, function(text)
+    if text and text:find("%S") then
+      M.send(text, id)
+    end
+  end)
+end
+
+function M.cancel(session)
+  local id = target(session)
+  if id then
+    client.request("session/cancel", { session = id }, function(err, result)
+      if err then
+        report("could not cancel " .. id)(err)
+      elseif result.cancelled == 0 then
+        notify(id .. " had no running or queued turn")
+      end
+    end)
+  end
+end
+
+function M.close(session)
+  local id = target(session)
+  if id then
+    client.request("session/close", { session = id }, report("could not close " .. id))
+  end
+end
+
+--- Make `id` current and show it: in the panel when it is open, else in a view.
+function M.focus(id)
+  model():set_current(id)
+  require("sessiond").changed(id)
+  if not require("sessiond.panel").reveal(id) then
+    require("sessiond.view").show(id)
+  end
+end
+
+--- Step to the next (dir = 1) or previous (dir = -1) working session.
+function M.step(dir)
+  local m = model()
+  local id, index, total = m:step(m.current, dir)
+  if not id then
+    notify("no session is working now")
+    return
+  end
+  M.focus(id)
+  vim.api.nvim_echo({ { ("sessiond: %s, %d of %d working"):format(id, index, total) } }, false, {})
+end
+
+function M.answer(session)
+  require("sessiond.permission").answer_next(session or model().current)
+end
+
+function M.open(id)
+  if not model():session(id) then
+    notify(("no open session %s"):format(tostring(id)), vim.log.levels.WARN)
+    return
+  end
+  model():set_current(id)
+  require("sessiond").changed(id)
+  require("sessiond.view").show(id)
+end
+
+return M

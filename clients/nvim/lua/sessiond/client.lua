@@ -1,0 +1,389 @@
+--- The connection to the daemon: a Neovim LSP client (so `$/progress` reaches
+--- Neovim's own progress UI) over the daemon's unix socket
+--- (vim.lsp.rpc.connect) or over `sessiond stdio`. It subscribes to the event
+--- log, holds notifications until the subscription is answered, and
+--- reconnects with a growing delay when the daemon goes away, resubscribing
+--- from the last seq it saw. What the events mean is not its business: it
+--- hands them to the hooks that init.lua sets.
+
+local config = require("sessiond.config")
+
+local M = {}
+
+local NOT_CONNECTED = -32099
+local CONNECT_TIMEOUT_MS = 15000
+
+--- @class sessiond.ConnectionState
+local state = {
+  client_id = nil, -- the LSP client's id while connected
+  generation = 0, -- bumped by every connection attempt; late callbacks of older ones are ignored
+  subscription = nil, -- the live subscription's id
+  subscribing = false, -- true until events/subscribe is answered
+  held = {}, -- notifications that came before that answer
+  server_info = nil, -- serverInfo from initialize
+  daemon = nil, -- the last daemon/status answer
+  socket = nil, -- where the daemon was found (learnt from daemon/status over stdio)
+  transport = nil, -- "socket" | "stdio"
+  retry_ms = nil,
+  retry_timer = nil,
+  stopping = false, -- Neovim exits, or :Sessiond disconnect: do not reconnect
+  last_error = nil,
+}
+M.state = state
+
+local hooks = {
+  seq = function()
+    return 0
+  end,
+  on_state = function(_) end,
+  on_subscribed = function(_, _) end,
+  on_notify = function(_) end,
+  on_permission_request = function(_)
+    return nil, { code = -32601, message = "not ready" }
+  end,
+}
+
+--- init.lua wires the client to the model and the UI.
+function M.set_hooks(new_hooks)
+  hooks = vim.tbl_extend("force", hooks, new_hooks)
+end
+
+--- Where the daemon listens by default; mirrors sessiond.protocol.paths.
+function M.default_socket()
+  local env = vim.env
+  if env.SESSIOND_SOCKET and env.SESSIOND_SOCKET ~= "" then
+    return env.SESSIOND_SOCKET
+  end
+  if env.SESSIOND_HOME and env.SESSIOND_HOME ~= "" then
+    return env.SESSIOND_HOME .. "/run/sessiond.sock"
+  end
+  local runtime = env.XDG_RUNTIME_DIR
+  if runtime and runtime ~= "" and vim.fn.isdirectory(runtime) == 1 then
+    return runtime .. "/sessiond/sessiond.sock"
+  end
+  return (vim.uv.os_tmpdir() or "/tmp") .. "/sessiond-" .. vim.uv.getuid() .. "/sessiond.sock"
+end
+
+function M.socket()
+  return state.socket or config.options.socket or M.default_socket()
+end
+
+function M.lsp_client()
+  return state.client_id and vim.lsp.get_client_by_id(state.client_id) or nil
+end
+
+function M.connected()
+  return state.subscription ~= nil and M.lsp_client() ~= nil
+end
+
+--- Sends a request; `callback(err, result)` runs in the main loop.
+--- Never blocks. Errors are tables with `code` and `message`.
+function M.request(method, params, callback)
+  callback = callback or function() end
+  local client = M.lsp_client()
+  if not client then
+    vim.schedule(function()
+      callback({ code = NOT_CONNECTED, message = "not connected to the sessiond daemon" })
+    end)
+    return nil
+  end
+  -- The raw RPC client: no LspRequest autocmds, no buffer, no change tracking.
+  local ok, id = client.rpc.request(method, params or vim.empty_dict(), callback)
+  if not ok then
+    vim.schedule(function()
+      callback({ code = NOT_CONNECTED, message = "the connection to the sessiond daemon is closed" })
+    end)
+  end
+  return id
+end
+
+--- A request answered before returning; only for :checkhealth, which may wait.
+function M.request_sync(method, params, timeout_ms)
+  local done, err, result = false, nil, nil
+  M.request(method, params, function(e, r)
+    done, err, result = true, e, r
+  end)
+  if not vim.wait(timeout_ms or 2000, function()
+    return done
+  end, 10) then
+    return nil, { message = ("no answer to %s within %d ms"):format(method, timeout_ms or 2000) }
+  end
+  return result, err
+end
+
+local function stop_client(client)
+  if not client then
+    return
+  elseif vim.fn.has("nvim-0.11") == 1 then
+    client:stop()
+  else
+    client.stop() -- 0.10 binds methods to the client
+  end
+end
+
+local function cancel_retry()
+  if state.retry_timer then
+    state.retry_timer:stop()
+    state.retry_timer:close()
+    state.retry_timer = nil
+  end
+end
+
+local function schedule_retry()
+  cancel_retry()
+  if state.stopping then
+    return
+  end
+  local options = config.options.reconnect
+  state.retry_ms = state.retry_ms and math.min(state.retry_ms * 2, options.max_ms) or options.min_ms
+  state.retry_timer = vim.uv.new_timer()
+  state.retry_timer:start(
+    state.retry_ms,
+    0,
+    vim.schedule_wrap(function()
+      cancel_retry()
+      M.connect({ start = false })
+    end)
+  )
+end
+
+--- Does anything accept connections at `path`? (vim.lsp.rpc.connect only warns when not.)
+local function probe(path, callback)
+  local pipe = vim.uv.new_pipe(false)
+  local ok, err = pcall(pipe.connect, pipe, path, function(connect_err)
+    pipe:close()
+    vim.schedule(function()
+      callback(connect_err == nil, connect_err)
+    end)
+  end)
+  if not ok then
+    pipe:close()
+    vim.schedule(function()
+      callback(false, err)
+    end)
+  end
+end
+
+-- ------------------------------------------------------------------ events
+
+local function handle_notify(params)
+  if state.subscribing then
+    state.held[#state.held + 1] = params
+    return
+  end
+  if not params or params.subscription ~= state.subscription then
+    return -- a subscription of an earlier connection
+  end
+  hooks.on_notify(params)
+  if params.overflow then
+    -- We fell too far behind: carry on from the last seq applied.
+    M.subscribe()
+  end
+end
+
+local function on_notify(_, params)
+  -- Neovim's RPC layer already runs handlers through vim.schedule; stay safe if it ever does not.
+  if vim.in_fast_event() then
+    vim.schedule(function()
+      handle_notify(params)
+    end)
+  else
+    handle_notify(params)
+  end
+end
+
+--- (Re)subscribe: with a snapshot the first time, from the last seq seen after that.
+function M.subscribe(fresh)
+  local seq = hooks.seq()
+  local params = (not fresh and seq > 0) and { since = seq } or { snapshot = true }
+  local generation = state.generation
+  if state.subscription then
+    M.request("events/unsubscribe", { subscription = state.subscription })
+  end
+  state.subscription = nil
+  state.subscribing = true
+  state.held = {}
+  M.request("events/subscribe", params, function(err, result)
+    if generation ~= state.generation then
+      return
+    end
+    state.subscribing = false
+    if err then
+      state.last_error = "events/subscribe failed: " .. tostring(err.message)
+      vim.notify("sessiond: " .. state.last_error, vim.log.levels.ERROR)
+      return
+    end
+    if params.since and (result.head or 0) < params.since then
+      -- Not the event log we saw (another daemon home): start over from a snapshot.
+      M.request("events/unsubscribe", { subscription = result.subscription })
+      M.subscribe(true)
+      return
+    end
+    state.subscription = result.subscription
+    state.retry_ms = nil
+    hooks.on_subscribed(result, params)
+    local held = state.held
+    state.held = {}
+    for _, notify_params in ipairs(held) do
+      handle_notify(notify_params)
+    end
+  end)
+end
+
+-- ------------------------------------------------------------------ lifecycle
+
+local function on_exit(client_id)
+  if client_id ~= state.client_id then
+    return
+  end
+  state.client_id = nil
+  state.subscription = nil
+  state.subscribing = false
+  hooks.on_state("offline")
+  schedule_retry()
+end
+
+local function on_initialized(client, result, generation)
+  if generation ~= state.generation then
+    return
+  end
+  state.server_info = result and result.serverInfo or nil
+  M.request("daemon/status", {}, function(err, status)
+    if not err and status then
+      state.daemon = status
+      state.socket = status.socket or state.socket
+    end
+  end)
+  M.subscribe()
+end
+
+local function start_lsp(cmd, transport)
+  local generation = state.generation
+  local capabilities = vim.lsp.protocol.make_client_capabilities()
+  capabilities.window = capabilities.window or {}
+  capabilities.window.workDoneProgress = config.options.progress
+  local client_config = {
+    name = "sessiond",
+    cmd = cmd,
+    capabilities = capabilities,
+    init_options = {
+      answersPermissions = config.options.answer_permissions,
+      clientName = "nvim",
+    },
+    handlers = {
+      ["events/notify"] = on_notify,
+      ["session/requestPermission"] = function(_, params)
+        return hooks.on_permission_request(params, generation)
+      end,
+      -- The daemon cancels a permission request another client answered; the
+      -- `permission.answered` event settles it here (handlers get no request id).
+      ["$/cancelRequest"] = function() end,
+    },
+    on_init = function(client, result)
+      vim.schedule(function()
+        on_initialized(client, result, generation)
+      end)
+    end,
+    on_exit = function(_, _, client_id)
+      vim.schedule(function()
+        on_exit(client_id)
+      end)
+    end,
+  }
+  local client_id
+  if vim.fn.has("nvim-0.11") == 1 then
+    client_id = vim.lsp.start(client_config, {
+      attach = false,
+      silent = true,
+      reuse_client = function()
+        return false
+      end,
+    })
+  else
+    client_id = vim.lsp.start_client(client_config)
+  end
+  if not client_id then
+    state.last_error = "could not start the LSP client for " .. vim.inspect(cmd)
+    hooks.on_state("offline")
+    schedule_retry()
+    return
+  end
+  state.client_id = client_id
+  state.transport = transport
+  -- A connection that never gets to a subscription (a socket that accepted and
+  -- went silent) is given up on, so the retry loop carries on.
+  vim.defer_fn(function()
+    if generation == state.generation and state.client_id == client_id and not state.subscription then
+      state.last_error = "the daemon did not answer within " .. CONNECT_TIMEOUT_MS .. " ms"
+      stop_client(M.lsp_client())
+      state.client_id = nil
+      hooks.on_state("offline")
+      schedule_retry()
+    end
+  end, CONNECT_TIMEOUT_MS)
+end
+
+--- Connect, unless connected. With `start`, a daemon is started through
+--- `cmd` when nothing answers at the socket (and `autostart` allows it).
+function M.connect(opts)
+  opts = opts or {}
+  if state.client_id then
+    return
+  end
+  cancel_retry()
+  state.stopping = false
+  state.generation = state.generation + 1
+  local generation = state.generation
+  hooks.on_state("connecting")
+  local socket = M.socket()
+  probe(socket, function(ok, err)
+    if generation ~= state.generation or state.client_id then
+      return
+    end
+    if ok then
+      state.socket = socket
+      start_lsp(vim.lsp.rpc.connect(socket), "socket")
+      return
+    end
+    state.last_error = ("nothing accepts connections at %s (%s)"):format(socket, tostring(err))
+    local cmd = config.options.cmd
+    if opts.start and config.options.autostart then
+      if vim.fn.executable(cmd[1]) == 1 then
+        start_lsp(cmd, "stdio")
+        return
+      end
+      state.last_error = state.last_error
+        .. ("; and %s is not executable, so no daemon can be started (see :help sessiond-option-cmd)"):format(
+          cmd[1]
+        )
+      vim.notify("sessiond: " .. state.last_error, vim.log.levels.WARN)
+    end
+    hooks.on_state("offline")
+    schedule_retry()
+  end)
+end
+
+--- Close the connection; `reconnect` makes a new one at once.
+function M.disconnect(reconnect)
+  cancel_retry()
+  state.stopping = not reconnect
+  state.generation = state.generation + 1
+  local client = M.lsp_client()
+  state.client_id = nil
+  state.subscription = nil
+  state.subscribing = false
+  stop_client(client)
+  hooks.on_state("offline")
+  if reconnect then
+    state.retry_ms = nil
+    M.connect({ start = true })
+  end
+end
+
+--- Neovim is exiting: let the LSP client close, and do not come back.
+function M.on_vim_leave()
+  state.stopping = true
+  cancel_retry()
+end
+
+return M

@@ -1,0 +1,170 @@
+--- :Sessiond {subcommand} [args], with completion. Each subcommand calls
+--- one action (actions.lua), the same one the panel's and views' keys call.
+
+local M = {}
+
+--- Where a session's work lands; the daemon says which it offers (and why not).
+M.PLACEMENTS = { "here", "worktree", "sandbox", "container", "ssh" }
+
+local function actions()
+  return require("sessiond.actions")
+end
+
+local function model()
+  return require("sessiond").model
+end
+
+local function session_ids(arglead)
+  local ids = {}
+  for _, info in ipairs(model():ordered()) do
+    if vim.startswith(info.id, arglead) then
+      ids[#ids + 1] = info.id
+    end
+  end
+  return ids
+end
+
+local function agent_names()
+  return vim.deepcopy(model().agent_order)
+end
+
+--- The prompt of :Sessiond send: the text, the selected lines, or both
+--- (the text as the request, the lines quoted with where they come from).
+function M.prompt_from(opts)
+  local text = opts.args:gsub("^%s*send%s*", "", 1)
+  if opts.range == 0 then
+    return text
+  end
+  local lines = vim.api.nvim_buf_get_lines(0, opts.line1 - 1, opts.line2, false)
+  local selection = table.concat(lines, "\n")
+  if not text:find("%S") then
+    return selection
+  end
+  local name = vim.api.nvim_buf_get_name(0)
+  local where = name ~= "" and vim.fn.fnamemodify(name, ":.") or "[No Name]"
+  return ("%s\n\n%s:%d-%d:\n```%s\n%s\n```"):format(text, where, opts.line1, opts.line2, vim.bo.filetype, selection)
+end
+
+M.subcommands = {
+  panel = {
+    summary = "open the panel of agents and sessions",
+    run = function()
+      require("sessiond.panel").open()
+    end,
+  },
+  new = {
+    summary = "open a session at the working directory: [placement] [agent]",
+    run = function(args)
+      local opts = {}
+      for _, word in ipairs(args) do
+        if vim.tbl_contains(M.PLACEMENTS, word) then
+          opts.placement = word
+        else
+          opts.agent = word
+        end
+      end
+      actions().new(opts)
+    end,
+    complete = function(arglead)
+      return vim.list_extend(vim.deepcopy(M.PLACEMENTS), agent_names())
+    end,
+  },
+  send = {
+    summary = "send {text}, or the selected lines, to the current session",
+    run = function(_, opts)
+      actions().send(M.prompt_from(opts))
+    end,
+  },
+  next = {
+    summary = "go to the next working session",
+    run = function()
+      actions().step(1)
+    end,
+  },
+  prev = {
+    summary = "go to the previous working session",
+    run = function()
+      actions().step(-1)
+    end,
+  },
+  cancel = {
+    summary = "cancel the running and queued turns of [session] (default: current)",
+    run = function(args)
+      actions().cancel(args[1])
+    end,
+    complete = session_ids,
+  },
+  close = {
+    summary = "close [session] (default: current)",
+    run = function(args)
+      actions().close(args[1])
+    end,
+    complete = session_ids,
+  },
+  open = {
+    summary = "open the view of {session}",
+    run = function(args)
+      actions().open(args[1] or model().current)
+    end,
+    complete = session_ids,
+  },
+  answer = {
+    summary = "answer the oldest permission request of [session] (or any)",
+    run = function(args)
+      actions().answer(args[1])
+    end,
+    complete = session_ids,
+  },
+  connect = {
+    summary = "connect again now (starting a daemon when none runs and autostart allows)",
+    run = function()
+      require("sessiond.client").disconnect(true)
+    end,
+  },
+}
+
+function M.names()
+  local names = vim.tbl_keys(M.subcommands)
+  table.sort(names)
+  return names
+end
+
+--- :Sessiond with the user command's opts.
+function M.run(opts)
+  if not require("sessiond").ensure_setup() then
+    return
+  end
+  local args = vim.split(vim.trim(opts.args), "%s+", { trimempty = true })
+  local name = table.remove(args, 1) or "panel"
+  local subcommand = M.subcommands[name]
+  if not subcommand then
+    vim.notify(
+      ("sessiond: no subcommand %q; try one of %s"):format(name, table.concat(M.names(), ", ")),
+      vim.log.levels.ERROR
+    )
+    return
+  end
+  subcommand.run(args, opts)
+end
+
+--- Completion of :Sessiond: subcommands first, then their arguments.
+function M.complete(arglead, cmdline, cursorpos)
+  local before = cmdline:sub(1, cursorpos)
+  local rest = before:match("Sessiond!?%s+(.*)$") or ""
+  local words = vim.split(rest, "%s+", { trimempty = false })
+  local candidates
+  if #words <= 1 then
+    candidates = M.names()
+  else
+    local subcommand = M.subcommands[words[1]]
+    if not subcommand or not subcommand.complete or not require("sessiond").model then
+      return {}
+    end
+    candidates = subcommand.complete(arglead)
+  end
+  return vim.tbl_filter(function(candidate)
+    return vim.startswith(candidate, arglead)
+  end, candidates)
+end
+
+return M

@@ -1,0 +1,544 @@
+--- Session views: one buffer per session with its header (status, plan,
+--- context, changed files) and the tail of its transcript, updating live.
+--- The last `view.keep` views are kept with the last `view.lines` lines each;
+--- an older one is wiped and, when reopened, read again from the daemon.
+
+local config = require("sessiond.config")
+local client = require("sessiond.client")
+local status = require("sessiond.status")
+
+local M = {}
+
+local ns = vim.api.nvim_create_namespace("sessiond.view")
+
+--- session id -> view; `recent` lists ids, most recently shown last.
+local views = {}
+local recent = {}
+
+local PREFIX = { user = "> ", agent = "", thought = "~ ", tool = "* " }
+local HIGHLIGHT = { user = "SessiondUser", thought = "SessiondThought", tool = "SessiondTool" }
+local MARK = { completed = "[x]", in_progress = "[>]", pending = "[ ]" }
+local KIND = { added = "A", modified = "M", deleted = "D", renamed = "R" }
+
+local function model()
+  return require("sessiond").model
+end
+
+local function notify(message, level)
+  vim.notify("sessiond: " .. message, level or vim.log.levels.INFO)
+end
+
+local function clock(iso)
+  return type(iso) == "string" and iso:match("T(%d%d:%d%d:%d%d)") or "?"
+end
+
+local function thousands(n)
+  local s = tostring(math.floor(n))
+  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+end
+
+-- ------------------------------------------------------------------ header
+
+--- The header lines of a session, and which line shows which changed file.
+--- @return string[] lines, table<integer, table> files (1-based line -> ChangedFile)
+function M.header(info)
+  local lines, files = {}, {}
+  local function add(line)
+    lines[#lines + 1] = line
+  end
+  add(("%s  [%s]"):format(status.label(info, 60), info.id))
+  add(("%s · %s · %s"):format(info.agent or "?", info.placement or "?", info.root or "?"))
+  local state = ("Status: %s since %s · %d turn%s"):format(
+    (info.status or "?"):gsub("_", " "),
+    clock(info.statusSince),
+    info.turns or 0,
+    (info.turns or 0) == 1 and "" or "s"
+  )
+  if (info.queuedTurns or 0) > 0 then
+    state = state .. (" · %d queued"):format(info.queuedTurns)
+  end
+  add(state)
+  for _, ask in ipairs(model():pending_permissions(info.id)) do
+    add(("Needs you: %s (press %s)"):format(ask.toolCall.title or "a permission", config.options.view.keys.answer or ":Sessiond answer"))
+  end
+  if info.lastError then
+    add("Last error: " .. tostring(info.lastError))
+  end
+  local plan = info.plan
+  if type(plan) == "table" and type(plan.entries) == "table" and #plan.entries > 0 then
+    add(("Plan %d/%d"):format(plan.done or 0, plan.total or #plan.entries))
+    for _, entry in ipairs(plan.entries) do
+      add(("  %s %s"):format(MARK[entry.status] or "[?]", entry.content))
+    end
+  end
+  local context = info.context
+  if type(context) == "table" and context.size then
+    local line = ("Context: %d%% (%s of %s tokens%s)"):format(
+      status.context_percent(info) or 0,
+      thousands(context.used or 0),
+      thousands(context.size),
+      context.estimated and ", estimated" or ""
+    )
+    if type(context.cost) == "table" and context.cost.amount then
+      line = line .. (" · %.2f %s"):format(context.cost.amount, context.cost.currency or "")
+    end
+    add(line)
+  end
+  local changes = info.changes
+  if type(changes) == "table" and type(changes.files) == "table" then
+    add(("Changed files: %d (+%d -%d)"):format(#changes.files, changes.added or 0, changes.removed or 0))
+    for _, file in ipairs(changes.files) do
+      local line = ("  %s %s  +%d -%d"):format(KIND[file.kind] or "?", file.path, file.added or 0, file.removed or 0)
+      if file.oldPath then
+        line = line .. " (was " .. file.oldPath .. ")"
+      end
+      add(line)
+      files[#lines] = file
+    end
+  end
+  add(("── transcript (last %d lines) ──"):format(config.options.view.lines))
+  return lines, files
+end
+
+-- ------------------------------------------------------------------ buffer
+
+local function with_modifiable(buf, fn)
+  vim.bo[buf].modifiable = true
+  fn()
+  vim.bo[buf].modifiable = false
+end
+
+local function render_line(item)
+  return (PREFIX[item.role] or "") .. item.text
+end
+
+local function highlight_lines(view, first, items)
+  vim.api.nvim_buf_clear_namespace(view.buf, ns, first, first + #items)
+  for i, item in ipairs(items) do
+    local group = HIGHLIGHT[item.role]
+    if group then
+      vim.api.nvim_buf_set_extmark(view.buf, ns, first + i - 1, 0, { line_hl_group = group })
+    end
+  end
+end
+
+--- Lines of the transcript shown now: the complete ones and the growing one.
+local function shown(view)
+  return #view.items + (view.partial and view.partial.text ~= "" and 1 or 0)
+end
+
+--- Replace what follows the header with the transcript.
+local function render_transcript(view)
+  local items = vim.list_extend({}, view.items)
+  if view.partial and view.partial.text ~= "" then
+    items[#items + 1] = view.partial
+  end
+  local lines = vim.tbl_map(render_line, items)
+  if view.loading then
+    lines = { "(reading the transcript…)" }
+    items = {}
+  end
+  with_modifiable(view.buf, function()
+    vim.api.nvim_buf_set_lines(view.buf, view.header_len, -1, false, lines)
+  end)
+  highlight_lines(view, view.header_len, items)
+  view.shown = #lines
+end
+
+local function render_header(view)
+  local info = model():session(view.session)
+  if not info then
+    info = view.last_info or { id = view.session, status = "closed" }
+    info.status = "closed"
+  end
+  view.last_info = info
+  local lines, files = M.header(info)
+  with_modifiable(view.buf, function()
+    vim.api.nvim_buf_set_lines(view.buf, 0, view.header_len, false, lines)
+  end)
+  view.header_len = #lines
+  view.files = files
+end
+
+--- Keep at most view.lines transcript lines.
+local function trim(view)
+  local excess = #view.items - config.options.view.lines
+  if excess > 0 then
+    for _ = 1, excess do
+      table.remove(view.items, 1)
+    end
+    if not view.loading then
+      with_modifiable(view.buf, function()
+        vim.api.nvim_buf_set_lines(view.buf, view.header_len, view.header_len + excess, false, {})
+      end)
+      view.shown = view.shown - excess
+    end
+  end
+end
+
+--- Append a piece of the transcript: pieces of one role and turn join until a
+--- line break; a new role or turn ends the line in progress (as the daemon does).
+local function feed(view, role, turn, text)
+  local before = shown(view)
+  local partial = view.partial
+  local complete = {}
+  if partial and (partial.role ~= role or partial.turn ~= turn) then
+    if partial.text ~= "" then
+      complete[#complete + 1] = partial
+    end
+    partial = nil
+  end
+  partial = partial or { role = role, turn = turn, text = "" }
+  local pieces = vim.split(partial.text .. text, "\n", { plain = true })
+  for i = 1, #pieces - 1 do
+    complete[#complete + 1] = { role = role, turn = turn, text = pieces[i] }
+  end
+  partial.text = pieces[#pieces]
+  view.partial = partial
+  for _, item in ipairs(complete) do
+    view.items[#view.items + 1] = item
+  end
+  if view.loading then
+    return
+  end
+  local old_last = vim.api.nvim_buf_line_count(view.buf)
+  -- Rewrite from the line that was growing: complete lines, then the new growing one.
+  local first = view.header_len + #view.items - #complete
+  local growing_before = before - (#view.items - #complete)
+  local lines, items = {}, {}
+  for _, item in ipairs(complete) do
+    lines[#lines + 1] = render_line(item)
+    items[#items + 1] = item
+  end
+  if partial.text ~= "" then
+    lines[#lines + 1] = render_line(partial)
+    items[#items + 1] = partial
+  end
+  with_modifiable(view.buf, function()
+    vim.api.nvim_buf_set_lines(view.buf, first, first + growing_before, false, lines)
+  end)
+  highlight_lines(view, first, items)
+  view.shown = shown(view)
+  trim(view)
+  M.follow(view, old_last)
+end
+
+local function end_line(view)
+  if view.partial then
+    if view.partial.text ~= "" then
+      view.items[#view.items + 1] = view.partial
+    end
+    view.partial = nil
+    trim(view)
+  end
+end
+
+--- Windows whose cursor was on the last line (`old_last`) stay at the end.
+function M.follow(view, old_last)
+  local last = vim.api.nvim_buf_line_count(view.buf)
+  for _, win in ipairs(vim.fn.win_findbuf(view.buf)) do
+    if vim.api.nvim_win_get_cursor(win)[1] >= (old_last or last) then
+      vim.api.nvim_win_set_cursor(win, { last, 0 })
+    end
+  end
+end
+
+--- Apply one event to the view of its session, if there is one.
+function M.on_event(event)
+  local view = event.session and views[event.session]
+  if not view then
+    return
+  end
+  if view.loading then
+    view.held[#view.held + 1] = event
+    return
+  end
+  local kind, data = event.kind, event.data or {}
+  if kind == "turn.queued" then
+    feed(view, "user", event.turn, (data.prompt or "") .. "\n")
+  elseif kind == "turn.chunk" then
+    feed(view, "agent", event.turn, data.text or "")
+  elseif kind == "turn.thought" then
+    feed(view, "thought", event.turn, data.text or "")
+  elseif kind == "turn.tool" and data.first and data.title then
+    feed(view, "tool", event.turn, ("[%s] %s\n"):format(data.toolKind or "tool", data.title))
+  elseif kind == "turn.ended" then
+    end_line(view)
+  end
+end
+
+-- ------------------------------------------------------------------ transcript
+
+--- Read the transcript's tail from the daemon (a new view, or after a resync).
+local function load(view)
+  view.loading = true
+  view.held = {}
+  view.items, view.partial = {}, nil
+  render_transcript(view)
+  client.request("session/transcript", { session = view.session, limit = config.options.view.lines }, function(err, result)
+    if views[view.session] ~= view then
+      return
+    end
+    view.loading = false
+    if err then
+      view.items = { { role = "tool", text = "(the transcript could not be read: " .. tostring(err.message) .. ")" } }
+    else
+      for _, line in ipairs(result.lines or {}) do
+        local item = { role = line.role, turn = line.turn, text = line.text }
+        if (line.n or 0) >= (result.total or math.huge) then
+          view.partial = item -- still growing
+        else
+          view.items[#view.items + 1] = item
+        end
+      end
+    end
+    -- Events that came while reading: with `head`, those after it; without, the
+    -- transcript already holds them.
+    local held = view.held
+    view.held = {}
+    local old_last = vim.api.nvim_buf_line_count(view.buf)
+    render_transcript(view)
+    if result and result.head then
+      for _, event in ipairs(held) do
+        if (event.seq or 0) > result.head then
+          M.on_event(event)
+        end
+      end
+    end
+    M.follow(view, old_last)
+  end)
+end
+
+-- ------------------------------------------------------------------ files
+
+local function open_plain(path)
+  vim.cmd("tabedit " .. vim.fn.fnameescape(path))
+end
+
+local function show_diff(info, file, path, base_text)
+  vim.cmd("tabedit " .. vim.fn.fnameescape(path))
+  local file_win = vim.api.nvim_get_current_win()
+  vim.cmd("leftabove vnew")
+  local buf = vim.api.nvim_get_current_buf()
+  local base_name = ("sessiond://base/%s/%s"):format(info.id, file.oldPath or file.path)
+  local existing = vim.fn.bufnr(base_name)
+  if existing ~= -1 and existing ~= buf then
+    pcall(vim.api.nvim_buf_delete, existing, { force = true })
+  end
+  pcall(vim.api.nvim_buf_set_name, buf, base_name)
+  local lines = vim.split(base_text, "\n", { plain = true })
+  if lines[#lines] == "" then
+    lines[#lines] = nil
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "wipe"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].modifiable = false
+  local filetype = vim.filetype.match({ filename = path })
+  if filetype then
+    vim.bo[buf].filetype = filetype
+  end
+  vim.cmd("diffthis")
+  vim.api.nvim_set_current_win(file_win)
+  vim.cmd("diffthis")
+end
+
+--- Open a changed file: a diff against the session's base when the daemon
+--- recorded a git tree for it, else the file itself.
+function M.open_file(info, file)
+  local path = file.path
+  if not vim.startswith(path, "/") then
+    path = info.root .. "/" .. path
+  end
+  local base = info.changes and info.changes.base
+  if not base or base == "snapshot" or file.kind == "added" or file.outsideRoot then
+    open_plain(path)
+    return
+  end
+  local base_path = file.oldPath or file.path
+  vim.system({ "git", "-C", info.root, "show", base .. ":./" .. base_path }, { text = true }, function(result)
+    vim.schedule(function()
+      if result.code ~= 0 then
+        notify(
+          ("no base version of %s (%s); opening the file"):format(base_path, vim.trim(result.stderr or "")),
+          vim.log.levels.WARN
+        )
+        open_plain(path)
+      else
+        show_diff(info, file, path, result.stdout or "")
+      end
+    end)
+  end)
+end
+
+-- ------------------------------------------------------------------ views
+
+local function remember(id)
+  recent = vim.tbl_filter(function(other)
+    return other ~= id
+  end, recent)
+  recent[#recent + 1] = id
+  -- Wipe the oldest views beyond `keep`, except those on screen.
+  local keep = config.options.view.keep
+  local i = 1
+  while #recent > keep and i <= #recent - keep do
+    local old = views[recent[i]]
+    if old and #vim.fn.win_findbuf(old.buf) == 0 then
+      M.close(recent[i])
+    else
+      i = i + 1
+    end
+  end
+end
+
+local function map_keys(view)
+  local actions = require("sessiond.actions")
+  local keys = config.options.view.keys
+  local function map(action, fn, desc)
+    if keys[action] then
+      vim.keymap.set("n", keys[action], fn, { buffer = view.buf, nowait = true, desc = "sessiond: " .. desc })
+    end
+  end
+  map("open_file", function()
+    local file = view.files and view.files[vim.api.nvim_win_get_cursor(0)[1]]
+    local info = model():session(view.session) or view.last_info
+    if file and info then
+      M.open_file(info, file)
+    end
+  end, "open the changed file under the cursor (a diff against the base)")
+  map("send", function()
+    actions.ask_and_send(view.session)
+  end, "send a prompt")
+  map("cancel", function()
+    actions.cancel(view.session)
+  end, "cancel the running turn")
+  map("answer", function()
+    actions.answer(view.session)
+  end, "answer a permission request")
+  map("next", function()
+    actions.step(1)
+  end, "next working session")
+  map("prev", function()
+    actions.step(-1)
+  end, "previous working session")
+  map("quit", function()
+    vim.cmd("close")
+  end, "close the window")
+  map("help", function()
+    require("sessiond.panel").show_keys(keys)
+  end, "show the keys")
+end
+
+local function create(id)
+  local name = "sessiond://session/" .. id
+  local stale = vim.fn.bufnr(name)
+  if stale ~= -1 then
+    pcall(vim.api.nvim_buf_delete, stale, { force = true })
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, name)
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].filetype = "sessiond-session"
+  local view = { session = id, buf = buf, header_len = 0, items = {}, held = {}, shown = 0 }
+  views[id] = view
+  vim.api.nvim_create_autocmd("BufEnter", {
+    buffer = buf,
+    callback = function()
+      if model():session(id) then
+        model():set_current(id)
+        require("sessiond").changed(id)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    buffer = buf,
+    callback = function()
+      if views[id] == view then
+        views[id] = nil
+      end
+    end,
+  })
+  map_keys(view)
+  render_header(view)
+  load(view)
+  return view
+end
+
+--- The view of session `id`, made when needed (no window).
+function M.get(id)
+  local view = views[id]
+  if not view or not vim.api.nvim_buf_is_valid(view.buf) then
+    view = create(id)
+  end
+  remember(id)
+  return view
+end
+
+--- Show session `id`: in the window that shows a session view, else in a new split.
+function M.show(id)
+  local view = M.get(id)
+  local target
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    local buf = vim.api.nvim_win_get_buf(win)
+    if vim.bo[buf].filetype == "sessiond-session" then
+      target = win
+      break
+    end
+  end
+  if not target then
+    vim.cmd(config.options.view.split)
+    target = vim.api.nvim_get_current_win()
+  end
+  vim.api.nvim_win_set_buf(target, view.buf)
+  vim.api.nvim_set_current_win(target)
+  vim.api.nvim_win_set_cursor(target, { vim.api.nvim_buf_line_count(view.buf), 0 })
+  return view
+end
+
+function M.close(id)
+  local view = views[id]
+  views[id] = nil
+  recent = vim.tbl_filter(function(other)
+    return other ~= id
+  end, recent)
+  if view and vim.api.nvim_buf_is_valid(view.buf) then
+    pcall(vim.api.nvim_buf_delete, view.buf, { force = true })
+  end
+end
+
+--- Redraw the headers of views whose session changed (`dirty`: id -> true, or nil: all).
+function M.refresh(dirty)
+  for id, view in pairs(views) do
+    if (not dirty or dirty[id]) and vim.api.nvim_buf_is_valid(view.buf) then
+      local old_last = vim.api.nvim_buf_line_count(view.buf)
+      render_header(view)
+      M.follow(view, old_last)
+    end
+  end
+end
+
+--- After a snapshot (the events in between are not replayed): read every transcript again.
+function M.reload_all()
+  for _, view in pairs(views) do
+    if vim.api.nvim_buf_is_valid(view.buf) then
+      render_header(view)
+      load(view)
+    end
+  end
+end
+
+--- For tests and :checkhealth: the views kept, oldest first.
+function M.list()
+  local list = {}
+  for _, id in ipairs(recent) do
+    if views[id] then
+      list[#list + 1] = views[id]
+    end
+  end
+  return list
+end
+
+return M

@@ -1,0 +1,134 @@
+"""What the client raises.
+
+Two families, kept apart on purpose:
+
+- ``SessiondError`` (an ``RpcError``): the daemon answered a request with an
+  error. There is one subclass per error code, so ``except SessionNotFound``
+  reads like what it means; each carries the daemon's message verbatim, its
+  ``code`` and its ``data``.
+- ``ConnectionError`` subclasses: there is no daemon to answer.
+  ``DaemonNotRunning`` (nothing accepts at the socket and starting one was not
+  asked for), ``DaemonStartFailed`` (one was started and never accepted) and
+  ``ConnectionLost`` (the connection closed, or the daemon broke the protocol,
+  while requests were outstanding).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sessiond.protocol.errors import ErrorCode, RpcError
+
+
+class SessiondError(RpcError):
+    """The daemon answered with an error. ``str(error)`` is the daemon's message."""
+
+    code_value: ClassVar[int | None] = None
+
+
+class ParseError(SessiondError):
+    code_value = ErrorCode.PARSE_ERROR
+
+
+class InvalidRequest(SessiondError):
+    code_value = ErrorCode.INVALID_REQUEST
+
+
+class MethodNotFound(SessiondError):
+    code_value = ErrorCode.METHOD_NOT_FOUND
+
+
+class InvalidParams(SessiondError):
+    """The params were refused, by the daemon or before sending by the client's own check."""
+
+    code_value = ErrorCode.INVALID_PARAMS
+
+
+class InternalError(SessiondError):
+    code_value = ErrorCode.INTERNAL_ERROR
+
+
+class ServerNotInitialized(SessiondError):
+    code_value = ErrorCode.SERVER_NOT_INITIALIZED
+
+
+class RequestCancelled(SessiondError):
+    code_value = ErrorCode.REQUEST_CANCELLED
+
+
+class SessionNotFound(SessiondError):
+    code_value = ErrorCode.SESSION_NOT_FOUND
+
+
+class AgentNotFound(SessiondError):
+    code_value = ErrorCode.AGENT_NOT_FOUND
+
+
+class AgentExists(SessiondError):
+    code_value = ErrorCode.AGENT_EXISTS
+
+
+class SessionClosed(SessiondError):
+    code_value = ErrorCode.SESSION_CLOSED
+
+
+class AgentError(SessiondError):
+    """The agent failed a turn (or failed to start); the message is the agent's."""
+
+    code_value = ErrorCode.AGENT_ERROR
+
+
+class AgentUnavailable(SessiondError):
+    code_value = ErrorCode.AGENT_UNAVAILABLE
+
+
+class TurnTimeout(SessiondError):
+    code_value = ErrorCode.TURN_TIMEOUT
+
+
+class Conflict(SessiondError):
+    code_value = ErrorCode.CONFLICT
+
+
+class SubscriptionNotFound(SessiondError):
+    code_value = ErrorCode.SUBSCRIPTION_NOT_FOUND
+
+
+class Unauthorized(SessiondError):
+    code_value = ErrorCode.UNAUTHORIZED
+
+
+class DaemonStopping(SessiondError):
+    code_value = ErrorCode.DAEMON_STOPPING
+
+
+ERROR_CLASSES: dict[int, type[SessiondError]] = {
+    cls.code_value: cls for cls in SessiondError.__subclasses__() if cls.code_value is not None
+}
+
+
+def error_from_code(code: int, message: str, data: Any = None) -> SessiondError:
+    """The exception for an error answer; unknown codes give a plain ``SessiondError``."""
+    return ERROR_CLASSES.get(code, SessiondError)(code, message, data)
+
+
+class DaemonNotRunning(ConnectionError):
+    """Nothing accepts connections at the socket, and starting a daemon was not asked for."""
+
+
+class DaemonStartFailed(ConnectionError):
+    """A daemon was started but its socket never accepted a connection."""
+
+
+class ConnectionLost(ConnectionError):
+    """The connection to the daemon closed (or was closed) before the answer came."""
+
+
+class ProtocolError(Exception):
+    """The daemon sent something this client cannot read: a malformed frame or message
+    (the connection is then closed, and this is the ``__cause__`` of ``ConnectionLost``),
+    or a result that does not fit the method's model (a daemon of another version)."""
+
+
+class SyncCallInEventLoop(RuntimeError):
+    """A blocking method of the sync client was called inside a running event loop."""

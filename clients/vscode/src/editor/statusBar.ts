@@ -1,0 +1,39 @@
+import * as vscode from 'vscode';
+import type { Sessiond } from '../protocol/live';
+import { statusBar } from '../ui/status';
+import { toDisposable } from './sessionsTree';
+
+/** The status bar item; `current` is the session last opened, stepped to or picked. */
+export class StatusBar implements vscode.Disposable {
+  private readonly item = vscode.window.createStatusBarItem('sessiond.status', vscode.StatusBarAlignment.Left, 50);
+  private readonly subscriptions: vscode.Disposable[] = [this.item];
+  current: string | undefined;
+
+  constructor(private readonly sessiond: Sessiond) {
+    this.item.name = 'sessiond';
+    this.item.command = 'sessiond.pickSession';
+    this.subscriptions.push(
+      toDisposable(sessiond.model.onDidChange(() => this.update())),
+      toDisposable(sessiond.onDidChangeState(() => this.update())),
+    );
+    this.update();
+    this.item.show();
+  }
+
+  setCurrent(session: string | undefined): void {
+    this.current = session;
+    this.update();
+  }
+
+  update(): void {
+    const current = this.current ? this.sessiond.model.sessions.get(this.current) : undefined;
+    const view = statusBar(this.sessiond.model, this.sessiond.state, current, this.sessiond.lastError);
+    this.item.text = view.text;
+    this.item.tooltip = new vscode.MarkdownString(view.tooltip, true);
+    this.item.backgroundColor = view.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+  }
+
+  dispose(): void {
+    for (const subscription of this.subscriptions) subscription.dispose();
+  }
+}

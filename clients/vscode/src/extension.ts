@@ -1,0 +1,58 @@
+/**
+ * The VS Code side: wiring only. Everything that knows the protocol lives in
+ * src/protocol, everything that decides what is shown in src/ui; neither
+ * imports `vscode`, and node's test runner tests both.
+ */
+import * as vscode from 'vscode';
+import { Sessiond } from './protocol/live';
+import { openTransport } from './protocol/transport';
+import { transportOptions } from './editor/config';
+import { registerCommands } from './editor/commands';
+import { BaseContent } from './editor/diff';
+import { Permissions } from './editor/permissions';
+import { TurnProgress } from './editor/progress';
+import { SessionsTree, toDisposable } from './editor/sessionsTree';
+import { StatusBar } from './editor/statusBar';
+import { Transcripts } from './editor/transcripts';
+import { BASE_SCHEME } from './ui/diff';
+import { TRANSCRIPT_SCHEME } from './ui/transcript';
+
+export function activate(context: vscode.ExtensionContext): void {
+  const output = vscode.window.createOutputChannel('sessiond', { log: true });
+  const sessiond = new Sessiond({
+    openTransport: () => openTransport(transportOptions(output)),
+    client: { clientName: `vscode ${vscode.version}`, answersPermissions: true, workDoneProgress: true },
+  });
+  const statusBar = new StatusBar(sessiond);
+  const transcripts = new Transcripts(sessiond);
+  const permissions = new Permissions(sessiond);
+  const tree = new SessionsTree(sessiond);
+  const treeView = vscode.window.createTreeView('sessiond.sessions', { treeDataProvider: tree, showCollapseAll: true });
+  const reveal = (session: string): void => {
+    if (treeView.visible) void treeView.reveal({ type: 'session', session }, { select: true, focus: false });
+  };
+  context.subscriptions.push(
+    output,
+    { dispose: () => void sessiond.dispose() },
+    statusBar,
+    transcripts,
+    permissions,
+    tree,
+    new TurnProgress(sessiond),
+    treeView,
+    vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, transcripts),
+    vscode.workspace.registerTextDocumentContentProvider(BASE_SCHEME, new BaseContent()),
+    toDisposable(
+      sessiond.onDidChangeState((state) =>
+        output.info(state === 'connected' ? `connected through ${sessiond.connection?.description}` : `${state}${sessiond.lastError ? `: ${sessiond.lastError}` : ''}`),
+      ),
+    ),
+    vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration('sessiond') && sessiond.reconnect()),
+    ...registerCommands({ sessiond, statusBar, transcripts, permissions, output, reveal }),
+  );
+  sessiond.start();
+}
+
+export function deactivate(): void {
+  // Everything is in context.subscriptions.
+}

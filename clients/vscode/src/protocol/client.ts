@@ -1,0 +1,207 @@
+/**
+ * One JSON-RPC connection to the daemon, typed by the generated schema.
+ *
+ * It does the LSP lifecycle (`initialize`/`initialized`, `shutdown`/`exit`),
+ * answers `window/workDoneProgress/create`, and hands the daemon's
+ * notifications and requests to whoever listens. It knows nothing of a model
+ * or a UI; `Sessiond` (live.ts) builds those on top.
+ */
+import {
+  CancellationToken,
+  createMessageConnection,
+  Emitter,
+  ResponseError,
+  StreamMessageReader,
+  StreamMessageWriter,
+  type Event,
+  type MessageConnection,
+} from 'vscode-jsonrpc/node';
+import { ErrorCodes } from './errors';
+import { ClientRequests, Lsp, Notifications } from './methods';
+import type { Transport } from './transport';
+import type {
+  EventsNotifyParams,
+  MethodName,
+  ParamsOf,
+  PermissionRequestParams,
+  PermissionRequestResult,
+  ResultOf,
+} from './types';
+
+export interface ClientOptions {
+  /** Sent as initializationOptions.clientName. */
+  clientName: string;
+  /** Ask the daemon to send this client `session/requestPermission`. */
+  answersPermissions?: boolean;
+  /** Declare window.workDoneProgress, so the daemon reports this client's turns through `$/progress`. */
+  workDoneProgress?: boolean;
+  /** The daemon's TCP token (TCP only). */
+  token?: string;
+}
+
+/** A `$/progress` value of LSP work-done progress. */
+export interface WorkDoneProgressValue {
+  kind: 'begin' | 'report' | 'end';
+  title?: string;
+  message?: string;
+  percentage?: number;
+  cancellable?: boolean;
+}
+
+export interface ProgressNotice {
+  token: string | number;
+  value: WorkDoneProgressValue;
+}
+
+/** The old daemon's way of saying a subscription fell behind; newer daemons send `resync`. */
+export type EventsNotice = EventsNotifyParams & { overflow?: string };
+
+export type PermissionHandler = (
+  params: PermissionRequestParams,
+  token: CancellationToken,
+) => Promise<PermissionRequestResult>;
+
+export interface ServerInfo {
+  name?: string;
+  version?: string;
+  /** The methods the daemon says it serves. */
+  methods: string[];
+}
+
+interface InitializeResult {
+  serverInfo?: { name?: string; version?: string };
+  capabilities?: { experimental?: { sessiond?: { methods?: string[] } } };
+}
+
+export class SessiondClient {
+  private readonly closeEmitter = new Emitter<void>();
+  private readonly eventsEmitter = new Emitter<EventsNotice>();
+  private readonly progressEmitter = new Emitter<ProgressNotice>();
+  private permissionHandler: PermissionHandler | undefined;
+  private closed = false;
+  server: ServerInfo = { methods: [] };
+
+  /** The connection ended: the daemon stopped, the socket broke, or `dispose` was called. */
+  readonly onClose: Event<void> = this.closeEmitter.event;
+  /** `events/notify` from the daemon. */
+  readonly onEvents: Event<EventsNotice> = this.eventsEmitter.event;
+  /** `$/progress` for this client's turns. */
+  readonly onProgress: Event<ProgressNotice> = this.progressEmitter.event;
+
+  private constructor(
+    private readonly connection: MessageConnection,
+    private readonly transport: Transport,
+  ) {
+    connection.onNotification(Notifications.eventsNotify, (params: EventsNotice) => {
+      this.eventsEmitter.fire(params);
+    });
+    connection.onUnhandledProgress((params) => {
+      this.progressEmitter.fire({ token: params.token, value: params.value as WorkDoneProgressValue });
+    });
+    // Tokens are the daemon's to choose; accepting them is all that is asked.
+    connection.onRequest(Lsp.workDoneProgressCreate, () => null);
+    connection.onRequest(
+      ClientRequests.requestPermission,
+      async (params: PermissionRequestParams, token: CancellationToken) => {
+        if (!this.permissionHandler) {
+          return new ResponseError(ErrorCodes.METHOD_NOT_FOUND, 'this client has no permission handler');
+        }
+        return this.permissionHandler(params, token);
+      },
+    );
+    connection.onClose(() => this.markClosed());
+    connection.onError(() => undefined);
+    transport.input.once('close', () => this.markClosed());
+    transport.input.once('end', () => this.markClosed());
+    connection.listen();
+  }
+
+  /** Open a connection over `transport` and run the `initialize` handshake. */
+  static async connect(transport: Transport, options: ClientOptions): Promise<SessiondClient> {
+    const connection = createMessageConnection(
+      new StreamMessageReader(transport.input),
+      new StreamMessageWriter(transport.output),
+    );
+    const client = new SessiondClient(connection, transport);
+    try {
+      await client.initialize(options);
+    } catch (error) {
+      client.dispose();
+      throw error;
+    }
+    return client;
+  }
+
+  private async initialize(options: ClientOptions): Promise<void> {
+    const result = await this.connection.sendRequest<InitializeResult>(Lsp.initialize, {
+      processId: process.pid,
+      clientInfo: { name: options.clientName },
+      rootUri: null,
+      capabilities: { window: { workDoneProgress: options.workDoneProgress ?? false } },
+      initializationOptions: {
+        clientName: options.clientName,
+        answersPermissions: options.answersPermissions ?? false,
+        ...(options.token ? { token: options.token } : {}),
+      },
+    });
+    this.server = {
+      name: result.serverInfo?.name,
+      version: result.serverInfo?.version,
+      methods: result.capabilities?.experimental?.sessiond?.methods ?? [],
+    };
+    await this.connection.sendNotification(Lsp.initialized, {});
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  get description(): string {
+    return this.transport.description;
+  }
+
+  /** A request of the daemon's, typed by the schema. A cancelled token sends `$/cancelRequest`. */
+  request<M extends MethodName>(method: M, params: ParamsOf<M>, token?: CancellationToken): Promise<ResultOf<M>> {
+    if (this.closed) return Promise.reject(new Error(`not connected to sessiond (${method})`));
+    return this.connection.sendRequest<ResultOf<M>>(method, params, token ?? CancellationToken.None);
+  }
+
+  /** Who answers `session/requestPermission`; see ClientOptions.answersPermissions. */
+  setPermissionHandler(handler: PermissionHandler | undefined): void {
+    this.permissionHandler = handler;
+  }
+
+  /** Ask the daemon to cancel the turn behind a work-done progress token. */
+  cancelProgress(token: string | number): void {
+    if (!this.closed) void this.connection.sendNotification(Lsp.workDoneProgressCancel, { token });
+  }
+
+  /** `shutdown` and `exit`, then close; the daemon keeps running for everyone else. */
+  async close(): Promise<void> {
+    if (!this.closed) {
+      try {
+        await Promise.race([
+          this.connection.sendRequest(Lsp.shutdown),
+          new Promise((resolve) => setTimeout(resolve, 2000).unref()),
+        ]);
+        await this.connection.sendNotification(Lsp.exit);
+      } catch {
+        // The daemon went away first: nothing left to say goodbye to.
+      }
+    }
+    this.dispose();
+  }
+
+  dispose(): void {
+    this.markClosed();
+    this.connection.dispose();
+    this.transport.dispose();
+  }
+
+  private markClosed(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.closeEmitter.fire();
+  }
+}
+

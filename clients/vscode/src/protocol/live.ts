@@ -1,0 +1,386 @@
+/**
+ * A live view of the daemon: one connection (re-made when it drops), one
+ * subscription to the event log, one `FleetModel` kept current, and the
+ * permission requests and work-done progress of this client.
+ *
+ * Replay: the model remembers the last seq it reflects; after a dropped
+ * connection or a daemon restart the subscription is made again with
+ * `since` set to it, so the model sees every later event once, in order.
+ */
+import { CancellationToken, Emitter, ResponseError, type Event as Listen } from 'vscode-jsonrpc/node';
+import { SessiondClient, type ClientOptions, type EventsNotice, type ProgressNotice } from './client';
+import { Coalescer } from './coalesce';
+import { ErrorCodes, isError } from './errors';
+import { Methods } from './methods';
+import { FleetModel, type PendingPermission } from './model';
+import type { Transport } from './transport';
+import type {
+  MethodName,
+  ParamsOf,
+  PermissionRequestParams,
+  PermissionRequestResult,
+  ResultOf,
+  SessionInfo,
+  SessionStatus,
+  TurnResult,
+} from './types';
+
+export type ConnectionState = 'starting' | 'connected' | 'disconnected' | 'disposed';
+
+export interface ReconnectOptions {
+  /** First delay after a failed or dropped connection; it grows by half each time. */
+  minDelayMs?: number;
+  maxDelayMs?: number;
+  /** Awaited before each new attempt after a drop (tests hold the client away with it). */
+  beforeAttempt?: () => Promise<void>;
+}
+
+export interface SessiondOptions {
+  openTransport: () => Promise<Transport>;
+  client: ClientOptions;
+  reconnect?: ReconnectOptions;
+  /** Model changes are delivered at most this often. */
+  coalesceMs?: number;
+  /** Sessions marked stale are refetched after this delay, together. */
+  refreshDelayMs?: number;
+}
+
+/** Past this many stale sessions one listing is cheaper than a session/get apiece. */
+const LIST_INSTEAD_OF_GETS = 100;
+const LIST_PAGE = 1000;
+
+export class Sessiond {
+  readonly model: FleetModel;
+  private client: SessiondClient | undefined;
+  private subscription: string | undefined;
+  /** Notices that arrived before their subscription's id (or the initial listing) was known. */
+  private buffered: EventsNotice[] | undefined;
+  private stateValue: ConnectionState = 'starting';
+  private lastErrorValue: string | undefined;
+  private readonly stateEmitter = new Emitter<ConnectionState>();
+  private readonly progressEmitter = new Emitter<ProgressNotice>();
+  private readonly pendingRequests = new Map<string, (result: PermissionRequestResult) => void>();
+  private readonly staleSessions: Coalescer<string>;
+  private readonly staleAgents: Coalescer<'agents'>;
+  private connected: Promise<void>;
+  private resolveConnected!: () => void;
+  private loop: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+
+  readonly onDidChangeState: Listen<ConnectionState> = this.stateEmitter.event;
+  /** `$/progress` of this client's turns (the daemon reports them when asked for workDoneProgress). */
+  readonly onProgress: Listen<ProgressNotice> = this.progressEmitter.event;
+
+  constructor(private readonly options: SessiondOptions) {
+    this.model = new FleetModel(options.coalesceMs ?? 100);
+    this.staleSessions = new Coalescer(options.refreshDelayMs ?? 150, (ids) => void this.refreshSessions(ids));
+    this.staleAgents = new Coalescer(options.refreshDelayMs ?? 150, () => void this.refreshAgents());
+    this.connected = new Promise((resolve) => (this.resolveConnected = resolve));
+    this.model.onDidRemovePermission((id) => {
+      // Answered elsewhere, or its turn ended: our request's answer no longer matters.
+      this.pendingRequests.get(id)?.({ optionId: null });
+      this.pendingRequests.delete(id);
+    });
+  }
+
+  private get disposed(): boolean {
+    return this.stateValue === 'disposed';
+  }
+
+  get state(): ConnectionState {
+    return this.stateValue;
+  }
+
+  /** Why the last connection attempt failed or the last connection dropped. */
+  get lastError(): string | undefined {
+    return this.lastErrorValue;
+  }
+
+  get connection(): SessiondClient | undefined {
+    return this.client;
+  }
+
+  /** Start connecting (and reconnecting whenever the connection drops). */
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Resolves once connected and the model is loaded; rejects after `timeoutMs`. */
+  whenConnected(timeoutMs = 30_000): Promise<void> {
+    if (this.stateValue === 'connected') return Promise.resolve();
+    return withTimeout(this.connected, timeoutMs, () => `not connected to sessiond within ${timeoutMs} ms: ${this.lastErrorValue ?? 'still trying'}`);
+  }
+
+  /** Drop the current connection at once and make a new one (the model stays, replay fills the gap). */
+  reconnect(): void {
+    this.client?.dispose();
+    this.wake?.();
+  }
+
+  async dispose(): Promise<void> {
+    if (this.disposed) return;
+    this.setState('disposed');
+    this.wake?.();
+    const client = this.client;
+    this.client = undefined;
+    await client?.close();
+    this.staleSessions.dispose();
+    this.staleAgents.dispose();
+    this.model.dispose();
+    this.stateEmitter.dispose();
+    this.progressEmitter.dispose();
+  }
+
+  // ---------------------------------------------------------------- requests
+
+  request<M extends MethodName>(method: M, params: ParamsOf<M>, token?: CancellationToken): Promise<ResultOf<M>> {
+    const client = this.client;
+    if (!client || this.stateValue !== 'connected') {
+      return Promise.reject(new Error(`not connected to sessiond (${this.lastErrorValue ?? 'connecting'}); ${method} was not sent`));
+    }
+    return client.request(method, params, token);
+  }
+
+  /** Run a turn; a cancelled token cancels it (the answer then has stop reason `cancelled`). */
+  async prompt(session: string, prompt: string, token?: CancellationToken, turnId?: string): Promise<TurnResult> {
+    return this.request(Methods.sessionPrompt, { session, prompt, ...(turnId ? { turnId } : {}) }, token);
+  }
+
+  /** Answer a permission request: through our pending `session/requestPermission` if there is one. */
+  async answerPermission(id: string, optionId: string | null): Promise<void> {
+    const viaRequest = this.pendingRequests.get(id);
+    if (viaRequest) {
+      this.pendingRequests.delete(id);
+      viaRequest({ optionId });
+    } else {
+      await this.request(Methods.permissionAnswer, { permission: id, optionId });
+    }
+    this.model.removePermission(id);
+  }
+
+  cancelProgress(token: string | number): void {
+    this.client?.cancelProgress(token);
+  }
+
+  // ---------------------------------------------------------------- connecting
+
+  private async run(): Promise<void> {
+    const { minDelayMs = 100, maxDelayMs = 5000, beforeAttempt } = this.options.reconnect ?? {};
+    let delay = minDelayMs;
+    let attempt = 0;
+    while (!this.disposed) {
+      if (attempt > 0) {
+        await this.pause(delay);
+        delay = Math.min(maxDelayMs, delay * 1.5);
+        if (beforeAttempt) await beforeAttempt();
+        if (this.disposed) return;
+      }
+      attempt += 1;
+      let client: SessiondClient | undefined;
+      try {
+        const transport = await this.options.openTransport();
+        client = await SessiondClient.connect(transport, this.options.client);
+        const closed = new Promise<void>((resolve) => client?.onClose(() => resolve()));
+        this.attach(client);
+        await this.sync(client);
+        if (client.isClosed) throw new Error('the connection closed while loading');
+        delay = minDelayMs;
+        this.lastErrorValue = undefined;
+        this.setState('connected');
+        this.resolveConnected();
+        await closed;
+        if (!this.disposed) this.lastErrorValue = `the connection to sessiond (${client.description}) closed`;
+      } catch (error) {
+        this.lastErrorValue = error instanceof Error ? error.message : String(error);
+        client?.dispose();
+      }
+      if (this.client === client) this.client = undefined;
+      this.subscription = undefined;
+      this.buffered = undefined;
+      this.forgetRequests();
+      if (!this.disposed) {
+        this.setState('disconnected');
+        this.connected = new Promise((resolve) => (this.resolveConnected = resolve));
+      }
+    }
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+
+  private attach(client: SessiondClient): void {
+    this.client = client;
+    client.onEvents((notice) => {
+      this.onNotice(notice);
+    });
+    client.onProgress((notice) => {
+      this.progressEmitter.fire(notice);
+    });
+    client.setPermissionHandler((params, token) => this.onPermissionRequest(params, token));
+  }
+
+  /** Subscribe (with replay from the last seq seen), and load the state when there is none yet. */
+  private async sync(client: SessiondClient): Promise<void> {
+    this.buffered = [];
+    const resuming = this.model.loaded;
+    const subscribed = await client.request(
+      Methods.eventsSubscribe,
+      resuming ? { since: this.model.lastSeq } : { snapshot: true },
+    );
+    if (resuming && subscribed.head < this.model.lastSeq) {
+      // The log is younger than what we saw: another daemon (a new home). Start over.
+      await client.request(Methods.eventsUnsubscribe, { subscription: subscribed.subscription });
+      this.model.forget();
+      return this.sync(client);
+    }
+    this.subscription = subscribed.subscription;
+    await this.refreshAgents(client);
+    if (!resuming) {
+      if (subscribed.snapshot) this.model.applySnapshot(subscribed.snapshot);
+      else this.model.replaceSessions(await this.listSessions(client), subscribed.head);
+    }
+    const buffered = this.buffered;
+    this.buffered = undefined;
+    for (const notice of buffered) this.onNotice(notice);
+  }
+
+  private onNotice(notice: EventsNotice): void {
+    if (this.buffered) {
+      this.buffered.push(notice);
+      return;
+    }
+    if (notice.subscription !== this.subscription) return;
+    const model = this.model;
+    if (notice.resync) model.applySnapshot(notice.resync);
+    for (const event of notice.events) {
+      const result = model.apply(event);
+      for (const id of result.staleSessions) this.staleSessions.add(id);
+      if (result.staleAgents) this.staleAgents.add('agents');
+    }
+    if (typeof notice.through === 'number') model.advance(notice.through);
+    if (notice.overflow) void this.resubscribe();
+  }
+
+  /** The daemon ended our subscription (we fell behind): carry on from the last seq we have. */
+  private async resubscribe(): Promise<void> {
+    const client = this.client;
+    if (!client) return;
+    this.subscription = undefined;
+    try {
+      const subscribed = await client.request(Methods.eventsSubscribe, { since: this.model.lastSeq });
+      this.subscription = subscribed.subscription;
+    } catch (error) {
+      this.lastErrorValue = `could not subscribe again after falling behind: ${String(error)}`;
+      client.dispose();
+    }
+  }
+
+  private async listSessions(client: SessiondClient, status?: SessionStatus[]): Promise<SessionInfo[]> {
+    const sessions: SessionInfo[] = [];
+    let cursor: string | null | undefined = null;
+    do {
+      const page: ResultOf<'session/list'> = await client.request(Methods.sessionList, {
+        cursor,
+        limit: LIST_PAGE,
+        ...(status ? { status } : {}),
+      });
+      sessions.push(...page.sessions);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return sessions;
+  }
+
+  private async refreshAgents(client = this.client): Promise<void> {
+    if (!client || client.isClosed) return;
+    try {
+      this.model.setAgents((await client.request(Methods.agentList, {})).agents);
+    } catch (error) {
+      if (!client.isClosed) this.lastErrorValue = `agent/list failed: ${String(error)}`;
+    }
+  }
+
+  private async refreshSessions(ids: Set<string>): Promise<void> {
+    const client = this.client;
+    if (!client || client.isClosed) return; // replay after reconnecting marks them again
+    try {
+      if (ids.size > LIST_INSTEAD_OF_GETS) {
+        this.model.mergeSessions(await this.listSessions(client));
+        return;
+      }
+      await Promise.all(
+        [...ids].map(async (id) => {
+          try {
+            this.model.upsertSession(await client.request(Methods.sessionGet, { session: id }));
+          } catch (error) {
+            if (isError(error, 'SESSION_NOT_FOUND')) this.model.removeSession(id);
+            else throw error;
+          }
+        }),
+      );
+    } catch (error) {
+      if (!client.isClosed) this.lastErrorValue = `refreshing sessions failed: ${String(error)}`;
+    }
+  }
+
+  private onPermissionRequest(params: PermissionRequestParams, token: CancellationToken): Promise<PermissionRequestResult> {
+    const permission: PendingPermission = {
+      id: params.permission,
+      session: params.session,
+      agent: params.agent,
+      turn: params.turn ?? undefined,
+      toolCall: params.toolCall,
+      options: params.options as unknown as PendingPermission['options'],
+      viaRequest: true,
+    };
+    return new Promise((resolve, reject) => {
+      this.pendingRequests.set(permission.id, resolve);
+      token.onCancellationRequested(() => {
+        // Another client answered first.
+        this.pendingRequests.delete(permission.id);
+        this.model.removePermission(permission.id);
+        reject(new ResponseError(ErrorCodes.REQUEST_CANCELLED, 'answered by another client'));
+      });
+      this.model.addPermission(permission);
+    });
+  }
+
+  /**
+   * The connection that carried our `session/requestPermission` requests is gone: answers go
+   * through permission/answer from now on (the daemon sends the requests again when we attach).
+   */
+  private forgetRequests(): void {
+    this.pendingRequests.clear();
+    for (const permission of this.model.permissions.values()) permission.viaRequest = false;
+  }
+
+  private setState(state: ConnectionState): void {
+    if (this.stateValue === state) return;
+    this.stateValue = state;
+    this.stateEmitter.fire(state);
+  }
+}
+
+export function withTimeout<T>(promise: Promise<T>, ms: number, message: () => string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(message())), ms);
+    timer.unref?.();
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
+}

@@ -1,0 +1,448 @@
+/**
+ * One local model of the daemon's agents and sessions, kept current from the
+ * event log. No I/O: `Sessiond` (live.ts) feeds it lists, snapshots and
+ * events; the UI reads it. Changes are coalesced into one `onDidChange` per
+ * `coalesceMs`, naming what changed.
+ *
+ * Events carry state (a status, a plan) and are applied as "set" operations,
+ * so applying an event whose effect a listing already showed does no harm.
+ * Counters (turns, recap, usage) are not derived from events: an event that
+ * implies them marks the session stale, and Sessiond refetches it.
+ */
+import { Emitter, type Event as Listen } from 'vscode-jsonrpc/node';
+import { Coalescer, type Scheduler } from './coalesce';
+import { EventKinds } from './methods';
+import type {
+  AgentInfo,
+  Attention,
+  Changes,
+  ContextFill,
+  Event,
+  Fleet,
+  PermissionOption,
+  Plan,
+  SessionInfo,
+  SessionStatus,
+  SessionUsage,
+  Snapshot,
+  ToolCallView,
+} from './types';
+
+/** A permission request waiting for a person. */
+export interface PendingPermission {
+  id: string;
+  session: string;
+  agent?: string;
+  turn?: string;
+  toolCall: ToolCallView;
+  options: PermissionOption[];
+  /** Came as a `session/requestPermission` request (else only as a `permission.asked` event). */
+  viaRequest: boolean;
+}
+
+export interface ModelChange {
+  /** Sessions whose state changed (or appeared, or went). */
+  sessions: Set<string>;
+  agents: boolean;
+  permissions: boolean;
+  /** The whole model was replaced (first load, resync). */
+  reset: boolean;
+}
+
+/** What applying an event asks of whoever feeds the model. */
+export interface ApplyResult {
+  applied: boolean;
+  /** Sessions to refetch with session/get (their counters moved, or the event's data was not understood). */
+  staleSessions: string[];
+  staleAgents: boolean;
+}
+
+/** Statuses in which a session has a turn in hand; stepping "3 of 12" moves among these. */
+export const ACTIVE_STATUSES: ReadonlySet<SessionStatus> = new Set<SessionStatus>(['working', 'needs_you']);
+
+const ALL_STATUSES: SessionStatus[] = ['idle', 'queued', 'working', 'needs_you', 'failed', 'stopped', 'closed'];
+
+export class FleetModel {
+  readonly agents = new Map<string, AgentInfo>();
+  readonly sessions = new Map<string, SessionInfo>();
+  readonly permissions = new Map<string, PendingPermission>();
+  /** The daemon's own fleet summary, when it sends one (fleet.summary, snapshots). */
+  daemonFleet: Fleet | undefined;
+  /** The newest event seq reflected in this model. */
+  lastSeq = 0;
+  /** Whether a full state (listing or snapshot) has been loaded. */
+  loaded = false;
+
+  private readonly changeEmitter = new Emitter<ModelChange>();
+  private readonly eventEmitter = new Emitter<Event>();
+  private readonly permissionAddedEmitter = new Emitter<PendingPermission>();
+  private readonly permissionRemovedEmitter = new Emitter<string>();
+  private readonly coalescer: Coalescer<string>;
+
+  /** Coalesced: at most once per coalesceMs. */
+  readonly onDidChange: Listen<ModelChange> = this.changeEmitter.event;
+  /** Every event applied, in seq order, at once (transcripts follow these). */
+  readonly onEvent: Listen<Event> = this.eventEmitter.event;
+  /** A permission request appeared (from an event or a request), at once. */
+  readonly onDidAddPermission: Listen<PendingPermission> = this.permissionAddedEmitter.event;
+  /** A permission request was answered, here or elsewhere, or its turn ended. */
+  readonly onDidRemovePermission: Listen<string> = this.permissionRemovedEmitter.event;
+
+  constructor(coalesceMs = 100, scheduler?: Scheduler) {
+    this.coalescer = new Coalescer<string>(coalesceMs, (keys) => {
+      this.changeEmitter.fire(toChange(keys));
+    }, scheduler);
+  }
+
+  // ---------------------------------------------------------------- loading
+
+  setAgents(agents: AgentInfo[]): void {
+    this.agents.clear();
+    for (const agent of agents) this.agents.set(agent.name, agent);
+    this.touch('agents');
+  }
+
+  /** Replace every session with a full listing (or snapshot) that reflects the log up to `head`. */
+  replaceSessions(sessions: SessionInfo[], head: number): void {
+    this.sessions.clear();
+    for (const session of sessions) this.sessions.set(session.id, withPercent(session));
+    for (const permission of [...this.permissions.values()]) {
+      if (this.sessions.get(permission.session)?.status !== 'needs_you') this.removePermission(permission.id);
+    }
+    this.lastSeq = head;
+    this.loaded = true;
+    this.touch('reset');
+  }
+
+  applySnapshot(snapshot: Snapshot): void {
+    this.daemonFleet = snapshot.fleet;
+    this.replaceSessions(snapshot.sessions, snapshot.head);
+  }
+
+  /** Sessions as a listing gave them, keeping those it left out (it may leave closed ones out). */
+  mergeSessions(sessions: SessionInfo[]): void {
+    for (const session of sessions) this.upsertSession(session);
+  }
+
+  upsertSession(session: SessionInfo): void {
+    this.sessions.set(session.id, withPercent(session));
+    if (session.status !== 'needs_you') this.dropPermissionsOf(session.id);
+    this.touch(`session:${session.id}`);
+  }
+
+  removeSession(id: string): void {
+    if (this.sessions.delete(id)) this.touch(`session:${id}`);
+    this.dropPermissionsOf(id);
+  }
+
+  /** Called when the daemon's log started over (a new home): everything known is void. */
+  forget(): void {
+    this.sessions.clear();
+    for (const id of [...this.permissions.keys()]) this.removePermission(id);
+    this.daemonFleet = undefined;
+    this.lastSeq = 0;
+    this.loaded = false;
+    this.touch('reset');
+  }
+
+  // ---------------------------------------------------------------- permissions
+
+  addPermission(permission: PendingPermission): boolean {
+    const known = this.permissions.get(permission.id);
+    if (known) {
+      if (permission.viaRequest && !known.viaRequest) known.viaRequest = true;
+      return false;
+    }
+    this.permissions.set(permission.id, permission);
+    this.touch('permissions');
+    this.permissionAddedEmitter.fire(permission);
+    return true;
+  }
+
+  removePermission(id: string): boolean {
+    const removed = this.permissions.delete(id);
+    if (removed) {
+      this.touch('permissions');
+      this.permissionRemovedEmitter.fire(id);
+    }
+    return removed;
+  }
+
+  permissionsOf(session: string): PendingPermission[] {
+    return [...this.permissions.values()].filter((permission) => permission.session === session);
+  }
+
+  // ---------------------------------------------------------------- events
+
+  /** Apply one event of the log. Events at or below lastSeq are duplicates and are ignored. */
+  apply(event: Event): ApplyResult {
+    const result: ApplyResult = { applied: false, staleSessions: [], staleAgents: false };
+    if (event.seq <= this.lastSeq) return result;
+    this.lastSeq = event.seq;
+    result.applied = true;
+    const data = event.data ?? {};
+    const id = event.session ?? undefined;
+    const session = id ? this.sessions.get(id) : undefined;
+    const stale = (): void => {
+      if (id) result.staleSessions.push(id);
+    };
+    if (session && id && event.kind.startsWith('turn.')) session.lastActivity = event.time;
+
+    switch (event.kind) {
+      case EventKinds.agentCreated:
+      case EventKinds.agentUpdated:
+        result.staleAgents = true;
+        break;
+      case EventKinds.agentRemoved:
+        if (event.agent && this.agents.delete(event.agent)) this.touch('agents');
+        break;
+      case EventKinds.agentProcess: {
+        const agent = event.agent ? this.agents.get(event.agent) : undefined;
+        const state = data.state;
+        if (agent && typeof state === 'string') {
+          agent.process = { ...agent.process, state: state as AgentInfo['process']['state'] };
+          this.touch('agents');
+        }
+        break;
+      }
+      case EventKinds.sessionOpened:
+        if (id && !session) {
+          const created = event.time;
+          this.sessions.set(id, {
+            id,
+            agent: event.agent ?? 'demo',
+            root: str(data.root) ?? '',
+            placement: 'here',
+            title: str(data.title) ?? null,
+            status: 'idle',
+            statusSince: created,
+            createdAt: created,
+            lastActivity: created,
+          });
+          this.touch(`session:${id}`);
+        }
+        break;
+      case EventKinds.sessionStatus:
+        if (session && isStatus(data.status)) {
+          session.status = data.status;
+          session.statusSince = timeOf(data.since) ?? event.time;
+          if (data.status !== 'needs_you') this.dropPermissionsOf(session.id);
+        } else {
+          stale();
+        }
+        break;
+      case EventKinds.sessionClosed:
+        if (session) {
+          session.status = 'closed';
+          session.statusSince = event.time;
+          this.dropPermissionsOf(session.id);
+        }
+        break;
+      case EventKinds.sessionPlan: {
+        const plan = planOf(data);
+        if (session && plan) session.plan = plan;
+        else stale();
+        break;
+      }
+      case EventKinds.sessionUsage: {
+        const context = contextOf(data);
+        const usage = obj(data.usage) as SessionUsage | undefined;
+        if (session && (context || usage)) {
+          if (context) session.context = context;
+          if (usage) session.usage = usage;
+        } else {
+          stale();
+        }
+        break;
+      }
+      case EventKinds.sessionChanges: {
+        const changes = changesOf(data);
+        if (session && changes) session.changes = changes;
+        else stale();
+        break;
+      }
+      case EventKinds.sessionAttention: {
+        const attention = Array.isArray(data.attention) ? (data.attention as Attention[]) : undefined;
+        if (session && attention) session.attention = attention;
+        else stale();
+        break;
+      }
+      case EventKinds.fleetSummary: {
+        const fleet = (obj(data.fleet) ?? data) as unknown as Fleet;
+        if (typeof fleet.open === 'number') {
+          this.daemonFleet = fleet;
+          this.touch('fleet');
+        }
+        break;
+      }
+      case EventKinds.turnQueued:
+      case EventKinds.turnStarted:
+      case EventKinds.turnEnded:
+        stale();
+        break;
+      case EventKinds.permissionAsked: {
+        const permission = str(data.permission);
+        if (permission && id) {
+          this.addPermission({
+            id: permission,
+            session: id,
+            agent: event.agent ?? undefined,
+            turn: event.turn ?? undefined,
+            toolCall: (obj(data.toolCall) ?? {}),
+            options: Array.isArray(data.options) ? (data.options as PermissionOption[]) : [],
+            viaRequest: false,
+          });
+        }
+        break;
+      }
+      case EventKinds.permissionAnswered: {
+        const permission = str(data.permission);
+        if (permission) this.removePermission(permission);
+        break;
+      }
+      default:
+        break;
+    }
+    if (id) this.touch(`session:${id}`);
+    this.eventEmitter.fire(event);
+    return result;
+  }
+
+  /** The daemon says every event up to `seq` has been sent (or superseded): carry on from there. */
+  advance(seq: number): void {
+    if (seq <= this.lastSeq) return;
+    this.lastSeq = seq;
+    this.touch('seq');
+  }
+
+  // ---------------------------------------------------------------- reading
+
+  /** Open sessions, oldest first (stable while they work: the order "3 of 12" steps in). */
+  openSessions(): SessionInfo[] {
+    return [...this.sessions.values()].filter((session) => session.status !== 'closed').sort(byCreation);
+  }
+
+  /** The fleet at a glance, counted from this model; the daemon's cost and timings when it sent them. */
+  fleet(): Fleet {
+    const byStatus: Record<string, number> = {};
+    const attention: Record<string, number> = {};
+    let open = 0;
+    let cost = 0;
+    for (const session of this.sessions.values()) {
+      if (session.status === 'closed') continue;
+      open += 1;
+      byStatus[session.status] = (byStatus[session.status] ?? 0) + 1;
+      for (const flag of session.attention ?? []) attention[flag] = (attention[flag] ?? 0) + 1;
+      cost += session.context?.cost?.amount ?? 0;
+    }
+    const daemon = this.daemonFleet;
+    return {
+      open,
+      byStatus,
+      working: byStatus.working ?? 0,
+      needsYou: byStatus.needs_you ?? 0,
+      attention,
+      cost: daemon?.cost ?? cost,
+      turns: daemon?.turns,
+      serialSeconds: daemon?.serialSeconds,
+      wallSeconds: daemon?.wallSeconds,
+    };
+  }
+
+  dispose(): void {
+    this.coalescer.dispose();
+    this.changeEmitter.dispose();
+    this.eventEmitter.dispose();
+    this.permissionAddedEmitter.dispose();
+    this.permissionRemovedEmitter.dispose();
+  }
+
+  /** Deliver pending changes now instead of at the next tick. */
+  flushChanges(): void {
+    this.coalescer.flushNow();
+  }
+
+  private dropPermissionsOf(session: string): void {
+    for (const permission of [...this.permissions.values()]) {
+      if (permission.session === session) this.removePermission(permission.id);
+    }
+  }
+
+  private touch(key: string): void {
+    this.coalescer.add(key);
+  }
+}
+
+function toChange(keys: Set<string>): ModelChange {
+  const change: ModelChange = { sessions: new Set(), agents: false, permissions: false, reset: false };
+  for (const key of keys) {
+    if (key.startsWith('session:')) change.sessions.add(key.slice('session:'.length));
+    else if (key === 'agents') change.agents = true;
+    else if (key === 'permissions') change.permissions = true;
+    else if (key === 'reset') change.reset = true;
+  }
+  return change;
+}
+
+export function byCreation(a: SessionInfo, b: SessionInfo): number {
+  return a.createdAt.localeCompare(b.createdAt) || naturalCompare(a.id, b.id);
+}
+
+/** s2 before s10. */
+export function naturalCompare(a: string, b: string): number {
+  return a.localeCompare(b, undefined, { numeric: true });
+}
+
+function isStatus(value: unknown): value is SessionStatus {
+  return typeof value === 'string' && (ALL_STATUSES as string[]).includes(value);
+}
+
+function str(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+function obj(value: unknown): Record<string, unknown> | undefined {
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
+}
+
+/** Epoch seconds (as session.status sends `since`) or an ISO string, as ISO. */
+function timeOf(value: unknown): string | undefined {
+  if (typeof value === 'number') return new Date(value * 1000).toISOString();
+  return str(value);
+}
+
+function planOf(data: Record<string, unknown>): Plan | undefined {
+  const plan = obj(data.plan) ?? data;
+  if (!Array.isArray(plan.entries)) return undefined;
+  const entries = plan.entries as Plan['entries'] & object[];
+  const done = entries.filter((entry) => entry.status === 'completed').length;
+  return {
+    ...(plan as Plan),
+    entries,
+    done: typeof plan.done === 'number' ? plan.done : done,
+    total: typeof plan.total === 'number' ? plan.total : entries.length,
+    current: str(plan.current) ?? entries.find((entry) => entry.status === 'in_progress')?.content ?? null,
+  };
+}
+
+function contextOf(data: Record<string, unknown>): ContextFill | undefined {
+  const context = obj(data.context) ?? data;
+  if (typeof context.used !== 'number' || typeof context.size !== 'number') return undefined;
+  return withContextPercent(context as unknown as ContextFill);
+}
+
+function changesOf(data: Record<string, unknown>): Changes | undefined {
+  const changes = obj(data.changes) ?? data;
+  return Array.isArray(changes.files) ? (changes) : undefined;
+}
+
+function withContextPercent(context: ContextFill): ContextFill {
+  if (typeof context.percent === 'number' || context.size <= 0) return context;
+  return { ...context, percent: (100 * context.used) / context.size };
+}
+
+function withPercent(session: SessionInfo): SessionInfo {
+  return session.context ? { ...session, context: withContextPercent(session.context) } : session;
+}

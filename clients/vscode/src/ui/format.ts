@@ -1,0 +1,89 @@
+/** Small formatting shared by the views. Pure; no `vscode` import. */
+import type { ChangedFile, ContextFill, Plan, SessionInfo, SessionStatus } from '../protocol/types';
+
+/** Codicon id per status ("sync~spin" spins). */
+export const STATUS_ICONS: Record<SessionStatus, string> = {
+  idle: 'circle-outline',
+  queued: 'clock',
+  working: 'sync~spin',
+  needs_you: 'bell-dot',
+  failed: 'error',
+  stopped: 'debug-stop',
+  closed: 'close',
+};
+
+/** Theme colour id per status, where one helps. */
+export const STATUS_COLORS: Partial<Record<SessionStatus, string>> = {
+  needs_you: 'notificationsWarningIcon.foreground',
+  failed: 'errorForeground',
+  working: 'charts.blue',
+};
+
+export const STATUS_LABELS: Record<SessionStatus, string> = {
+  idle: 'idle',
+  queued: 'queued',
+  working: 'working',
+  needs_you: 'needs you',
+  failed: 'failed',
+  stopped: 'stopped',
+  closed: 'closed',
+};
+
+export function sessionName(session: SessionInfo): string {
+  return session.title ? `${session.title} (${session.id})` : session.id;
+}
+
+/** "2/5" plan entries done, or undefined without a plan. */
+export function planProgress(plan: Plan | null | undefined): string | undefined {
+  if (!plan || !plan.entries?.length) return undefined;
+  const total = plan.total ?? plan.entries.length;
+  const done = plan.done ?? plan.entries.filter((entry) => entry.status === 'completed').length;
+  return `${done}/${total}`;
+}
+
+export function contextPercent(context: ContextFill | null | undefined): number | undefined {
+  if (!context) return undefined;
+  if (typeof context.percent === 'number') return context.percent;
+  return context.size > 0 ? (100 * context.used) / context.size : undefined;
+}
+
+/** "42%", "~42%" when estimated. */
+export function formatPercent(context: ContextFill | null | undefined): string | undefined {
+  const percent = contextPercent(context);
+  if (percent === undefined) return undefined;
+  return `${context?.estimated ? '~' : ''}${Math.round(percent)}%`;
+}
+
+export function formatCost(amount: number | undefined, currency = 'USD'): string | undefined {
+  if (amount === undefined || amount === 0) return undefined;
+  const symbol = currency === 'USD' ? '$' : `${currency} `;
+  return `${symbol}${amount < 0.01 ? amount.toFixed(4) : amount.toFixed(2)}`;
+}
+
+export function formatTokens(tokens: number): string {
+  if (tokens >= 1_000_000) return `${(tokens / 1_000_000).toFixed(1)}M`;
+  if (tokens >= 1000) return `${Math.round(tokens / 1000)}k`;
+  return String(tokens);
+}
+
+/** "+12 −3". */
+export function formatLines(added = 0, removed = 0): string {
+  return `+${added} −${removed}`;
+}
+
+export function fileLabel(file: ChangedFile): string {
+  return file.path.split('/').pop() || file.path;
+}
+
+export const CHANGE_LETTERS: Record<ChangedFile['kind'], string> = {
+  added: 'A',
+  modified: 'M',
+  deleted: 'D',
+  renamed: 'R',
+};
+
+export const PLAN_MARKS: Record<'pending' | 'in_progress' | 'completed', string> = {
+  pending: '○',
+  in_progress: '▸',
+  completed: '✓',
+};

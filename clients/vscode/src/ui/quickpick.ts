@@ -1,0 +1,82 @@
+/** Quick pick entries for choosing a session: those with a turn in hand first. */
+import { ACTIVE_STATUSES } from '../protocol/model';
+import type { SessionInfo, SessionStatus } from '../protocol/types';
+import { formatPercent, planProgress, STATUS_ICONS, STATUS_LABELS } from './format';
+import type { ModelView } from './view';
+
+export interface SessionPickItem {
+  label: string;
+  description: string;
+  detail?: string;
+  session: string;
+}
+
+const RANK: Record<SessionStatus, number> = {
+  needs_you: 0,
+  working: 1,
+  queued: 2,
+  failed: 3,
+  stopped: 4,
+  idle: 5,
+  closed: 6,
+};
+
+/** Open sessions: needs you, working, queued, then the rest; within a rank the most recently active first. */
+export function sessionPickItems(model: ModelView): SessionPickItem[] {
+  return model
+    .openSessions()
+    .sort((a, b) => RANK[a.status] - RANK[b.status] || activity(b).localeCompare(activity(a)))
+    .map((session) => pickItem(session));
+}
+
+export function pickItem(session: SessionInfo): SessionPickItem {
+  const plan = planProgress(session.plan);
+  const percent = formatPercent(session.context);
+  return {
+    label: `$(${STATUS_ICONS[session.status]}) ${session.title || session.id}`,
+    description: [session.title ? session.id : undefined, session.agent, STATUS_LABELS[session.status], plan ? `plan ${plan}` : undefined, percent]
+      .filter(Boolean)
+      .join(' · '),
+    detail: session.recap ?? session.plan?.current ?? undefined,
+    session: session.id,
+  };
+}
+
+function activity(session: SessionInfo): string {
+  return session.lastActivity ?? session.statusSince;
+}
+
+/** Sessions with a turn in hand, in the stable order stepping walks them. */
+export function activeSessions(model: ModelView): SessionInfo[] {
+  return model.openSessions().filter((session) => ACTIVE_STATUSES.has(session.status));
+}
+
+export interface Step {
+  session: SessionInfo;
+  /** 1-based. */
+  position: number;
+  total: number;
+  /** "3 of 12 working". */
+  label: string;
+}
+
+/**
+ * The next (or previous) working session after `current`, wrapping around.
+ * When `current` is not itself working, the one after it in creation order.
+ */
+export function step(model: ModelView, current: string | undefined, direction: 1 | -1): Step | undefined {
+  const active = activeSessions(model);
+  if (!active.length) return undefined;
+  let index = current ? active.findIndex((session) => session.id === current) : -1;
+  if (index === -1 && current) {
+    const all = model.openSessions();
+    const at = all.findIndex((session) => session.id === current);
+    const after = active.findIndex((session) => all.indexOf(session) > at);
+    index = direction === 1 ? (after === -1 ? active.length : after) - 1 : after === -1 ? active.length : after;
+  } else if (index === -1) {
+    index = direction === 1 ? -1 : active.length;
+  }
+  const next = (index + direction + active.length) % active.length;
+  const total = active.length;
+  return { session: active[next], position: next + 1, total, label: `${next + 1} of ${total} working` };
+}

@@ -1,0 +1,244 @@
+/**
+ * The "Sessions" tree: agents → sessions → the session's pending permissions,
+ * plan entries and changed files. `children` and `describe` are pure
+ * functions of the model; the extension turns a `TreeNodeView` into a
+ * `vscode.TreeItem` field by field.
+ */
+import type { ChangedFile } from '../protocol/types';
+import { byCreation } from '../protocol/model';
+import {
+  CHANGE_LETTERS,
+  fileLabel,
+  formatLines,
+  formatPercent,
+  planProgress,
+  PLAN_MARKS,
+  sessionName,
+  STATUS_COLORS,
+  STATUS_ICONS,
+  STATUS_LABELS,
+} from './format';
+import type { ModelView } from './view';
+
+export type TreeNode =
+  | { type: 'agent'; agent: string }
+  | { type: 'session'; session: string }
+  | { type: 'permission'; session: string; permission: string }
+  | { type: 'plan'; session: string }
+  | { type: 'planEntry'; session: string; index: number }
+  | { type: 'changes'; session: string }
+  | { type: 'file'; session: string; path: string };
+
+export interface TreeNodeView {
+  id: string;
+  label: string;
+  description?: string;
+  tooltip?: string;
+  icon?: { id: string; color?: string };
+  /** Matched by `viewItem` in package.json's menus. */
+  contextValue: string;
+  collapsible: 'none' | 'collapsed' | 'expanded';
+  command?: { command: string; title: string; arguments: unknown[] };
+}
+
+/** Command ids the tree's clicks run (registered by the extension, contributed in package.json). */
+export const TreeCommands = {
+  openTranscript: 'sessiond.openTranscript',
+  openChangedFile: 'sessiond.openChangedFile',
+  answerPermission: 'sessiond.answerPermission',
+} as const;
+
+export function children(model: ModelView, node?: TreeNode): TreeNode[] {
+  if (!node) {
+    const names = new Set(model.agents.keys());
+    for (const session of model.openSessions()) names.add(session.agent);
+    return [...names].sort((a, b) => (a === 'demo' ? -1 : b === 'demo' ? 1 : a.localeCompare(b))).map((agent) => ({ type: 'agent', agent }));
+  }
+  switch (node.type) {
+    case 'agent':
+      return [...model.sessions.values()]
+        .filter((session) => session.agent === node.agent && session.status !== 'closed')
+        .sort(byCreation)
+        .map((session) => ({ type: 'session', session: session.id }));
+    case 'session': {
+      const session = model.sessions.get(node.session);
+      if (!session) return [];
+      const out: TreeNode[] = model
+        .permissionsOf(session.id)
+        .map((permission) => ({ type: 'permission', session: session.id, permission: permission.id }));
+      if (session.plan?.entries?.length) out.push({ type: 'plan', session: session.id });
+      if (session.changes?.files?.length) out.push({ type: 'changes', session: session.id });
+      return out;
+    }
+    case 'plan':
+      return (model.sessions.get(node.session)?.plan?.entries ?? []).map((_, index) => ({
+        type: 'planEntry',
+        session: node.session,
+        index,
+      }));
+    case 'changes':
+      return (model.sessions.get(node.session)?.changes?.files ?? []).map((file) => ({
+        type: 'file',
+        session: node.session,
+        path: file.path,
+      }));
+    default:
+      return [];
+  }
+}
+
+export function describe(model: ModelView, node: TreeNode): TreeNodeView {
+  switch (node.type) {
+    case 'agent': {
+      const agent = model.agents.get(node.agent);
+      const open = [...model.sessions.values()].filter((s) => s.agent === node.agent && s.status !== 'closed');
+      const working = open.filter((s) => s.status === 'working').length;
+      const state = agent?.process.state;
+      return {
+        id: `agent:${node.agent}`,
+        label: node.agent,
+        description: [`${open.length} open`, working ? `${working} working` : undefined, state && state !== 'stopped' ? state : undefined]
+          .filter(Boolean)
+          .join(' · '),
+        tooltip: agent ? `${agent.command.join(' ')}${agent.process.note ? `\n${agent.process.note}` : ''}` : undefined,
+        icon: { id: state === 'crashed' ? 'warning' : 'hubot' },
+        contextValue: 'agent',
+        collapsible: 'expanded',
+      };
+    }
+    case 'session': {
+      const session = model.sessions.get(node.session);
+      if (!session) return gone(node.session);
+      const plan = planProgress(session.plan);
+      const percent = formatPercent(session.context);
+      const description = [
+        STATUS_LABELS[session.status],
+        plan ? `plan ${plan}` : undefined,
+        percent,
+        session.changes?.files?.length ? `${session.changes.files.length} files` : undefined,
+      ]
+        .filter(Boolean)
+        .join(' · ');
+      const tooltip = [
+        sessionName(session),
+        `${STATUS_LABELS[session.status]} since ${session.statusSince}`,
+        `${session.placement} in ${session.root}`,
+        session.plan?.current ? `now: ${session.plan.current}` : undefined,
+        session.lastError ? `last error: ${session.lastError}` : undefined,
+        session.recap ? `last reply: ${session.recap}` : undefined,
+        session.attention?.length ? `attention: ${session.attention.join(', ')}` : undefined,
+      ]
+        .filter(Boolean)
+        .join('\n');
+      const hasChildren = model.permissionsOf(session.id).length || session.plan?.entries?.length || session.changes?.files?.length;
+      return {
+        id: `session:${session.id}`,
+        label: session.title || session.id,
+        description: session.title ? `${session.id} · ${description}` : description,
+        tooltip,
+        icon: { id: STATUS_ICONS[session.status], color: STATUS_COLORS[session.status] },
+        contextValue: `session-${session.status}`,
+        collapsible: hasChildren ? (session.status === 'needs_you' ? 'expanded' : 'collapsed') : 'none',
+        command: { command: TreeCommands.openTranscript, title: 'Open Transcript', arguments: [session.id] },
+      };
+    }
+    case 'permission': {
+      const permission = model.permissions.get(node.permission);
+      const title = permission?.toolCall.title ?? 'a permission request';
+      return {
+        id: `permission:${node.permission}`,
+        label: `Needs you: ${title}`,
+        description: permission?.options.map((option) => option.name).join(' / '),
+        icon: { id: 'bell-dot', color: STATUS_COLORS.needs_you },
+        contextValue: 'permission',
+        collapsible: 'none',
+        command: { command: TreeCommands.answerPermission, title: 'Answer', arguments: [node.permission] },
+      };
+    }
+    case 'plan': {
+      const plan = model.sessions.get(node.session)?.plan;
+      return {
+        id: `plan:${node.session}`,
+        label: 'Plan',
+        description: [planProgress(plan), plan?.current ?? undefined].filter(Boolean).join(' · '),
+        icon: { id: 'checklist' },
+        contextValue: 'plan',
+        collapsible: 'expanded',
+      };
+    }
+    case 'planEntry': {
+      const entry = model.sessions.get(node.session)?.plan?.entries?.[node.index];
+      const status = entry?.status ?? 'pending';
+      return {
+        id: `plan:${node.session}:${node.index}`,
+        label: entry?.content ?? '',
+        description: status === 'in_progress' ? 'in progress' : status === 'completed' ? 'done' : undefined,
+        tooltip: `${PLAN_MARKS[status]} ${entry?.content ?? ''} (${entry?.priority ?? 'medium'} priority)`,
+        icon: { id: status === 'completed' ? 'pass' : status === 'in_progress' ? 'play-circle' : 'circle-large-outline' },
+        contextValue: 'planEntry',
+        collapsible: 'none',
+      };
+    }
+    case 'changes': {
+      const changes = model.sessions.get(node.session)?.changes;
+      return {
+        id: `changes:${node.session}`,
+        label: 'Changed files',
+        description: `${changes?.files?.length ?? 0} · ${formatLines(changes?.added, changes?.removed)}`,
+        tooltip: changes?.base ? `against ${changes.base}` : undefined,
+        icon: { id: 'diff' },
+        contextValue: 'changes',
+        collapsible: 'expanded',
+      };
+    }
+    case 'file': {
+      const file = model.sessions.get(node.session)?.changes?.files?.find((f) => f.path === node.path);
+      return {
+        id: `file:${node.session}:${node.path}`,
+        label: file ? fileLabel(file) : node.path,
+        description: file ? fileDescription(file) : undefined,
+        tooltip: file ? `${file.path} (${file.kind})${file.oldPath ? ` from ${file.oldPath}` : ''}` : node.path,
+        icon: { id: file?.kind === 'added' ? 'diff-added' : file?.kind === 'deleted' ? 'diff-removed' : file?.kind === 'renamed' ? 'diff-renamed' : 'diff-modified' },
+        contextValue: 'changedFile',
+        collapsible: 'none',
+        command: { command: TreeCommands.openChangedFile, title: 'Open Changes', arguments: [node.session, node.path] },
+      };
+    }
+  }
+}
+
+function fileDescription(file: ChangedFile): string {
+  const dir = file.path.includes('/') ? file.path.slice(0, file.path.lastIndexOf('/')) : '';
+  return [CHANGE_LETTERS[file.kind], formatLines(file.added, file.removed), dir, file.outsideRoot ? 'outside root' : '']
+    .filter(Boolean)
+    .join(' · ');
+}
+
+function gone(id: string): TreeNodeView {
+  return { id: `session:${id}`, label: id, description: 'gone', contextValue: 'gone', collapsible: 'none' };
+}
+
+/** A stable string key per node, so the extension can find nodes again. */
+export function nodeKey(node: TreeNode): string {
+  return JSON.stringify(node);
+}
+
+/** The parent of a node (for TreeView.reveal). */
+export function parent(model: ModelView, node: TreeNode): TreeNode | undefined {
+  switch (node.type) {
+    case 'agent':
+      return undefined;
+    case 'session': {
+      const session = model.sessions.get(node.session);
+      return session ? { type: 'agent', agent: session.agent } : undefined;
+    }
+    case 'permission':
+    case 'plan':
+    case 'changes':
+      return { type: 'session', session: node.session };
+    case 'planEntry':
+      return { type: 'plan', session: node.session };
+    case 'file':
+      return { type: 'changes', session: node.session };
+  }
+}

@@ -1,0 +1,161 @@
+/** The views as pure functions of the model (the UI itself has not run inside VS Code here). */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { TranscriptLine } from '../src/protocol/types';
+import { appendEventLines } from '../src/protocol/transcripts';
+import { diffTarget } from '../src/ui/diff';
+import { permissionPrompt } from '../src/ui/permissions';
+import { sessionPickItems, step } from '../src/ui/quickpick';
+import { statusBar } from '../src/ui/status';
+import { renderTranscript, sessionOfTranscriptPath, transcriptPath } from '../src/ui/transcript';
+import { children, describe, parent } from '../src/ui/tree';
+import { event, modelWith, session } from './helpers/fixtures';
+
+const busy = () =>
+  modelWith([
+    session('s1', {
+      title: 'fix tests',
+      status: 'working',
+      plan: { entries: [{ content: 'Read', status: 'completed' }, { content: 'Fix', status: 'in_progress' }, { content: 'Test' }], done: 1, total: 3, current: 'Fix' },
+      context: { used: 84000, size: 200000, cost: { amount: 0.25, currency: 'USD' } },
+      changes: { files: [{ path: 'src/app.py', kind: 'modified', added: 3, removed: 1 }, { path: 'new.txt', kind: 'added', added: 2 }], added: 5, removed: 1, base: 'abc123' },
+      recap: 'All done.',
+    }),
+    session('s2', { status: 'needs_you' }),
+    session('s3'),
+    session('s4', { status: 'working' }),
+    session('s5', { status: 'closed' }),
+  ]);
+
+test('the status bar shows the fleet and the current session\'s context', () => {
+  const model = busy();
+  const view = statusBar(model, 'connected', model.sessions.get('s1'));
+  assert.equal(view.text, '$(sync~spin) 2 working · $(bell-dot) 1 needs you · 4 open · 42%');
+  assert.equal(view.warning, true);
+  assert.match(view.tooltip, /Plan 1 of 3/);
+  assert.match(view.tooltip, /▸ Fix/);
+  assert.match(view.tooltip, /src\/app\\\.py \+3 −1/);
+  assert.match(view.tooltip, /Context 42%: 84k of 200k tokens, \$0\.25/);
+
+  const quiet = modelWith([session('s1'), session('s2')]);
+  assert.equal(statusBar(quiet, 'connected', undefined).text, '$(server-process) 2 open');
+  assert.equal(statusBar(quiet, 'disconnected', undefined, 'ECONNREFUSED').text, '$(debug-disconnect) sessiond');
+  assert.match(statusBar(quiet, 'disconnected', undefined, 'ECONNREFUSED').tooltip, /ECONNREFUSED/);
+});
+
+test('the tree goes agents → sessions → permission, plan and changed files', () => {
+  const model = busy();
+  model.apply(event('permission.asked', { session: 's2', data: { permission: 'p-9', toolCall: { title: 'Push?' }, options: [{ optionId: 'allow_once', name: 'Allow' }] } }));
+  const roots = children(model);
+  assert.deepEqual(roots, [{ type: 'agent', agent: 'demo' }]);
+  const agentView = describe(model, roots[0]);
+  assert.equal(agentView.description, '4 open · 2 working');
+  const sessions = children(model, roots[0]);
+  assert.deepEqual(sessions.map((n) => (n.type === 'session' ? n.session : '')), ['s1', 's2', 's3', 's4']);
+
+  const s1 = describe(model, sessions[0]);
+  assert.equal(s1.label, 'fix tests');
+  assert.equal(s1.description, 's1 · working · plan 1/3 · 42% · 2 files');
+  assert.equal(s1.contextValue, 'session-working');
+  assert.equal(s1.icon?.id, 'sync~spin');
+  assert.equal(s1.command?.command, 'sessiond.openTranscript');
+
+  const [plan, changes] = children(model, sessions[0]);
+  assert.equal(describe(model, plan).description, '1/3 · Fix');
+  const entries = children(model, plan);
+  assert.equal(entries.length, 3);
+  assert.equal(describe(model, entries[1]).icon?.id, 'play-circle');
+  const files = children(model, changes);
+  const file = describe(model, files[0]);
+  assert.equal(file.label, 'app.py');
+  assert.equal(file.description, 'M · +3 −1 · src');
+  assert.equal(file.contextValue, 'changedFile');
+  assert.deepEqual(file.command?.arguments, ['s1', 'src/app.py']);
+  assert.deepEqual(parent(model, files[0]), changes);
+
+  const s2 = children(model, sessions[1]);
+  const permission = describe(model, s2[0]);
+  assert.equal(permission.label, 'Needs you: Push?');
+  assert.equal(permission.contextValue, 'permission');
+  assert.equal(describe(model, sessions[1]).collapsible, 'expanded');
+  assert.equal(describe(model, sessions[2]).collapsible, 'none');
+});
+
+test('the quick pick puts needs-you and working sessions first', () => {
+  const items = sessionPickItems(busy());
+  // needs you, then working (most recently active first), then the rest.
+  assert.deepEqual(items.map((i) => i.session), ['s2', 's4', 's1', 's3']);
+  const fix = items.find((i) => i.session === 's1');
+  assert.equal(fix?.label, '$(sync~spin) fix tests');
+  assert.equal(fix?.description, 's1 · demo · working · plan 1/3 · 42%');
+  assert.equal(fix?.detail, 'All done.');
+  assert.ok(!items.some((i) => i.session === 's5'), 'closed sessions are left out');
+});
+
+test('stepping walks the working sessions in creation order: "2 of 3 working"', () => {
+  const model = busy();
+  assert.equal(step(model, undefined, 1)?.label, '1 of 3 working');
+  assert.equal(step(model, 's1', 1)?.session.id, 's2');
+  assert.equal(step(model, 's2', 1)?.label, '3 of 3 working');
+  assert.equal(step(model, 's4', 1)?.session.id, 's1', 'wraps around');
+  assert.equal(step(model, 's1', -1)?.session.id, 's4');
+  assert.equal(step(model, 's3', 1)?.session.id, 's4', 'from a session that is not working: the next one after it');
+  assert.equal(step(model, 's3', -1)?.session.id, 's2', 'and the previous one before it');
+  assert.equal(step(modelWith([session('s1')]), undefined, 1), undefined);
+});
+
+test('a transcript renders with a header that says how much is shown and whether it follows', () => {
+  const lines: TranscriptLine[] = [
+    { n: 0, role: 'user', turn: 't1', text: 'say hi' },
+    { n: 1, role: 'agent', turn: 't1', text: 'hi' },
+    { n: 2, role: 'user', turn: 't2', text: 'ask ok?' },
+    { n: 3, role: 'tool', turn: 't2', text: 'ok?' },
+  ];
+  const text = renderTranscript(lines, { session: session('s1', { title: 'x' }), sessionId: 's1', total: 5000, shown: 4, live: true });
+  assert.equal(
+    text,
+    '# x (s1) · demo · idle\n# the last 4 of 5000 lines, following live\n\n> say hi\nhi\n\n> ask ok?\n  ⚙ ok?\n',
+  );
+  assert.match(renderTranscript([], { session: undefined, sessionId: 's9', total: 0, shown: 0, live: false }), /no longer following/);
+  assert.equal(sessionOfTranscriptPath(transcriptPath('s1', 'a/b')), 's1');
+});
+
+test('transcript lines from events, for daemons without session/transcript', () => {
+  let lines: TranscriptLine[] = [];
+  lines = appendEventLines(lines, event('turn.queued', { session: 's1', turn: 't1', data: { prompt: 'say a\nsay b' } }), 2000);
+  lines = appendEventLines(lines, event('turn.chunk', { session: 's1', turn: 't1', data: { text: 'a' } }), 2000);
+  lines = appendEventLines(lines, event('turn.chunk', { session: 's1', turn: 't1', data: { text: '\nb' } }), 2000);
+  lines = appendEventLines(lines, event('turn.ended', { session: 's1', turn: 't1', data: {} }), 2000);
+  assert.deepEqual(lines.map((l) => [l.n, l.role, l.text]), [
+    [0, 'user', 'say a'],
+    [1, 'user', 'say b'],
+    [2, 'agent', 'a'],
+    [3, 'agent', 'b'],
+  ]);
+  assert.equal(appendEventLines(lines, event('turn.chunk', { turn: 't2', data: { text: 'x' } }), 3).length, 3, 'keeps the last maxLines');
+});
+
+test('a permission prompt names the session and offers the agent\'s options in order', () => {
+  const prompt = permissionPrompt(
+    { id: 'p', session: 's1', agent: 'demo', toolCall: { title: 'Push to main?' }, options: [{ optionId: 'allow_once', name: 'Allow' }, { optionId: 'reject_once', name: 'Reject' }], viaRequest: false },
+    session('s1', { title: 'release' }),
+  );
+  assert.equal(prompt.message, 'sessiond release (s1): demo asks permission: Push to main?');
+  assert.deepEqual(prompt.choices, [
+    { title: 'Allow', optionId: 'allow_once' },
+    { title: 'Reject', optionId: 'reject_once' },
+  ]);
+});
+
+test('a changed file diffs its base content against the file now', () => {
+  const s = session('s1', { root: '/w/p', changes: { base: 'tree1', files: [] } });
+  assert.deepEqual(diffTarget(s, { path: 'src/a.py', kind: 'modified' }), {
+    current: '/w/p/src/a.py',
+    base: { root: '/w/p', base: 'tree1', path: 'src/a.py' },
+    title: 'a.py (s1: base ↔ now)',
+    deleted: false,
+  });
+  assert.equal(diffTarget(s, { path: 'n.txt', kind: 'added' }).base.path, null);
+  assert.equal(diffTarget(s, { path: 'b.txt', kind: 'renamed', oldPath: 'a.txt' }).base.path, 'a.txt');
+  assert.equal(diffTarget(s, { path: 'gone.txt', kind: 'deleted' }).deleted, true);
+});

@@ -1,0 +1,217 @@
+"""Which files a session changed, against the state its root had when it first ran.
+
+In a git repository the state is a git tree written from the working copy
+at the first turn (tracked and untracked files, minus ignored ones), so
+changes others made before the session started are not counted as its own.
+Later states are written the same way and compared with `git diff-tree`.
+The trees are written through a private index seeded from the repository's
+own, so only files whose stat changed are hashed again.
+
+Outside git the first turn takes a snapshot of the root's text files
+(bounded in size) and later states are compared with it line by line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sessiond.protocol import models as m
+
+SNAPSHOT_FILE_LIMIT = 256 * 1024
+SNAPSHOT_TOTAL_LIMIT = 64 * 1024 * 1024
+SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"}
+
+
+class GitFailed(Exception):
+    pass
+
+
+async def _git(cwd: str, *args: str, env: dict[str, str] | None = None) -> str:
+    process = await asyncio.create_subprocess_exec(
+        "git",
+        *args,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    if process.returncode != 0:
+        raise GitFailed(f"git {' '.join(args)}: {err.decode(errors='replace').strip()}")
+    return out.decode(errors="replace")
+
+
+def count_lines(old: str | None, new: str | None) -> tuple[int, int]:
+    """(added, removed) lines between two texts."""
+    added = removed = 0
+    for line in difflib.ndiff((old or "").splitlines(), (new or "").splitlines()):
+        if line.startswith("+ "):
+            added += 1
+        elif line.startswith("- "):
+            removed += 1
+    return added, removed
+
+
+@dataclass
+class ChangeTracker:
+    root: str
+    top: str | None = None  # the git work tree's top, when in git
+    base: str | None = None  # the git tree of the first turn, or "snapshot"
+    snapshot: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    async def start(cls, root: str, base: str | None = None) -> ChangeTracker:
+        """Record the root's state now (or carry on from a base recorded before a restart)."""
+        tracker = cls(root)
+        try:
+            tracker.top = (await _git(root, "rev-parse", "--show-toplevel")).strip()
+        except (GitFailed, OSError):
+            tracker.top = None
+        if tracker.top is not None:
+            tracker.base = base if base and base != "snapshot" else await tracker._write_tree()
+        else:
+            tracker.base = "snapshot"
+            tracker.snapshot = await asyncio.to_thread(_read_texts, root)
+        return tracker
+
+    async def _write_tree(self) -> str:
+        assert self.top is not None
+        git_dir = (await _git(self.top, "rev-parse", "--absolute-git-dir")).strip()
+        with tempfile.TemporaryDirectory(prefix="sessiond-index-") as scratch:
+            index = os.path.join(scratch, "index")
+            if os.path.exists(os.path.join(git_dir, "index")):
+                # copy2 keeps the index's own mtime, which git's racy-clean check
+                # compares file mtimes against: a file edited in the second the
+                # index was written is then hashed again rather than trusted.
+                shutil.copy2(os.path.join(git_dir, "index"), index)
+            env = {"GIT_INDEX_FILE": index}
+            await _git(self.top, "add", "-A", "--", ".", env=env)
+            return (await _git(self.top, "write-tree", env=env)).strip()
+
+    async def changes(self, extra: list[tuple[str, str | None, str]] | None = None) -> m.Changes:
+        """The changed files now, with `extra` diffs (path, old, new) from tool calls outside the root."""
+        files = await (
+            self._git_changes() if self.top is not None else asyncio.to_thread(self._snapshot_changes)
+        )
+        listed = {f.path for f in files}
+        for path, old, new in extra or []:
+            inside = _relative(self.root, path)
+            if inside is not None:
+                continue  # the root's own state already says it
+            if path in listed:
+                continue
+            added, removed = count_lines(old, new)
+            kind: m.ChangeKind = "added" if old is None else "modified"
+            files.append(m.ChangedFile(path=path, kind=kind, added=added, removed=removed, outside_root=True))
+            listed.add(path)
+        files.sort(key=lambda f: f.path)
+        return m.Changes(
+            files=files,
+            added=sum(f.added for f in files),
+            removed=sum(f.removed for f in files),
+            base=self.base,
+        )
+
+    async def _git_changes(self) -> list[m.ChangedFile]:
+        assert self.top is not None
+        assert self.base is not None
+        now = await self._write_tree()
+        if now == self.base:
+            return []
+        prefix = os.path.relpath(os.path.realpath(self.root), os.path.realpath(self.top))
+        scope = [] if prefix == "." else ["--", prefix]
+        status = await _git(self.top, "diff-tree", "-r", "-M", "--name-status", "-z", self.base, now, *scope)
+        numstat = await _git(self.top, "diff-tree", "-r", "-M", "--numstat", "-z", self.base, now, *scope)
+        counts = _parse_numstat(numstat)
+        files = []
+        fields = status.split("\0")
+        i = 0
+        while i < len(fields) - 1:
+            code = fields[i]
+            if code.startswith("R"):
+                old, new = fields[i + 1], fields[i + 2]
+                i += 3
+            else:
+                old, new = None, fields[i + 1]
+                i += 2
+            kind: m.ChangeKind = {"A": "added", "D": "deleted", "R": "renamed"}.get(code[:1], "modified")  # type: ignore[assignment]
+            added, removed = counts.get(new, (0, 0))
+            files.append(
+                m.ChangedFile(
+                    path=_under(prefix, new),
+                    kind=kind,
+                    added=added,
+                    removed=removed,
+                    old_path=_under(prefix, old) if old else None,
+                )
+            )
+        return files
+
+    def _snapshot_changes(self) -> list[m.ChangedFile]:
+        now = _read_texts(self.root)
+        files = []
+        for path in sorted(set(now) | set(self.snapshot)):
+            old, new = self.snapshot.get(path), now.get(path)
+            if old == new:
+                continue
+            added, removed = count_lines(old, new)
+            kind: m.ChangeKind = "added" if old is None else "deleted" if new is None else "modified"
+            files.append(m.ChangedFile(path=path, kind=kind, added=added, removed=removed))
+        return files
+
+
+def _parse_numstat(text: str) -> dict[str, tuple[int, int]]:
+    counts: dict[str, tuple[int, int]] = {}
+    fields = text.split("\0")
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        if not entry:
+            i += 1
+            continue
+        added, removed, path = [*entry.split("\t", 2), "", ""][:3]
+        if path == "":  # a rename: the two paths follow
+            path = fields[i + 2] if i + 2 < len(fields) else ""
+            i += 3
+        else:
+            i += 1
+        counts[path] = (int(added) if added.isdigit() else 0, int(removed) if removed.isdigit() else 0)
+    return counts
+
+
+def _under(prefix: str, path: str) -> str:
+    return path if prefix == "." else os.path.relpath(path, prefix)
+
+
+def _relative(root: str, path: str) -> str | None:
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path if os.path.isabs(path) else os.path.join(root, path))
+    if real == real_root or real.startswith(real_root + os.sep):
+        return os.path.relpath(real, real_root)
+    return None
+
+
+def _read_texts(root: str) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    total = 0
+    for directory, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        for name in sorted(names):
+            path = Path(directory, name)
+            try:
+                if path.is_symlink() or path.stat().st_size > SNAPSHOT_FILE_LIMIT:
+                    continue
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            total += len(text)
+            if total > SNAPSHOT_TOTAL_LIMIT:
+                return texts
+            texts[os.path.relpath(path, root)] = text
+    return texts

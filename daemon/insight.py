@@ -1,0 +1,275 @@
+"""What editors show about a session: plan, context fill, usage, transcript, attention.
+
+Pure state, fed by the agent's updates and the turns' outcomes, with no I/O
+and no await: the core feeds it and reads it; tests drive it directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from sessiond.protocol import models as m
+
+TRANSCRIPT_LINES = 2000
+DEFAULT_WINDOW = 200_000
+CONTEXT_HIGH = 0.8
+CHARS_PER_TOKEN = 4
+
+
+class Line(NamedTuple):
+    n: int
+    role: str
+    turn: str | None
+    text: str
+
+
+class TranscriptBuilder:
+    """Turns a stream of (role, turn, text) pieces into numbered lines.
+
+    Pieces of one role and turn join until a newline ends the line; a new role
+    or turn ends the line in progress.
+    """
+
+    def __init__(self, keep: int | None = TRANSCRIPT_LINES, start: int = 0) -> None:
+        self.lines: deque[Line] = deque(maxlen=keep)
+        self.total = start
+        self._open: tuple[str, str | None] | None = None
+        self._partial = ""
+
+    def feed(self, role: str, turn: str | None, text: str) -> list[Line]:
+        done: list[Line] = []
+        if self._open is not None and self._open != (role, turn):
+            done += self._close()
+        self._open = (role, turn)
+        self._partial += text
+        *complete, self._partial = self._partial.split("\n")
+        for piece in complete:
+            done.append(self._add(role, turn, piece))
+        return done
+
+    def end(self) -> list[Line]:
+        """Close the line in progress (at the end of a turn)."""
+        return self._close()
+
+    def _close(self) -> list[Line]:
+        if self._open is None:
+            return []
+        role, turn = self._open
+        self._open = None
+        if not self._partial:
+            return []
+        line = self._add(role, turn, self._partial)
+        self._partial = ""
+        return [line]
+
+    def _add(self, role: str, turn: str | None, text: str) -> Line:
+        line = Line(self.total, role, turn, text)
+        self.total += 1
+        self.lines.append(line)
+        return line
+
+    def tail(self, count: int) -> list[Line]:
+        lines = list(self.lines)[-count:]
+        if self._open is not None and self._partial:
+            role, turn = self._open
+            lines = [*lines, Line(self.total, role, turn, self._partial)][-count:]
+        return lines
+
+
+def transcript_pieces(
+    events: Iterable[tuple[str, str | None, dict[str, Any]]],
+) -> Iterator[tuple[str, str | None, str]]:
+    """The transcript's pieces from stored events (kind, turn, data), in order."""
+    for kind, turn, data in events:
+        if kind == m.EventKind.TURN_QUEUED:
+            yield "user", turn, str(data.get("prompt", "")) + "\n"
+        elif kind == m.EventKind.TURN_CHUNK:
+            yield "agent", turn, str(data.get("text", ""))
+        elif kind == m.EventKind.TURN_THOUGHT:
+            yield "thought", turn, str(data.get("text", ""))
+        elif kind == m.EventKind.TURN_TOOL and data.get("title") and data.get("first"):
+            yield "tool", turn, f"[{data.get('toolKind') or 'tool'}] {data['title']}\n"
+        elif kind == m.EventKind.TURN_ENDED:
+            yield "end", turn, ""
+
+
+TRANSCRIPT_KINDS = (
+    m.EventKind.TURN_QUEUED,
+    m.EventKind.TURN_CHUNK,
+    m.EventKind.TURN_THOUGHT,
+    m.EventKind.TURN_TOOL,
+    m.EventKind.TURN_ENDED,
+)
+
+
+@dataclass
+class ToolCall:
+    id: str
+    title: str = ""
+    kind: str | None = None
+    status: str | None = None
+    locations: list[str] = field(default_factory=list)
+    diffs: list[tuple[str, str | None, str]] = field(default_factory=list)  # path, old, new
+
+
+@dataclass
+class Insight:
+    """One session's plan, context, usage and attention inputs."""
+
+    plan: list[dict[str, Any]] = field(default_factory=list)
+    plan_updated: float | None = None
+    in_progress_since: dict[str, float] = field(default_factory=dict)
+    context: dict[str, Any] | None = None
+    context_reported: bool = False
+    window: int = DEFAULT_WINDOW
+    transcript_chars: int = 0
+    usage: dict[str, float] = field(default_factory=dict)
+    turns: int = 0
+    busy_seconds: float = 0.0
+    turn_started: float | None = None
+    last_activity: float | None = None
+    tools: dict[str, ToolCall] = field(default_factory=dict)
+    changes: m.Changes | None = None
+    transcript: TranscriptBuilder = field(default_factory=TranscriptBuilder)
+    transcript_loaded: bool = False
+
+    # ------------------------------------------------------------ feeding
+
+    def touch(self, now: float | None = None) -> None:
+        self.last_activity = now if now is not None else time.time()
+
+    def set_plan(self, entries: list[dict[str, Any]], now: float) -> None:
+        self.plan = [
+            {
+                "content": str(e.get("content", "")),
+                "priority": e.get("priority", "medium"),
+                "status": e.get("status", "pending"),
+            }
+            for e in entries
+        ]
+        self.plan_updated = now
+        running = {e["content"] for e in self.plan if e["status"] == "in_progress"}
+        self.in_progress_since = {c: self.in_progress_since.get(c, now) for c in running}
+
+    def set_context(self, payload: dict[str, Any]) -> None:
+        self.context = {k: payload[k] for k in ("used", "size", "cost") if k in payload}
+        self.context_reported = True
+        if isinstance(payload.get("size"), int) and payload["size"] > 0:
+            self.window = payload["size"]
+
+    def restore_usage(self, context: dict[str, Any] | None, usage: dict[str, Any] | None) -> None:
+        """Back from a stored session.usage event, after a restart."""
+        if context:
+            self.context = {k: context[k] for k in ("used", "size", "cost") if k in context}
+            self.context_reported = not context.get("estimated", False)
+            if not self.context_reported:
+                self.transcript_chars = int(context.get("used", 0)) * CHARS_PER_TOKEN
+            if isinstance(context.get("size"), int) and context["size"] > 0:
+                self.window = context["size"]
+        if usage:
+            self.turns = int(usage.get("turns", 0))
+            self.busy_seconds = float(usage.get("busySeconds", 0.0))
+            for key in ("inputTokens", "outputTokens", "totalTokens"):
+                self.usage[key] = int(usage.get(key, 0))
+
+    def add_text(self, text: str) -> None:
+        self.transcript_chars += len(text)
+
+    def tool_update(self, payload: dict[str, Any]) -> ToolCall:
+        tool_id = str(payload.get("toolCallId", ""))
+        call = self.tools.setdefault(tool_id, ToolCall(tool_id))
+        if payload.get("title"):
+            call.title = str(payload["title"])
+        if payload.get("kind"):
+            call.kind = str(payload["kind"])
+        if payload.get("status"):
+            call.status = str(payload["status"])
+        for location in payload.get("locations") or []:
+            path = location.get("path") if isinstance(location, dict) else None
+            if path and path not in call.locations:
+                call.locations.append(path)
+        for content in payload.get("content") or []:
+            if isinstance(content, dict) and content.get("type") == "diff" and content.get("path"):
+                call.diffs.append((content["path"], content.get("oldText"), content.get("newText", "")))
+        return call
+
+    def turn_began(self, now: float) -> None:
+        self.turn_started = now
+        self.touch(now)
+
+    def turn_ended(self, now: float, usage: dict[str, int] | None) -> None:
+        if self.turn_started is not None:
+            self.busy_seconds += max(now - self.turn_started, 0.0)
+        self.turn_started = None
+        self.turns += 1
+        for key in ("inputTokens", "outputTokens", "totalTokens"):
+            if usage and isinstance(usage.get(key), int):
+                self.usage[key] = self.usage.get(key, 0) + usage[key]
+        self.touch(now)
+
+    # ------------------------------------------------------------ reading
+
+    def plan_view(self) -> m.Plan | None:
+        if self.plan_updated is None:
+            return None
+        done = sum(1 for e in self.plan if e["status"] == "completed")
+        current = next((e["content"] for e in self.plan if e["status"] == "in_progress"), None)
+        return m.Plan(
+            entries=[m.PlanEntry.model_validate(e) for e in self.plan],
+            done=done,
+            total=len(self.plan),
+            current=current,
+            updated_at=self.plan_updated,
+        )
+
+    def context_view(self) -> m.ContextFill | None:
+        if self.context_reported and self.context and "used" in self.context and "size" in self.context:
+            used, size = int(self.context["used"]), int(self.context["size"])
+            return m.ContextFill(
+                used=used,
+                size=size,
+                cost=m.Cost.model_validate(self.context["cost"]) if self.context.get("cost") else None,
+                percent=round(100 * used / size, 1) if size else None,
+            )
+        if self.transcript_chars == 0:
+            return None
+        used = self.transcript_chars // CHARS_PER_TOKEN
+        return m.ContextFill(
+            used=used, size=self.window, percent=round(100 * used / self.window, 1), estimated=True
+        )
+
+    def usage_view(self) -> m.SessionUsage | None:
+        if self.turns == 0:
+            return None
+        return m.SessionUsage(
+            turns=self.turns,
+            input_tokens=int(self.usage.get("inputTokens", 0)),
+            output_tokens=int(self.usage.get("outputTokens", 0)),
+            total_tokens=int(self.usage.get("totalTokens", 0)),
+            busy_seconds=round(self.busy_seconds, 3),
+        )
+
+    def cost(self) -> float:
+        cost = (self.context or {}).get("cost")
+        if isinstance(cost, dict) and isinstance(cost.get("amount"), int | float):
+            return float(cost["amount"])
+        return 0.0
+
+    def attention(
+        self, *, now: float, needs_you: bool, plan_stall: float, turn_timeout: float
+    ) -> list[m.Attention]:
+        flags: list[m.Attention] = []
+        if needs_you:
+            flags.append(m.Attention.NEEDS_YOU)
+        if any(now - since > plan_stall for since in self.in_progress_since.values()):
+            flags.append(m.Attention.PLAN_STALLED)
+        context = self.context_view()
+        if context is not None and context.size and context.used / context.size > CONTEXT_HIGH:
+            flags.append(m.Attention.CONTEXT_HIGH)
+        if self.turn_started is not None and now - self.turn_started > turn_timeout / 2:
+            flags.append(m.Attention.TURN_LONG)
+        return flags

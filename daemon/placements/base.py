@@ -1,0 +1,133 @@
+"""What a placement is: where a session's files and commands land.
+
+Plain Python, no ACP or JSON-RPC types: the core calls these methods from
+its fs and terminal handlers and turns a `PlacementError` into the error the
+agent sees (its message is a sentence meant for the agent and the user).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from sessiond.daemon import confine, terminals
+
+KINDS = ("here", "worktree", "sandbox", "container", "ssh")
+
+# What terminal_output returns: output, truncated, exit code, signal name.
+TerminalOutput = tuple[str, bool, int | None, str | None]
+
+
+class PlacementError(Exception):
+    """A placement could not do what was asked; the message says what and what to do."""
+
+
+class PathOutsideRoot(PlacementError, confine.PathOutsideRoot):
+    """A path that resolves outside the session's root (`..`, elsewhere, a symlink pointing out).
+
+    Also a `confine.PathOutsideRoot`, so handlers written for the old check still catch it.
+    """
+
+
+class UnknownTerminal(PlacementError, terminals.TerminalNotFound):
+    """A terminal id this placement does not hold (never created, or released already)."""
+
+
+@dataclass(frozen=True)
+class PlacementOptions:
+    """The settings of a placement; each kind reads its own and ignores the rest."""
+
+    # worktree: the ref the session's branch starts from; None is the HEAD of the root's repository.
+    base: str | None = None
+    # sandbox: more paths bound at their own path, read-write or read-only; and whether the
+    # network is cut (off by default: what a sandbox isolates is the tools, not the network).
+    sandbox_rw_binds: tuple[str, ...] = ()
+    sandbox_ro_binds: tuple[str, ...] = ()
+    sandbox_unshare_net: bool = False
+    # container: "docker" or "podman"; None takes the first whose `info` works.
+    container_engine: str | None = None
+    container_image: str | None = None
+    container_run_args: tuple[str, ...] = ()
+    # ssh: `user@host[:port]`; the directory on the target (None: the session root's own path);
+    # a key file (None: the user's keys and agent); a known_hosts file (None: the user's, as
+    # their ssh config says); host key checking can be turned off (tests, throwaway hosts).
+    ssh_target: str | None = None
+    ssh_dir: str | None = None
+    ssh_key_file: str | None = None
+    ssh_known_hosts: str | None = None
+    ssh_verify_host_key: bool = True
+    ssh_connect_timeout: float = 15.0
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> PlacementOptions:
+        """Options from stored or configured values (snake_case keys); unknown keys are refused."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(fields))
+        if unknown:
+            raise PlacementError(
+                f"unknown placement option(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}"
+            )
+        converted: dict[str, Any] = {
+            key: tuple(value) if isinstance(value, list) else value for key, value in values.items()
+        }
+        return cls(**converted)
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The options that differ from the defaults, as plain JSON-able values."""
+        defaults = PlacementOptions()
+        return {
+            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(defaults, f.name)
+        }
+
+
+@runtime_checkable
+class Placement(Protocol):
+    kind: str
+    # The directory the agent is told to work in (cwd of session/new). For a worktree it is
+    # known once prepare() has run; for ssh it is a path on the target.
+    root: str
+    # None for this machine; "user@host:port" for an ssh target (a file's identity is host + path).
+    host: str | None
+
+    async def prepare(self) -> None:
+        """Make the placement ready; cheap when it is. Raises PlacementError; may be called again."""
+
+    async def read_text(self, path: str) -> str: ...
+
+    async def write_text(self, path: str, content: str) -> str:
+        """Write (creating parent directories); returns the real path written, for collision checks."""
+        ...
+
+    async def create_terminal(
+        self,
+        command: str,
+        args: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        output_byte_limit: int | None,
+    ) -> str: ...
+
+    async def terminal_output(self, terminal_id: str) -> TerminalOutput: ...
+
+    async def wait_for_terminal_exit(self, terminal_id: str) -> tuple[int | None, str | None]: ...
+
+    async def kill_terminal(self, terminal_id: str) -> None: ...
+
+    async def release_terminal(self, terminal_id: str) -> None: ...
+
+    async def close(self) -> str | None:
+        """The session is closed: kill terminals, tear down; a sentence when something was kept, and why."""
+        ...
+
+    async def stop(self) -> None:
+        """The daemon stops or the agent goes: kill terminals, take down what runs (container,
+        connection), keep the work (a worktree stays); the next prepare() brings it back."""
+        ...
+
+    def describe(self) -> str:
+        """Where the session runs, in a few words (for "where it runs")."""
+        ...

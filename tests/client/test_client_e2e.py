@@ -1,0 +1,242 @@
+"""The client end to end: the real daemon (`sessiond serve`) with the demo agent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sessiond.client import AgentError, SessionNotFound, aconnect, connect, launch
+from sessiond.protocol import paths
+from sessiond.protocol.models import EventKind, SessionStatus
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class RealDaemon:
+    def __init__(self, process: subprocess.Popen[str], socket: Path) -> None:
+        self.process = process
+        self.socket = socket
+        self.output: list[str] = []
+
+    def drain(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.output.append(line)
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def real(home: Path) -> Iterator[RealDaemon]:
+    """`sessiond serve` on the home's socket, until the test ends."""
+    socket = paths.socket_path()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sessiond.client", "serve", "--socket", str(socket)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    daemon = RealDaemon(process, socket)
+    assert process.stderr is not None
+    for line in process.stderr:  # bounded by the test's timeout
+        daemon.output.append(line)
+        if line.startswith("sessiond: serving on"):
+            break
+    else:
+        process.wait()
+        pytest.fail(f"the daemon did not start (exit {process.returncode}):\n{''.join(daemon.output)}")
+    threading.Thread(target=daemon.drain, daemon=True).start()
+    yield daemon
+    stop(process)
+
+
+def test_sync_client_drives_the_demo_agent(real: RealDaemon, home: Path) -> None:
+    with connect(start=False) as daemon:
+        assert daemon.server_info["name"] == "sessiond"
+        assert daemon.status().socket == str(real.socket)
+        demo = daemon.agent("demo")
+        session = demo.session(home)
+        reply = session.send("say hello")
+        assert (reply.text, reply.stop_reason) == ("hello", "end_turn")
+
+        stream = session.stream("say one\nsay two")
+        kinds, text = [], ""
+        for event in stream:
+            kinds.append(event.kind)
+            if event.kind is EventKind.TURN_CHUNK:
+                text += event.data["text"]
+        assert kinds[0] is EventKind.TURN_QUEUED
+        assert kinds[-1] is EventKind.TURN_ENDED
+        assert stream.reply is not None
+        assert text == stream.reply.text
+
+        transcript = session.transcript()
+        assert transcript.total >= 2
+        assert (transcript.lines[-1].role, transcript.lines[-1].text) == ("agent", "two")
+        assert transcript.lines[-1].turn == stream.turn_id
+        assert daemon.fleet().open >= 1
+
+        with pytest.raises(AgentError, match="boom"):
+            session.send("fail boom")
+        assert session.get().status is SessionStatus.FAILED
+        assert session.id in [s.id for s in daemon.sessions()]
+        with pytest.raises(SessionNotFound):
+            daemon.session("no-such-session")
+        assert session.close().status is SessionStatus.CLOSED
+
+
+def test_cancelling_and_breaking_out_stop_the_turn(real: RealDaemon, home: Path) -> None:
+    with connect(start=False) as daemon:
+        session = daemon.agent().session(home)
+        for event in session.stream("hang"):
+            if event.kind is EventKind.TURN_STARTED:
+                break
+        reply = session.send("say after")  # the hung turn is gone: this one runs
+        assert reply.text == "after"
+
+
+async def test_async_client_batch_and_cancel(real: RealDaemon, home: Path) -> None:
+    async with aconnect(start=False) as daemon:
+        demo = await daemon.agent()
+        replies = await demo.abatch([f"say answer {n}" for n in range(8)], home, max_concurrency=3)
+        assert [r.text for r in replies] == [f"answer {n}" for n in range(8)]
+
+        session = await demo.session(home)
+        turn = asyncio.create_task(session.asend("hang"))
+        async with daemon.events(sessions=[session.id]) as events:
+            async for event in events:
+                if event.kind is EventKind.TURN_STARTED:
+                    break
+        assert await session.acancel() == 1
+        assert (await turn).stop_reason == "cancelled"
+
+        task = asyncio.create_task(demo.abatch(["hang", "hang"], home))
+        async with daemon.events(kinds=[EventKind.TURN_STARTED]) as events:
+            started = 0
+            async for _ in events:
+                started += 1
+                if started == 2:
+                    break
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        status = await daemon.status()
+        assert status.sessions.get(SessionStatus.WORKING, 0) == 0
+
+
+def test_the_command_line_against_the_real_daemon(real: RealDaemon, home: Path) -> None:
+    env = {**os.environ, "SESSIOND_HOME": str(home)}
+
+    def sessiond(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sessiond.client", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=home,
+        )
+
+    new = sessiond("new")
+    assert new.returncode == 0, new.stderr
+    session = new.stdout.strip()
+    sent = sessiond("send", session, "say", "hi", "there")
+    assert (sent.returncode, sent.stdout, sent.stderr) == (0, "hi there\n", "stop reason: end_turn\n")
+    failed = sessiond("send", session, "fail", "broken")
+    assert failed.returncode == 1
+    assert "broken" in failed.stderr
+    listed = sessiond("ls")
+    assert session in listed.stdout
+    assert sessiond("close", session).stdout == f"closed {session}\n"
+
+
+@pytest.fixture
+def started_daemon_stopped(home: Path) -> Iterator[None]:
+    """Stop whatever daemon a test started in the background (its pid is in the socket's lock)."""
+    yield
+    lock = Path(f"{paths.socket_path()}.lock")
+    pid = lock.read_text().strip() if lock.exists() else ""
+    if pid.isdigit():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGTERM)
+
+
+@pytest.mark.usefixtures("started_daemon_stopped")
+def test_a_client_starts_the_daemon_when_none_runs(home: Path) -> None:
+    socket = paths.socket_path()
+    with connect() as daemon:  # start=True by default
+        status = daemon.status()
+        assert status.socket == str(socket)
+    assert "sessiond: serving on" in launch.log_path().read_text()
+    # It outlives the client that started it.
+    with connect(start=False) as again:
+        assert again.status().pid == status.pid
+
+
+@pytest.mark.usefixtures("started_daemon_stopped")
+def test_an_editor_spawning_stdio_gets_a_daemon_started(home: Path) -> None:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "capabilities": {}}}
+    ).encode()
+    editor = subprocess.run(
+        [sys.executable, "-m", "sessiond.client", "stdio"],
+        env={**os.environ, "SESSIOND_HOME": str(home)},
+        input=b"Content-Length: %d\r\n\r\n%s" % (len(body), body),
+        capture_output=True,
+        timeout=60,
+    )
+    assert editor.returncode == 0, editor.stderr
+    _, _, answer = editor.stdout.partition(b"\r\n\r\n")
+    assert json.loads(answer)["result"]["serverInfo"]["name"] == "sessiond"
+
+
+def test_ctrl_c_stops_a_sync_batch_and_every_turn_in_it(real: RealDaemon, home: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        from sessiond.client import connect
+        with connect(start=False) as daemon:
+            try:
+                daemon.agent().batch(["hang"] * 5, {str(home)!r})
+            except KeyboardInterrupt:
+                print("interrupted", flush=True)
+        """
+    )
+    with connect(start=False) as watcher, watcher.events(kinds=[EventKind.TURN_STARTED]) as started:
+        batch = subprocess.Popen(
+            [sys.executable, "-c", script],
+            env={**os.environ, "SESSIOND_HOME": str(home)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for count, _ in enumerate(started, start=1):
+            if count == 5:
+                break
+        batch.send_signal(signal.SIGINT)
+        out, err = batch.communicate(timeout=60)
+        assert (batch.returncode, out) == (0, "interrupted\n"), err
+        sessions = watcher.sessions(include_closed=True)
+        assert [(s.info.status, s.info.last_stop_reason) for s in sessions] == [
+            (SessionStatus.CLOSED, "cancelled")
+        ] * 5

@@ -1,0 +1,237 @@
+"""Turns through a real daemon and the real demo agent, driven by the Python client."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from events import kind, next_matching
+
+from bench.harness import Daemon
+from sessiond.client import AgentError, AgentUnavailable, AsyncDaemon, SessionClosed, TurnTimeout
+
+
+async def test_opening_sessions_starts_nothing_until_the_first_turn(
+    client: AsyncDaemon, daemon: Daemon, work: Path
+) -> None:
+    agent = await client.agent("demo")
+    sessions = await agent.sessions(1000, work)
+    assert len({s.id for s in sessions}) == 1000
+    info = await agent.aget()
+    assert info.process.state == "stopped"
+    assert info.process.starts == 0
+    assert daemon.children() == []
+
+    reply = await sessions[0].asend("say hello")
+    assert reply.text == "hello"
+    assert reply.stop_reason == "end_turn"
+    info = await agent.aget()
+    assert info.process.state == "running"
+    assert info.process.live_sessions == 1
+    assert len(daemon.children()) == 1
+    assert info.process.capabilities is not None
+    assert info.process.capabilities.resume
+
+
+async def test_turns_of_one_session_run_one_after_another_in_order(client: AsyncDaemon, work: Path) -> None:
+    session = await (await client.agent("demo")).session(work)
+    watched = ["turn.queued", "turn.started", "turn.ended", "permission.asked"]
+    async with client.events(sessions=[session.id], kinds=watched) as events:
+        # The first turn waits on a person; meanwhile three more are asked at once.
+        first = asyncio.create_task(session.asend("ask go on?\nsay 0"))
+        asked = await next_matching(events, kind("permission.asked"))
+        rest = [asyncio.create_task(session.asend(f"say {n}")) for n in (1, 2, 3)]
+        for _ in rest:
+            await next_matching(events, kind("turn.queued"))
+        assert (await session.aget()).queued_turns == 3
+        assert not any(t.done() for t in rest)
+        allow = next(o["optionId"] for o in asked.data["options"] if o["kind"] == "allow_once")
+        await client.answer_permission(asked.data["permission"], allow)
+        replies = [await first, *await asyncio.gather(*rest)]
+        assert [r.text.splitlines()[-1] for r in replies] == ["0", "1", "2", "3"]
+        seen = []
+        while len(seen) < 7:
+            event = await next_matching(events, lambda e: e.kind != "turn.queued")
+            seen.append((event.kind, event.turn))
+    # Every turn started only after the one before it ended.
+    expected = [("turn.ended", replies[0].turn_id)]
+    for reply in replies[1:]:
+        expected += [("turn.started", reply.turn_id), ("turn.ended", reply.turn_id)]
+    assert seen == expected
+
+
+async def test_turns_of_different_sessions_run_at_once(client: AsyncDaemon, work: Path) -> None:
+    agent = await client.agent("demo")
+    a, b = await agent.sessions(2, work)
+    async with client.events(kinds=["turn.started"]) as events:
+        hangs = [asyncio.create_task(s.asend("hang")) for s in (a, b)]
+        started = {(await next_matching(events, kind("turn.started"))).session for _ in range(2)}
+    assert started == {a.id, b.id}  # both running before either ended
+    await asyncio.gather(a.acancel(), b.acancel())
+    assert [r.stop_reason for r in await asyncio.gather(*hangs)] == ["cancelled", "cancelled"]
+
+
+async def test_max_active_turns_holds_the_rest_queued(client: AsyncDaemon, work: Path) -> None:
+    agent = await client.agent("demo", max_active_turns=1)
+    a, b = await agent.sessions(2, work)
+    async with client.events(kinds=["turn.started", "session.status"]) as events:
+        first = asyncio.create_task(a.asend("hang"))
+        await next_matching(events, kind("turn.started", a.id))
+        second = asyncio.create_task(b.asend("say after"))
+        await next_matching(events, lambda e: e.session == b.id and e.data.get("status") == "queued")
+        assert (await b.aget()).status == "queued"
+        await a.acancel()
+        assert (await first).stop_reason == "cancelled"
+        assert (await second).text == "after"
+
+
+async def test_cancelling_the_awaiting_task_cancels_the_turn(client: AsyncDaemon, work: Path) -> None:
+    session = await (await client.agent("demo")).session(work)
+    async with client.events(sessions=[session.id], kinds=["turn.started", "turn.ended"]) as events:
+        task = asyncio.create_task(session.asend("hang"))
+        await next_matching(events, kind("turn.started"))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        ended = await next_matching(events, kind("turn.ended"))
+    assert ended.data["stopReason"] == "cancelled"
+    info = await session.aget()
+    assert info.status == "stopped"
+    assert info.last_stop_reason == "cancelled"
+
+
+async def test_an_agent_error_reaches_the_client_with_its_message(client: AsyncDaemon, work: Path) -> None:
+    session = await (await client.agent("demo")).session(work)
+    with pytest.raises(AgentError, match="disk is on fire"):
+        await session.asend("fail disk is on fire")
+    info = await session.aget()
+    assert info.status == "failed"
+    assert "disk is on fire" in (info.last_error or "")
+    # The session stays usable.
+    assert (await session.asend("say still here")).text == "still here"
+
+
+async def test_a_crashed_agent_fails_its_turns_and_starts_again(client: AsyncDaemon, work: Path) -> None:
+    agent = await client.agent("demo")
+    crasher, bystander = await agent.sessions(2, work)
+    await bystander.asend("say first")
+    hanging = asyncio.create_task(bystander.asend("hang"))
+    with pytest.raises(AgentUnavailable, match="exited with code 7"):
+        await crasher.asend("crash 7")
+    with pytest.raises(AgentUnavailable, match="starts again on the next turn"):
+        await hanging
+    info = await agent.aget()
+    assert info.process.state == "crashed"
+    # Started again on the next turn; the bystander's history came back with it.
+    reply = await bystander.asend("history")
+    assert "say first" in reply.text
+    info = await agent.aget()
+    assert info.process.state == "running"
+    assert info.process.starts == 2
+
+
+async def test_a_turn_past_its_timeout_is_cancelled_with_a_clear_error(
+    client: AsyncDaemon, work: Path
+) -> None:
+    session = await (await client.agent("demo", turn_timeout=1.0)).session(work)
+    with pytest.raises(TurnTimeout, match="turn_timeout of 1 s"):
+        await session.asend("hang")
+    assert (await session.asend("say next")).text == "next"
+
+
+async def test_a_path_outside_the_root_is_refused(client: AsyncDaemon, work: Path) -> None:
+    session = await (await client.agent("demo")).session(work)
+    outside = work.parent / "outside.txt"
+    reply = await session.asend(f"write ../outside.txt nope\nwrite {outside} nope\nwrite inside.txt yes")
+    assert reply.text.count("outside the session's root") == 2
+    assert not outside.exists()
+    assert (work / "inside.txt").read_text() == "yes"
+
+
+async def test_commands_run_in_the_session_root(client: AsyncDaemon, work: Path) -> None:
+    session = await (await client.agent("demo")).session(work)
+    reply = await session.asend("run pwd")
+    assert str(work) in reply.text
+    assert "exit code 0" in reply.text
+
+
+async def test_a_permission_asked_is_answered_by_a_client(client: AsyncDaemon, work: Path) -> None:
+    session = await (await client.agent("demo")).session(work)
+    async with client.events(
+        sessions=[session.id], kinds=["permission.asked", "permission.answered"]
+    ) as events:
+        turn = asyncio.create_task(session.asend("ask delete the cache?"))
+        asked = await next_matching(events, kind("permission.asked"))
+        assert (await session.aget()).status == "needs_you"
+        options = {o["kind"]: o["optionId"] for o in asked.data["options"]}
+        assert await client.answer_permission(asked.data["permission"], options["allow_once"])
+        answered = await next_matching(events, kind("permission.answered"))
+    assert answered.data["optionId"] == options["allow_once"]
+    reply = await turn
+    assert "Allow" in reply.text
+    assert (await session.aget()).status == "idle"
+
+
+async def test_a_permission_policy_answers_without_a_person(client: AsyncDaemon, work: Path) -> None:
+    session = await (await client.agent("demo", permission_policy="deny")).session(work)
+    reply = await session.asend("ask may I?")
+    assert "Reject" in reply.text
+
+
+async def test_cancelling_a_turn_waiting_on_permission_answers_it_cancelled(
+    client: AsyncDaemon, work: Path
+) -> None:
+    session = await (await client.agent("demo")).session(work)
+    async with client.events(
+        sessions=[session.id], kinds=["permission.asked", "permission.answered"]
+    ) as events:
+        turn = asyncio.create_task(session.asend("ask may I?"))
+        await next_matching(events, kind("permission.asked"))
+        await session.acancel()
+        answered = await next_matching(events, kind("permission.answered"))
+    assert answered.data["optionId"] is None
+    assert (await turn).stop_reason == "cancelled"
+
+
+async def test_a_closed_session_refuses_prompts(client: AsyncDaemon, work: Path) -> None:
+    session = await (await client.agent("demo")).session(work)
+    await session.asend("say once")
+    info = await session.aclose()
+    assert info.status == "closed"
+    with pytest.raises(SessionClosed, match="is closed"):
+        await session.asend("say twice")
+
+
+async def test_live_sessions_are_capped_and_resumed_with_their_history(
+    client: AsyncDaemon, daemon: Daemon, work: Path
+) -> None:
+    agent = await client.agent("demo", max_live_sessions=1)
+    a, b = await agent.sessions(2, work)
+    await a.asend("say a1")
+    await b.asend("say b1")  # closes a at the agent to make room
+    assert (await a.aget()).live is False
+    assert (await agent.aget()).process.live_sessions == 1
+    reply = await a.asend("history")  # a comes back by session/resume, history intact
+    assert "say a1" in reply.text
+    assert "b1" not in reply.text
+    assert (await b.aget()).live is False
+    assert len(daemon.children()) == 1
+
+
+async def test_an_agent_that_cannot_restore_keeps_its_sessions_open_and_says_so(
+    client: AsyncDaemon, work: Path
+) -> None:
+    demo = (await client.agent("demo")).info
+    agent = await client.agent(
+        "stubborn",
+        command=[*demo.command, "--no-resume", "--no-load"],
+        max_live_sessions=1,
+    )
+    a, b = await agent.sessions(2, work)
+    await a.asend("say a")
+    await b.asend("say b")
+    info = await agent.aget()
+    assert info.process.live_sessions == 2
+    assert info.process.note is not None
+    assert "stay open" in info.process.note

@@ -1,0 +1,118 @@
+-- The model and the status line text, with no daemon: events in, state out.
+local H = dofile(vim.fn.fnamemodify(arg[0], ":p:h") .. "/helpers.lua")
+local Model = require("sessiond.model")
+local status = require("sessiond.status")
+
+-- The model is pure: no editor API in it.
+local source = table.concat(vim.fn.readfile(H.repo .. "/clients/nvim/lua/sessiond/model.lua"), "\n")
+for _, forbidden in ipairs({ "vim%.api", "vim%.fn", "vim%.cmd", "vim%.schedule", "vim%.uv", "vim%.loop", "require%(" }) do
+  H.eq(nil, source:find(forbidden), "model.lua uses " .. forbidden)
+end
+
+local seq = 0
+local function event(kind, session, data, extra)
+  seq = seq + 1
+  return vim.tbl_extend("force", {
+    seq = seq,
+    kind = kind,
+    time = ("2026-01-01T00:00:%02dZ"):format(seq % 60),
+    agent = "demo",
+    session = session,
+    data = data or {},
+  }, extra or {})
+end
+
+local m = Model.new()
+H.eq("sessiond: offline", status.get(m), "status before connecting")
+m:set_connection("online")
+m:reset({
+  head = 10,
+  sessions = {
+    { id = "s10", agent = "demo", status = "idle", createdAt = "2026-01-01T00:00:00Z", attention = {} },
+    { id = "s2", agent = "demo", status = "working", createdAt = "2026-01-01T00:00:00Z", attention = {} },
+  },
+  fleet = { open = 2, working = 1, needsYou = 0 },
+})
+seq = 10
+H.eq(10, m.seq, "seq after a snapshot")
+H.eq({ "s2", "s10" }, vim.tbl_map(function(i)
+  return i.id
+end, m:ordered()), "creation order, s2 before s10")
+H.eq("1 working · 2 open", status.get(m), "status from the fleet summary")
+
+-- Events at or below seq are duplicates.
+H.eq(false, m:apply({ seq = 10, kind = "session.status", session = "s10", data = { status = "working" } }), "duplicate")
+H.eq("idle", m:session("s10").status, "a duplicate changes nothing")
+
+m:apply(event("session.opened", "s3", { root = "/w", placement = "here" }))
+m:apply(event("session.status", "s3", { status = "working" }))
+m:apply(event("fleet.summary", nil, { open = 3, working = 2, needsYou = 0 }))
+m:set_current("s3")
+H.eq("2 working · 3 open │ s3", status.get(m), "a current session without insight")
+
+m:apply(event("session.plan", "s3", { plan = { entries = { { content = "a", status = "completed" }, { content = "b", status = "in_progress" } }, done = 1, total = 2 } }))
+m:apply(event("session.usage", "s3", { context = { used = 84000, size = 200000, percent = 42.0 } }))
+m:apply(event("session.changes", "s3", { changes = { files = { { path = "f.txt", kind = "added" }, { path = "g.txt", kind = "modified" } }, base = "snapshot" } }))
+local text, dict = status.get(m)
+H.eq("2 working · 3 open │ s3: plan 1/2 · ctx 42% · 2 files", text, "status with plan, context and files")
+H.eq({ id = "s3", label = "s3", status = "working", plan = "1/2", context = 42, files = 2 }, dict.session, "status dict")
+H.eq("ctx 42%% ", status.escape("ctx 42% "), "escaping for a statusline format")
+
+-- Streaming chunks keep the last non-blank line.
+m:apply(event("turn.started", "s3", {}, { turn = "t1" }))
+m:apply(event("turn.chunk", "s3", { text = "first" }, { turn = "t1" }))
+m:apply(event("turn.chunk", "s3", { text = "\nsecond li" }, { turn = "t1" }))
+m:apply(event("turn.chunk", "s3", { text = "ne\n" }, { turn = "t1" }))
+H.eq("second line", m:session("s3").lastLine, "last line while streaming")
+m:apply(event("turn.ended", "s3", { stopReason = "end_turn" }, { turn = "t1" }))
+H.eq(1, m:session("s3").turns, "turns counted")
+
+-- Stepping among working sessions, in creation order, wrapping.
+m:apply(event("session.status", "s10", { status = "working" }))
+local function step(from, dir)
+  local id, index, total = m:step(from, dir)
+  return { id, index, total }
+end
+H.eq({ "s2", 1, 3 }, step(nil, 1), "first working session")
+H.eq({ "s10", 2, 3 }, step("s2", 1), "next after s2")
+H.eq({ "s3", 3, 3 }, step("s10", 1), "next after s10")
+H.eq({ "s2", 1, 3 }, step("s3", 1), "wraps to the first")
+H.eq({ "s3", 3, 3 }, step("s2", -1), "previous wraps to the last")
+m:apply(event("session.status", "s10", { status = "idle" }))
+H.eq({ "s3", 2, 2 }, step("s10", 1), "from a session that is not working")
+H.eq({ 0, 2 }, { m:working_position("s10") }, "position of a session not working")
+
+-- Permissions: asked, then answered; a status change settles older asks of that session only.
+m:apply(event("permission.asked", "s3", { permission = "p1", toolCall = { title = "ok?" }, options = {} }))
+m:apply(event("session.status", "s2", { status = "working" }))
+H.eq(1, #m:pending_permissions(), "another session's status leaves the ask")
+m:apply(event("session.status", "s3", { status = "needs_you" }))
+H.eq(1, #m:pending_permissions("s3"), "asked")
+m:apply(event("permission.answered", "s3", { permission = "p1", optionId = "allow" }))
+H.eq(0, #m:pending_permissions(), "answered")
+m:apply(event("permission.asked", "s3", { permission = "p2", toolCall = {}, options = {} }))
+m:apply(event("session.status", "s3", { status = "stopped" }))
+H.eq(0, #m:pending_permissions(), "a cancelled turn's ask is dropped")
+
+-- Closing forgets the session and the current choice.
+m:apply(event("session.closed", "s3", {}))
+H.eq(nil, m:session("s3"), "closed session forgotten")
+H.eq(nil, m.current, "current cleared")
+
+-- Without a fleet summary the counts come from the sessions.
+local bare = Model.new()
+bare:set_connection("online")
+bare:apply({ seq = 1, kind = "session.opened", session = "a", agent = "x", time = "t", data = {} })
+bare:apply({ seq = 2, kind = "session.status", session = "a", data = { status = "needs_you" } })
+H.eq("1 needs you · 1 open", status.get(bare), "local counts")
+H.eq({ "x" }, vim.tbl_map(function(g)
+  return g.name
+end, bare:by_agent()), "agents from sessions")
+
+-- `through` moves seq past superseded events.
+bare:advance(40)
+H.eq(40, bare.seq, "advance")
+bare:advance(30)
+H.eq(40, bare.seq, "advance never goes back")
+
+H.done("model")

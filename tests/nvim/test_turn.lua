@@ -1,0 +1,161 @@
+-- A turn of the demo agent seen from Neovim: the status line before, during
+-- and after it, LSP progress, the session view (plan, changed files,
+-- transcript), the panel's line, :checkhealth, and the views kept.
+local H = dofile(vim.fn.fnamemodify(arg[0], ":p:h") .. "/helpers.lua")
+local record = H.record_updates()
+local sessiond = H.setup({})
+H.eq("socket", require("sessiond.client").state.transport, "connected over the socket")
+
+-- Before: nothing open.
+H.wait("the snapshot's fleet", function()
+  return H.status() == "0 open"
+end)
+
+-- :Sessiond new opens a session here and makes it current.
+vim.cmd("Sessiond new")
+H.wait("the new session in the status line", function()
+  return H.status() == "1 open │ s1"
+end)
+local id = sessiond.model.current
+H.eq("s1", id, "current session")
+H.eq(vim.fn.getcwd(), H.session(id).root, "rooted at the working directory")
+vim.cmd("only")
+
+-- :[range]Sessiond send: the selected lines are the prompt (a demo script).
+local script = vim.api.nvim_create_buf(true, false)
+vim.api.nvim_set_current_buf(script)
+vim.api.nvim_buf_set_lines(script, 0, -1, false, {
+  "plan Read | Write",
+  "progress 1 in_progress",
+  "write f.txt hi",
+  "usage 84000 200000 0.25",
+  "say halfway there",
+  "hang",
+})
+vim.cmd("1,6Sessiond send")
+
+-- During: working, plan 0/2, 42 % of the context, one changed file.
+local during = "1 working · 1 open │ s1: plan 0/2 · ctx 42% · 1 file"
+H.wait("the status line during the turn", function()
+  return H.status() == during
+end)
+H.wait("g:sessiond_status to follow", function()
+  return vim.g.sessiond_status == during
+end)
+H.eq(1, vim.g.sessiond_status_dict.working, "g:sessiond_status_dict.working")
+H.eq("0/2", vim.g.sessiond_status_dict.session.plan, "g:sessiond_status_dict.session.plan")
+H.eq(during:gsub("%%", "%%%%"), sessiond.status(), "status() is escaped for a statusline format")
+H.eq(during, vim.api.nvim_eval_statusline("%{%v:lua.require'sessiond'.status()%}", { maxwidth = 200 }).str, "in a statusline")
+H.truthy(record.updates > 0, "User SessiondUpdate fired")
+
+-- LSP progress: a begin from the "sessiond" client, titled with the session.
+H.wait("LSP progress to begin", function()
+  return #record.progress > 0
+end)
+H.eq({ client = "sessiond", kind = "begin", title = "sessiond s1" }, {
+  client = record.progress[1].client,
+  kind = record.progress[1].kind,
+  title = record.progress[1].title,
+}, "progress begin")
+
+-- The session view: plan, changed file, transcript tail, live.
+vim.cmd("Sessiond open s1")
+local view_buf = vim.api.nvim_get_current_buf()
+H.eq("sessiond://session/s1", vim.api.nvim_buf_get_name(view_buf), "view buffer")
+H.wait("the view's transcript", function()
+  local lines = H.lines(view_buf)
+  return H.count_lines(lines, "halfway there") == 1 and H.count_lines(lines, "* [edit] Write f.txt") == 1
+end)
+local lines = H.lines(view_buf)
+H.find_line(lines, "Status: working", "status in the header")
+H.find_line(lines, "Plan 0/2", "plan header")
+H.find_line(lines, "  [>] Read", "entry in progress")
+H.find_line(lines, "  [ ] Write", "pending entry")
+H.find_line(lines, "Context: 42% (84,000 of 200,000 tokens) · 0.25 USD", "context line")
+H.find_line(lines, "Changed files: 1 (+1 -0)", "changed files header")
+H.find_line(lines, "  A f.txt  +1 -0", "changed file line")
+H.find_line(lines, "> plan Read | Write", "the prompt in the transcript")
+H.eq(1, H.count_lines(lines, "> hang"), "each prompt line once")
+
+-- :Sessiond cancel. After: idle counts, the insight stays.
+vim.cmd("Sessiond cancel")
+local after = "1 open │ s1: plan 0/2 · ctx 42% · 1 file"
+H.wait("the status line after the turn", function()
+  return H.status() == after
+end)
+H.wait("LSP progress to end", function()
+  return record.progress[#record.progress].kind == "end"
+end)
+H.eq("cancelled", record.progress[#record.progress].message, "progress ends with the stop reason")
+H.wait_status(id, "stopped")
+
+-- A second turn, live into the open view: the plan completes.
+local turn = H.send(id, "progress 1 completed\nprogress 2 completed\nsay all done")
+H.wait("the second turn", function()
+  return turn.done
+end)
+H.eq(nil, turn.err, "second turn error")
+H.eq("end_turn", turn.result.stopReason, "second turn stop reason")
+H.wait("plan 2/2 in the status line", function()
+  return H.status() == "1 open │ s1: plan 2/2 · ctx 42% · 1 file"
+end)
+H.wait("the view to show the end of the second turn", function()
+  local now = H.lines(view_buf)
+  return H.count_lines(now, "all done") == 1 and H.count_lines(now, "[x] Write") == 1
+end)
+H.eq(1, H.count_lines(H.lines(view_buf), "halfway there"), "no line twice in the live view")
+
+-- The panel's line for the session.
+vim.cmd("Sessiond panel")
+local panel_lines = H.lines(require("sessiond.panel").buffer())
+H.find_line(panel_lines, "demo · running · 1 session", "agent line")
+local _, line = H.find_line(panel_lines, "s1", "session line")
+H.truthy(line:find("idle", 1, true) and line:find("plan 2/2", 1, true) and line:find("42%", 1, true)
+  and line:find("1 file", 1, true) and line:find("all done", 1, true), "session line content: " .. line)
+vim.cmd("close")
+
+-- Enter on the changed file (the root is not in git: the file itself opens).
+vim.api.nvim_set_current_buf(view_buf)
+local file_row = H.find_line(H.lines(view_buf), "  A f.txt", "file line")
+vim.api.nvim_win_set_cursor(0, { file_row, 0 })
+H.press("<CR>")
+H.wait("f.txt to open", function()
+  return vim.api.nvim_buf_get_name(0):match("/f%.txt$") ~= nil
+end)
+H.eq({ "hi" }, H.lines(0), "the agent's file")
+vim.cmd("tabclose")
+
+-- :checkhealth sessiond
+vim.cmd("checkhealth sessiond")
+local health = table.concat(H.lines(0), "\n")
+for _, wanted in ipairs({ "OK Neovim 0.11", "connected over socket to sessiond", "OK socket: ", "OK demo: running" }) do
+  H.truthy(health:find(wanted, 1, true), ("checkhealth shows %q in:\n%s"):format(wanted, health))
+end
+vim.cmd("bwipeout")
+
+-- The views kept: the last eight, each with at most view.lines transcript lines.
+sessiond.setup({ view = { lines = 5 } })
+local ids = H.open_sessions(9)
+local view = require("sessiond.view")
+for _, other in ipairs(ids) do
+  view.get(other)
+end
+local kept = vim.tbl_map(function(v)
+  return v.session
+end, view.list())
+H.eq(8, #kept, "eight views kept")
+H.eq(vim.list_slice(ids, 2), kept, "the oldest was wiped")
+local long = H.send(ids[9], "say 1\nsay 2\nsay 3\nsay 4\nsay 5\nsay 6\nsay 7")
+H.wait("the long turn", function()
+  return long.done
+end)
+local last_view = view.list()[8]
+H.wait("the last lines in the view", function()
+  local now = H.lines(last_view.buf)
+  return now[#now] == "7"
+end)
+local tail = H.lines(last_view.buf)
+H.eq({ "3", "4", "5", "6", "7" }, vim.list_slice(tail, #tail - 4), "the last five lines")
+H.eq(5, #tail - last_view.header_len, "no more than view.lines transcript lines")
+
+H.done("turn")

@@ -1,0 +1,106 @@
+"""Small helpers the placement tests share (imported as a plain module: the tests have no package)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from sessiond.daemon.placements import PlacementOptions
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group `pgid` is still running (zombies do not count)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # Fields after the command name, which is in parentheses and may hold spaces.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
+
+
+async def gone(pgid: int, within: float = 5.0) -> bool:
+    """Whether process group `pgid` has ended within `within` seconds (a kill lands asynchronously)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while group_alive(pgid):
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def bwrap_problem() -> str | None:
+    """Why bubblewrap cannot be used here, or None when it can."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap is not installed (Debian: apt-get install bubblewrap; ./dev test does it)"
+    probe = subprocess.run(
+        [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        return f"bubblewrap cannot start a sandbox here: {probe.stderr.strip()}"
+    return None
+
+
+def make_escapes(root: Path, outside: Path) -> list[str]:
+    """Every shape of path that leaves `root`, made real on disk where a link is needed."""
+    (root / "link_out").symlink_to(outside)
+    (root / "file_link_out").symlink_to(outside / "secret.txt")
+    (root / "dangling_out").symlink_to(outside / "not-yet.txt")
+    (root / "sub" / "up").symlink_to("../..")
+    return [
+        "../outside/secret.txt",
+        str(outside / "secret.txt"),
+        "sub/../../outside/secret.txt",
+        "link_out/secret.txt",
+        "link_out/new.txt",
+        "file_link_out",
+        "dangling_out",
+        "sub/up/outside/secret.txt",
+        "missing/../../outside/new.txt",
+        "/etc/passwd",
+        "/",
+        "..",
+    ]
+
+
+def git(cwd: Path | str, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}
+    ).stdout.strip()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Sshd:
+    port: int
+    user: str
+    key: str
+    known_hosts: str
+    home: Path  # a directory the tests may use as the target's session directories
+
+    def options(self, directory: str, port: int | None = None) -> PlacementOptions:
+        return PlacementOptions(
+            ssh_target=f"{self.user}@127.0.0.1:{port or self.port}",
+            ssh_dir=directory,
+            ssh_key_file=self.key,
+            ssh_known_hosts=self.known_hosts,
+            ssh_connect_timeout=5.0,
+        )
