@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import time
@@ -30,13 +31,11 @@ from sessiond.daemon.acp_backend import (
     AgentExited,
     AgentProcess,
     AgentRequestFailed,
-    ClientError,
     SessionSetup,
-    TerminalResult,
 )
+from sessiond.daemon.agent_host import AgentHost
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.changes import ChangeTracker
-from sessiond.daemon.confine import PathOutsideRoot, resolve_inside
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.insight import (
     TRANSCRIPT_KINDS,
@@ -45,9 +44,17 @@ from sessiond.daemon.insight import (
     TranscriptBuilder,
     transcript_pieces,
 )
+from sessiond.daemon.placements import (
+    PlacementError,
+    PlacementOptions,
+    make_placement,
+    validate_placement,
+)
+from sessiond.daemon.placements.collisions import Collisions
+from sessiond.daemon.placements.merge_queue import MergeQueues, request_for
+from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord, SessionRuntime, Turn
 from sessiond.daemon.states import Outcome, derive_status, outcome_of
-from sessiond.daemon.terminals import Terminal, TerminalNotFound, Terminals
 from sessiond.daemon.throttle import Throttle
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -83,12 +90,15 @@ class Core:
         self.version = version
         self.agents: dict[str, AgentRuntime] = {}
         self.sessions: dict[str, SessionRecord] = {}
-        self._by_agent_session: dict[tuple[str, str], SessionRecord] = {}
+        self.by_agent_session: dict[tuple[str, str], SessionRecord] = {}
         self._next_ordinal = 1
         self.permissions: dict[str, PendingPermission] = {}
         # A session's state events go out at most state_rate times a second each.
         self.state_throttle = Throttle(1.0 / state_rate)
         self.permission_listeners: list[Callable[[PendingPermission], None]] = []
+        self.collisions = Collisions()
+        self.merges = MergeQueues(on_step=self._merge_step)
+        self.merge_entries: dict[str, Any] = {}  # the last merge asked for, by session
         self.first_turn_at: float | None = None
         self.last_turn_end: float | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -145,6 +155,8 @@ class Core:
                 last_stop_reason=row["last_stop_reason"],
                 last_error=row["last_error"],
                 recap=row["recap"],
+                run=row["run"],
+                placement_options=row["placement_options"],
                 last_outcome=outcome_of(status),
             )
             if record.id in cut_off or status in (
@@ -323,7 +335,7 @@ class Core:
                 spec.command,
                 spec.env,
                 self._log_path(spec.name),
-                self.host_for(spec.name),
+                AgentHost(self, spec.name),
                 self.version,
             )
             self._forget_live(runtime)
@@ -399,6 +411,8 @@ class Core:
             usage=ins.usage_view() if ins else None,
             changes=changes,
             attention=self._attention(s),
+            run=s.run,
+            where=self._where(s),
             id=s.id,
             agent=s.agent,
             root=s.root,
@@ -416,7 +430,7 @@ class Core:
             recap=s.recap,
         )
 
-    async def open_sessions(self, params: m.SessionOpenParams) -> list[SessionRecord]:
+    async def open_sessions(self, params: m.SessionOpenParams, run: str | None = None) -> list[SessionRecord]:
         runtime = self._agent(params.agent)
         root = params.root or runtime.spec.options.default_root
         if root is None:
@@ -433,6 +447,17 @@ class Core:
                 {"field": "root"},
             )
         placement = params.placement or runtime.spec.options.default_placement
+        settings = runtime.spec.options.placement_settings.model_dump()
+        if params.placement_settings is not None:
+            settings |= params.placement_settings.model_dump(
+                include=params.placement_settings.model_fields_set
+            )
+        try:
+            options = PlacementOptions.from_mapping(settings)
+            await validate_placement(placement, root=root, options=options)
+        except PlacementError as exc:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"placement: {exc}", {"field": "placement"}) from None
+        stored_options = json.dumps(options.to_mapping()) if options.to_mapping() else None
         now = _now()
         created = []
         for _ in range(params.count):
@@ -448,6 +473,8 @@ class Core:
                 status=SessionStatus.IDLE,
                 status_since=now,
                 created_at=now,
+                run=run,
+                placement_options=stored_options,
             )
             self.sessions[record.id] = record
             created.append(record)
@@ -455,7 +482,8 @@ class Core:
         await self._wait(
             self.store.write(
                 st.executemany(
-                    "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [r.row() for r in created]
+                    "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [r.row() for r in created],
                 )
             )
         )
@@ -494,6 +522,7 @@ class Core:
                 or (wanted is not None and SessionStatus.CLOSED in wanted)
             )
             and (params.kind is None or "main" in params.kind)
+            and (params.run is None or s.run == params.run)
             and (not params.attention or self._attention(s))
         ]
         if params.sort == "activity":
@@ -509,6 +538,21 @@ class Core:
             sessions=[self.session_info(s, brief=params.brief) for s in page],
             total=len(matching),
             next_cursor=cursor,
+        )
+
+    @staticmethod
+    def _where(s: SessionRecord) -> m.Where | None:
+        if s.runtime is None:
+            return None
+        placement = s.runtime.placement
+        worktree = placement if isinstance(placement, WorktreePlacement) else None
+        return m.Where(
+            placement=s.placement,
+            root=placement.root,
+            host=placement.host,
+            description=placement.describe(),
+            worktree=worktree.worktree if worktree else None,
+            branch=worktree.branch if worktree else None,
         )
 
     @staticmethod
@@ -530,7 +574,9 @@ class Core:
             for turn in turns:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(turn.future)
-            await rt.terminals.close()
+            kept = await rt.placement.close()
+            if kept:
+                session.last_error = kept
         runtime = self.agents.get(session.agent)
         if runtime is not None:
             runtime.open_sessions -= 1
@@ -540,14 +586,22 @@ class Core:
                 if runtime.process.capabilities.close and session.agent_session_id:
                     with contextlib.suppress(Exception):
                         await runtime.process.close_session(session.agent_session_id)
+        self.collisions.forget(session.id)
         self._set_status(session, closed=True)
         await self.store.flush()
-        self.events.emit(EventKind.SESSION_CLOSED, agent=session.agent, session=session.id)
+        self.events.emit(
+            EventKind.SESSION_CLOSED,
+            agent=session.agent,
+            session=session.id,
+            kept=session.last_error if rt else None,
+        )
         return session
 
     def _save_session(self, session: SessionRecord) -> None:
         self.store.write(
-            st.execute("INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", session.row()),
+            st.execute(
+                "INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", session.row()
+            ),
             wait=False,
         )
 
@@ -590,7 +644,7 @@ class Core:
                 ErrorCode.DAEMON_STOPPING, "the daemon is stopping; send the prompt again once it is back"
             )
         agent = self._agent(session.agent)
-        rt = session.runtime = session.runtime or SessionRuntime()
+        rt = self._runtime(session)
         turn = Turn(
             id=params.turn_id or f"t-{uuid.uuid4().hex[:12]}",
             session=session.id,
@@ -616,6 +670,19 @@ class Core:
         # The turn belongs to the daemon, not to this request: a client that
         # goes away leaves it running, and its outcome is stored.
         return await asyncio.shield(turn.future)
+
+    def _runtime(self, session: SessionRecord) -> SessionRuntime:
+        if session.runtime is None:
+            options = PlacementOptions.from_mapping(json.loads(session.placement_options or "{}"))
+            placement = make_placement(
+                session.placement,
+                root=session.root,
+                # Unique beyond this store: a worktree branch outlives the store that named it.
+                session_id=f"{session.id}-{int(session.created_at * 1000) % 100_000_000:08d}",
+                options=options,
+            )
+            session.runtime = SessionRuntime(placement=placement)
+        return session.runtime
 
     def _pump(self, session: SessionRecord) -> None:
         rt = session.runtime
@@ -688,6 +755,7 @@ class Core:
         process: AgentProcess | None = None
         try:
             async with asyncio.timeout(timeout):
+                await self._prepare_placement(session)
                 await self._start_tracking(session)
                 process = await self._ensure_process(agent)
                 agent_session_id = await self._ensure_live(agent, process, session)
@@ -729,29 +797,29 @@ class Core:
             rt = session.runtime
             assert rt is not None
             if session.agent_session_id is None:
-                agent_session_id, setup = await process.new_session(session.root)
+                agent_session_id, setup = await process.new_session(rt.placement.root)
                 session.agent_session_id = agent_session_id
                 await self._apply_options(agent, process, agent_session_id, setup)
             elif process.capabilities.resume:
-                await process.resume_session(session.agent_session_id, session.root)
+                await process.resume_session(session.agent_session_id, rt.placement.root)
             elif process.capabilities.load_session:
                 rt.loading = True
                 try:
-                    await process.load_session(session.agent_session_id, session.root)
+                    await process.load_session(session.agent_session_id, rt.placement.root)
                 finally:
                     rt.loading = False
             else:
                 # The agent cannot restore it: start afresh and say so.
                 old = session.agent_session_id
-                agent_session_id, setup = await process.new_session(session.root)
-                self._by_agent_session.pop((agent.name, old), None)
+                agent_session_id, setup = await process.new_session(rt.placement.root)
+                self.by_agent_session.pop((agent.name, old), None)
                 session.agent_session_id = agent_session_id
                 await self._apply_options(agent, process, agent_session_id, setup)
                 session.last_error = (
                     f"agent {agent.name!r} cannot restore sessions (no session/resume or session/load): "
                     f"this turn started a new conversation without the earlier history"
                 )
-            self._by_agent_session[(agent.name, session.agent_session_id)] = session
+            self.by_agent_session[(agent.name, session.agent_session_id)] = session
             agent.live[session.id] = None
             session.live = True
             self._save_session(session)
@@ -950,9 +1018,6 @@ class Core:
 
     # ================================================================ the agent's calls
 
-    def host_for(self, agent_name: str) -> AgentHost:
-        return AgentHost(self, agent_name)
-
     def on_update(self, session: SessionRecord, kind: str, payload: dict[str, Any]) -> None:
         rt = session.runtime
         if rt is None or rt.loading:
@@ -1060,14 +1125,25 @@ class Core:
             ins.changes = changes
             self._state(session, EventKind.SESSION_CHANGES)
 
+    async def _prepare_placement(self, session: SessionRecord) -> None:
+        rt = self._runtime(session)
+        try:
+            await rt.placement.prepare()
+        except PlacementError as exc:
+            raise RpcError(
+                ErrorCode.PLACEMENT_FAILED,
+                f"the session's {session.placement} placement could not be set up: {exc}; "
+                "the session stays usable: send the prompt again once that is fixed",
+            ) from None
+
     async def _start_tracking(self, session: SessionRecord) -> None:
         rt = session.runtime
-        if rt is None or rt.tracker is not None:
-            return
+        if rt is None or rt.tracker is not None or rt.placement.host is not None:
+            return  # changes on an ssh target come from the tool calls' diffs only
         ins = self._insight(session)
         base = ins.changes.base if ins.changes else None
         try:
-            rt.tracker = await ChangeTracker.start(session.root, base)
+            rt.tracker = await ChangeTracker.start(rt.placement.root, base)
         except Exception as exc:
             log.warning("could not record the starting state of %s: %s", session.id, exc)
 
@@ -1180,13 +1256,6 @@ class Core:
     def _fleet_soon(self) -> None:
         self.state_throttle.request("fleet", lambda: self.events.emit(EventKind.FLEET, **self.fleet().wire()))
 
-    @staticmethod
-    def confined(session: SessionRecord, path: str) -> str:
-        try:
-            return resolve_inside(session.root, path)
-        except PathOutsideRoot as exc:
-            raise ClientError(str(exc)) from None
-
     async def request_permission(
         self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> str | None:
@@ -1255,26 +1324,88 @@ class Core:
             )
         pending.future.set_result(params.option_id)
 
-    async def read_text_file(
-        self, session: SessionRecord, path: str, line: int | None, limit: int | None
-    ) -> str:
-        text = await asyncio.to_thread(_read_text, self.confined(session, path))
-        if line is None and limit is None:
-            return text
-        lines = text.splitlines(keepends=True)
-        start = max((line or 1) - 1, 0)
-        end = start + limit if limit is not None else None
-        return "".join(lines[start:end])
-
-    async def write_text_file(self, session: SessionRecord, path: str, content: str) -> None:
-        await asyncio.to_thread(_write_text, self.confined(session, path), content)
+    def wrote(self, session: SessionRecord, real_path: str, host: str | None) -> None:
+        """An agent wrote a file: count the changes again, and say when two sessions edit one file."""
         self._changes_soon(session)
+        for collision in self.collisions.wrote(session.id, real_path, host):
+            self.events.emit(
+                EventKind.SESSION_COLLISION,
+                agent=session.agent,
+                session=session.id,
+                path=collision.path,
+                host=collision.host,
+                sessions=[collision.first, collision.second],
+                message=collision.sentence(),
+            )
 
-    @staticmethod
-    def terminals(session: SessionRecord) -> Terminals:
-        if session.runtime is None:
-            raise ClientError(f"session {session.id!r} has no running turn")
-        return session.runtime.terminals
+    # ================================================================ merging
+
+    def _merge_step(self, session_id: str, step: str, data: dict[str, Any]) -> None:
+        session = self.sessions.get(session_id.rsplit("-", 1)[0])
+        self.events.emit(
+            EventKind.MERGE_STEP,
+            agent=session.agent if session else None,
+            session=session.id if session else session_id,
+            step=step,
+            **data,
+        )
+
+    async def merge(self, params: m.MergeParams) -> m.MergeEntry:
+        session = self._session(params.session)
+        if session.placement != "worktree":
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                f"session {session.id!r} works {session.placement}, not in a worktree: "
+                "there is no branch to merge",
+            )
+        rt = self._runtime(session)
+        if rt.running is not None or rt.queue:
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                f"session {session.id!r} has a turn running or queued; "
+                "merge it once it is idle (or cancel it)",
+            )
+        placement = rt.placement
+        assert isinstance(placement, WorktreePlacement)
+        try:
+            if placement.worktree is None and session.turns:
+                await placement.prepare()  # a worktree made before a restart is found again
+            request = request_for(
+                placement,
+                strategy=params.strategy,
+                gate=params.gate,
+                keep=params.keep,
+                base_branch=params.base_branch,
+            )
+            entry = await self.merges.submit(request)
+        except PlacementError as exc:
+            raise RpcError(ErrorCode.CONFLICT, f"cannot merge session {session.id!r}: {exc}") from None
+        self.merge_entries[session.id] = entry
+        if params.hand_back:
+            self._spawn(self._hand_back(session, entry), f"merge-hand-back-{session.id}")
+        return self._merge_entry(session.id, entry.summary())
+
+    async def _hand_back(self, session: SessionRecord, entry: Any) -> None:
+        await entry.wait()
+        prompt = entry.handback_prompt()
+        if prompt and not session.closed:
+            with contextlib.suppress(RpcError):
+                await self.prompt(m.SessionPromptParams(session=session.id, prompt=prompt))
+
+    def _merge_entry(self, session_id: str, summary: dict[str, Any]) -> m.MergeEntry:
+        entry = m.MergeEntry.model_validate({**summary, "session": session_id.rsplit("-", 1)[0]})
+        return entry
+
+    def merge_list(self) -> m.MergeList:
+        """Merges waiting or running (with their position), then those done, by session."""
+        active = [self._merge_entry(row["session"], row) for row in self.merges.listing()]
+        busy = {e.session for e in active}
+        done = [
+            self._merge_entry(entry.session_id, entry.summary())
+            for sid, entry in self.merge_entries.items()
+            if sid not in busy
+        ]
+        return m.MergeList(entries=active + done)
 
     # ================================================================ status and stopping
 
@@ -1296,7 +1427,9 @@ class Core:
             await asyncio.wait([asyncio.shield(t.future) for t in waiting], timeout=CANCEL_GRACE + 2)
         for session in self.sessions.values():
             if session.runtime is not None:
-                await session.runtime.terminals.close()
+                with contextlib.suppress(Exception):
+                    await session.runtime.placement.stop()
+        await self.merges.close()
         await asyncio.gather(
             *(runtime.process.stop() for runtime in self.agents.values() if runtime.process is not None),
             return_exceptions=True,
@@ -1328,93 +1461,3 @@ def _decide(policy: str, tool_call: dict[str, Any], options: list[dict[str, Any]
             return pick("allow_once", "allow_always")
         return pick("reject_once", "reject_always")
     return _ASK
-
-
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise ClientError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise ClientError(f"{path} is a directory, not a file") from None
-    except UnicodeDecodeError:
-        raise ClientError(f"{path} is not UTF-8 text") from None
-
-
-def _write_text(path: str, content: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(content)
-
-
-class AgentHost:
-    """What one agent's process may ask of the daemon: its sessions, by the agent's own ids."""
-
-    def __init__(self, core: Core, agent: str) -> None:
-        self._core = core
-        self._agent = agent
-
-    def _session(self, agent_session_id: str) -> SessionRecord:
-        session = self._core._by_agent_session.get((self._agent, agent_session_id))
-        if session is None:
-            raise ClientError(f"unknown session id {agent_session_id!r}")
-        return session
-
-    def on_update(self, agent_session_id: str, kind: str, payload: dict[str, Any]) -> None:
-        session = self._core._by_agent_session.get((self._agent, agent_session_id))
-        if session is not None:
-            self._core.on_update(session, kind, payload)
-
-    async def request_permission(
-        self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
-    ) -> str | None:
-        return await self._core.request_permission(self._session(agent_session_id), tool_call, options)
-
-    async def read_text_file(
-        self, agent_session_id: str, path: str, line: int | None, limit: int | None
-    ) -> str:
-        return await self._core.read_text_file(self._session(agent_session_id), path, line, limit)
-
-    async def write_text_file(self, agent_session_id: str, path: str, content: str) -> None:
-        await self._core.write_text_file(self._session(agent_session_id), path, content)
-
-    async def create_terminal(
-        self,
-        agent_session_id: str,
-        command: str,
-        args: list[str],
-        env: dict[str, str],
-        cwd: str | None,
-        output_byte_limit: int | None,
-    ) -> str:
-        session = self._session(agent_session_id)
-        directory = self._core.confined(session, cwd) if cwd else session.root
-        try:
-            return await Core.terminals(session).create(command, args, env, directory, output_byte_limit)
-        except FileNotFoundError:
-            raise ClientError(f"command not found: {command!r}") from None
-
-    def _terminal(self, agent_session_id: str, terminal_id: str) -> Terminal:
-        try:
-            return Core.terminals(self._session(agent_session_id)).get(terminal_id)
-        except TerminalNotFound as exc:
-            raise ClientError(str(exc)) from None
-
-    async def terminal_output(self, agent_session_id: str, terminal_id: str) -> TerminalResult:
-        terminal = self._terminal(agent_session_id, terminal_id)
-        return TerminalResult(terminal.text(), terminal.truncated, terminal.exit_code, terminal.signal)
-
-    async def wait_for_terminal_exit(
-        self, agent_session_id: str, terminal_id: str
-    ) -> tuple[int | None, str | None]:
-        terminal = self._terminal(agent_session_id, terminal_id)
-        await terminal.exited.wait()
-        return terminal.exit_code, terminal.signal
-
-    async def kill_terminal(self, agent_session_id: str, terminal_id: str) -> None:
-        self._terminal(agent_session_id, terminal_id)
-        await Core.terminals(self._session(agent_session_id)).kill(terminal_id)
-
-    async def release_terminal(self, agent_session_id: str, terminal_id: str) -> None:
-        await Core.terminals(self._session(agent_session_id)).release(terminal_id)

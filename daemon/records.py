@@ -15,8 +15,8 @@ from typing import Any
 from sessiond.daemon.acp_backend import AgentProcess
 from sessiond.daemon.changes import ChangeTracker
 from sessiond.daemon.insight import Insight
+from sessiond.daemon.placements import Placement
 from sessiond.daemon.states import Outcome
-from sessiond.daemon.terminals import Terminals
 from sessiond.protocol.models import AgentSpec, SessionStatus
 
 
@@ -38,6 +38,8 @@ class SessionRecord:
     recap: str | None = None
     last_outcome: Outcome = Outcome.NONE
     live: bool = False
+    run: str | None = None
+    placement_options: str | None = None
     runtime: SessionRuntime | None = None
     insight: Insight | None = None
 
@@ -61,6 +63,8 @@ class SessionRecord:
             self.last_stop_reason,
             self.last_error,
             self.recap,
+            self.run,
+            self.placement_options,
         )
 
 
@@ -97,9 +101,9 @@ class PendingPermission:
 
 @dataclass
 class SessionRuntime:
+    placement: Placement
     queue: deque[Turn] = field(default_factory=deque)
     running: Turn | None = None
-    terminals: Terminals = field(default_factory=Terminals)
     permissions: dict[str, PendingPermission] = field(default_factory=dict)
     loading: bool = False
     tracker: ChangeTracker | None = None

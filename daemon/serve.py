@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import fcntl
 import ipaddress
 import logging
@@ -18,11 +19,13 @@ from pathlib import Path
 from sessiond.daemon.agents_config import ConfigError, demo_spec, load_agents_toml
 from sessiond.daemon.core import Core
 from sessiond.daemon.events import EventLog
+from sessiond.daemon.runs import RunBook
 from sessiond.daemon.server import DaemonServer
 from sessiond.daemon.store import Store
 from sessiond.protocol import paths
 
 log = logging.getLogger("sessiond")
+STOP_DEADLINE = 45.0
 
 
 def version() -> str:
@@ -103,8 +106,9 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         except ConfigError as exc:
             raise StartError(str(exc)) from None
         core.load([demo_spec(state_dir)], configured)
+        runs = RunBook(store)
         store.start()
-        server = DaemonServer(core, version=version(), socket_path=str(socket_path))
+        server = DaemonServer(core, runs, version=version(), socket_path=str(socket_path))
         server.started_at = time.time()
         await server.listen_unix(str(socket_path))
         os.chmod(socket_path, 0o600)
@@ -122,8 +126,9 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         await stop.wait()
         attention.cancel()
         print("sessiond: stopping: cancelling running turns", file=sys.stderr, flush=True)
-        for listener in server._servers:
-            listener.close()
+        # A stop must never hang: past the grace turns get, say where it was stuck and exit.
+        faulthandler.dump_traceback_later(STOP_DEADLINE, exit=True)
+        server.close_listeners()
         await core.shutdown()
         await server.stop_accepting()
         await store.close()

@@ -30,6 +30,7 @@ from pygls.protocol.language_server import lsp_method
 from sessiond.daemon.core import Core
 from sessiond.daemon.events import Event, Filter, Subscriber, SubscriberOverflow
 from sessiond.daemon.records import PendingPermission, SessionRecord
+from sessiond.daemon.runs import RunBook
 from sessiond.protocol import methods as names
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -73,6 +74,7 @@ class Connection:
         self.initialized = False
         self.progress_supported = False
         self.answers_permissions = False
+        self.run: str | None = None
         self.subscriptions: dict[str, tuple[Subscriber | None, asyncio.Task[None]]] = {}
         self.prompts: dict[Any, str] = {}  # request id -> turn id
         self.progress_tokens: dict[Any, str] = {}  # progress token -> turn id
@@ -151,6 +153,8 @@ class Connection:
                 self.core.events.unsubscribe(subscriber)
             task.cancel()
         self.subscriptions.clear()
+        if self.run is not None:
+            self.daemon.runs.end(self.run, "stopped")  # gone without saying how it went
         with contextlib.suppress(Exception):
             self.writer.close()
         self.daemon.connections.discard(self)
@@ -530,7 +534,7 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         return m.Removed()
 
     async def session_open(p: m.SessionOpenParams) -> m.SessionOpenResult:
-        records = await core.open_sessions(p)
+        records = await core.open_sessions(p, run=conn.run)
         return m.SessionOpenResult(sessions=[core.session_info(r) for r in records])
 
     async def session_list(p: m.SessionListParams) -> m.SessionPage:
@@ -553,6 +557,40 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
 
     async def fleet_summary(p: m.Empty) -> m.Fleet:
         return core.fleet()
+
+    async def merge_request(p: m.MergeParams) -> m.MergeEntry:
+        return await core.merge(p)
+
+    async def merge_list(p: m.Empty) -> m.MergeList:
+        return core.merge_list()
+
+    async def run_declare(p: m.RunDeclareParams) -> m.RunInfo:
+        if conn.run is not None and daemon.runs.get(conn.run).outcome is None:
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                f"this connection's run {conn.run!r} has not ended; end it with run/end first",
+            )
+        run = daemon.runs.declare(p)
+        conn.run = run.id
+        return daemon.runs.info(run, core.sessions.values())
+
+    async def run_end(p: m.RunEndParams) -> m.RunInfo:
+        if conn.run is None:
+            raise RpcError(
+                ErrorCode.CONFLICT, "this connection declared no run; declare one with run/declare"
+            )
+        run = daemon.runs.end(conn.run, p.outcome)
+        conn.run = None
+        await core.store.flush()
+        return daemon.runs.info(run, core.sessions.values())
+
+    async def run_list(p: m.Empty) -> m.RunList:
+        return m.RunList(
+            runs=[daemon.runs.info(r, core.sessions.values()) for r in daemon.runs.runs.values()]
+        )
+
+    async def run_get(p: m.RunRef) -> m.RunInfo:
+        return daemon.runs.info(daemon.runs.get(p.run), core.sessions.values())
 
     async def permission_answer(p: m.PermissionAnswerParams) -> m.Answered:
         core.answer_permission(p)
@@ -583,6 +621,12 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         names.SESSION_TRANSCRIPT: session_transcript,
         names.FLEET_SUMMARY: fleet_summary,
         names.PERMISSION_ANSWER: permission_answer,
+        names.MERGE_REQUEST: merge_request,
+        names.MERGE_LIST: merge_list,
+        names.RUN_DECLARE: run_declare,
+        names.RUN_END: run_end,
+        names.RUN_LIST: run_list,
+        names.RUN_GET: run_get,
         names.EVENTS_SUBSCRIBE: events_subscribe,
         names.EVENTS_UNSUBSCRIBE: events_unsubscribe,
         names.DAEMON_STATUS: daemon_status,
@@ -595,8 +639,9 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
 class DaemonServer:
     """Accepts connections and gives each its own pygls server over the shared core."""
 
-    def __init__(self, core: Core, *, version: str, socket_path: str, token: str = "") -> None:
+    def __init__(self, core: Core, runs: RunBook, *, version: str, socket_path: str, token: str = "") -> None:
         self.core = core
+        self.runs = runs
         self.version = version
         self.socket_path = socket_path
         self.tcp_address: str | None = None
@@ -653,9 +698,13 @@ class DaemonServer:
         self.tcp_address = f"{address[0]}:{address[1]}"
         return address[0], address[1]
 
-    async def stop_accepting(self) -> None:
+    def close_listeners(self) -> None:
+        """Accept no new connections; those attached stay until stop_accepting."""
         for server in self._servers:
             server.close()
+
+    async def stop_accepting(self) -> None:
+        self.close_listeners()
         for conn in list(self.connections):
             await conn.close()
         for server in self._servers:

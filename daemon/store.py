@@ -47,7 +47,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     agent_session_id TEXT,
     last_stop_reason TEXT,
     last_error TEXT,
-    recap TEXT
+    recap TEXT,
+    run TEXT,
+    placement_options TEXT
 );
 CREATE INDEX IF NOT EXISTS sessions_agent ON sessions (agent);
 CREATE TABLE IF NOT EXISTS turns (
@@ -64,6 +66,15 @@ CREATE TABLE IF NOT EXISTS turns (
     ended_at REAL
 );
 CREATE INDEX IF NOT EXISTS turns_session ON turns (session);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    outcome TEXT
+);
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY,
     time REAL NOT NULL,
@@ -97,6 +108,7 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = connect(path)
         self._conn.executescript(SCHEMA)
+        self._add_missing_columns()
         self._conn.execute(
             "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
         )
@@ -108,6 +120,15 @@ class Store:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.commits = 0
+
+    def _add_missing_columns(self) -> None:
+        """A store made by an older version gains the columns added since."""
+        added = {"sessions": [("run", "TEXT"), ("placement_options", "TEXT")]}
+        for table, columns in added.items():
+            present = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+            for name, decl in columns:
+                if name not in present:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
 
     # ------------------------------------------------------------ lifecycle
 
@@ -213,6 +234,8 @@ class Store:
 
     def query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """A read on the caller's thread: for start-up, before serving."""
+        if self._thread is not None:
+            raise RuntimeError("Store.query is for start-up only; while serving, use Store.read")
         self._conn.row_factory = sqlite3.Row
         try:
             return list(self._conn.execute(sql, args))

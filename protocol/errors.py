@@ -28,6 +28,8 @@ class ErrorCode(IntEnum):
     SUBSCRIPTION_NOT_FOUND = -33009
     UNAUTHORIZED = -33010
     DAEMON_STOPPING = -33011
+    RUN_NOT_FOUND = -33012
+    PLACEMENT_FAILED = -33013
 
 
 class RpcError(Exception):

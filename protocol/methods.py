@@ -52,6 +52,12 @@ SESSION_CANCEL = "session/cancel"
 SESSION_CLOSE = "session/close"
 SESSION_TRANSCRIPT = "session/transcript"
 FLEET_SUMMARY = "fleet/summary"
+MERGE_REQUEST = "merge/request"
+MERGE_LIST = "merge/list"
+RUN_DECLARE = "run/declare"
+RUN_END = "run/end"
+RUN_LIST = "run/list"
+RUN_GET = "run/get"
 PERMISSION_ANSWER = "permission/answer"
 EVENTS_SUBSCRIBE = "events/subscribe"
 EVENTS_UNSUBSCRIBE = "events/unsubscribe"
@@ -104,6 +110,23 @@ _METHODS = [
         "Lines of a session's transcript: its tail, or any range of the whole of it.",
     ),
     Method(FLEET_SUMMARY, m.Empty, m.Fleet, "Every session at a glance: counts, cost, attention."),
+    Method(
+        MERGE_REQUEST,
+        m.MergeParams,
+        m.MergeEntry,
+        "Queue a worktree session's branch to merge into its base, one at a time per repository.",
+    ),
+    Method(MERGE_LIST, m.Empty, m.MergeList, "Every merge waiting, running or done, per repository."),
+    Method(
+        RUN_DECLARE,
+        m.RunDeclareParams,
+        m.RunInfo,
+        "Declare this connection's run; the sessions it opens carry it. "
+        "It ends as stopped if the client goes away.",
+    ),
+    Method(RUN_END, m.RunEndParams, m.RunInfo, "End this connection's run with its outcome."),
+    Method(RUN_LIST, m.Empty, m.RunList, "Every run, oldest first, with its summary."),
+    Method(RUN_GET, m.RunRef, m.RunInfo, "One run: its sessions, turns, wall time beside serial time."),
     Method(
         PERMISSION_ANSWER,
         m.PermissionAnswerParams,

@@ -43,7 +43,37 @@ SessionId = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 PermissionPolicy = Literal["ask", "allow", "allow_reads", "deny"]
-Placement = Literal["here"]
+Placement = Literal["here", "worktree", "sandbox", "container", "ssh"]
+
+
+class PlacementSettings(Params):
+    """How a placement is set up; each field matters to one kind."""
+
+    base: str | None = Field(None, description="worktree: the ref to branch from (default: HEAD).")
+    sandbox_rw_binds: list[str] = Field(
+        default_factory=list, description="sandbox: more paths bound read-write."
+    )
+    sandbox_ro_binds: list[str] = Field(
+        default_factory=list, description="sandbox: more paths bound read-only."
+    )
+    sandbox_unshare_net: bool = Field(False, description="sandbox: no network inside.")
+    container_engine: str | None = Field(
+        None, description="container: docker or podman (default: the one that works)."
+    )
+    container_image: str | None = Field(None, description="container: the image to run.")
+    container_run_args: list[str] = Field(
+        default_factory=list, description="container: more `run` arguments."
+    )
+    ssh_target: str | None = Field(
+        None, description="ssh: user@host[:port], with the user's ssh config and keys."
+    )
+    ssh_dir: str | None = Field(
+        None, description="ssh: the session's directory there (default: the same path)."
+    )
+    ssh_key_file: str | None = None
+    ssh_known_hosts: str | None = None
+    ssh_verify_host_key: bool = True
+    ssh_connect_timeout: float = Field(15.0, gt=0)
 
 
 class AgentOptions(Params):
@@ -57,6 +87,9 @@ class AgentOptions(Params):
         default_factory=dict, description="Other ACP config options by id, set on each new session."
     )
     default_placement: Placement = "here"
+    placement_settings: PlacementSettings = Field(
+        default_factory=PlacementSettings, description="Defaults for the placements of its sessions."
+    )
     default_root: AbsolutePath | None = Field(None, description="Root of sessions opened without one.")
     max_active_turns: int | None = Field(
         None, ge=1, description="Turns of this agent running at once; the rest wait. None: no cap."
@@ -262,6 +295,9 @@ class SessionOpenParams(Params):
         None, description="Directory the session works in; must exist. Default: the agent's default_root."
     )
     placement: Placement | None = Field(None, description="Default: the agent's default_placement.")
+    placement_settings: PlacementSettings | None = Field(
+        None, description="Merged over the agent's placement_settings, field by field."
+    )
     title: str | None = Field(None, max_length=500)
     count: int = Field(1, ge=1, le=100_000, description="Open this many sessions alike in one call.")
 
@@ -274,6 +310,7 @@ class SessionListParams(Params):
     agent: AgentName | None = None
     status: list[SessionStatus] | None = Field(None, description="Only sessions in one of these states.")
     kind: list[SessionKind] | None = None
+    run: str | None = Field(None, description="Only sessions opened by this run.")
     attention: bool = Field(False, description="Only sessions with an attention flag.")
     sort: Literal["created", "activity"] = Field(
         "created",
@@ -284,6 +321,17 @@ class SessionListParams(Params):
     cursor: str | None = Field(None, description="nextCursor of the previous page.")
     limit: int = Field(200, ge=1, le=10_000)
     brief: bool = Field(False, description="Leave out plan entries and changed files (counts stay).")
+
+
+class Where(Result):
+    """Where a session's work lands."""
+
+    placement: Placement
+    root: str = Field(description="Where the agent works: the worktree, or the directory on the ssh target.")
+    host: str | None = Field(None, description="user@host:port for ssh; None on this machine.")
+    description: str = ""
+    worktree: str | None = None
+    branch: str | None = None
 
 
 class SessionInfo(Result):
@@ -309,6 +357,8 @@ class SessionInfo(Result):
     usage: SessionUsage | None = None
     changes: Changes | None = None
     attention: list[Attention] = Field(default_factory=list)
+    run: str | None = Field(None, description="The run that opened it, if any.")
+    where: Where | None = Field(None, description="Set once its placement is up (on the first turn).")
 
 
 class SessionOpenResult(Result):
@@ -408,6 +458,82 @@ class ClientOptions(Params):
     client_name: str | None = None
 
 
+# ---------------------------------------------------------------- merging
+
+
+class MergeParams(Params):
+    session: SessionId
+    strategy: Literal["merge", "rebase"] = "merge"
+    gate: str | None = Field(None, description="A shell command that must pass on the merged result.")
+    keep: bool = Field(False, description="Keep the worktree and branch after the merge.")
+    base_branch: str | None = Field(None, description="Where to merge (default: the branch it came from).")
+    hand_back: bool = Field(
+        False,
+        description="On a conflict or a failing gate, send the problem to the session as its next prompt.",
+    )
+
+
+class MergeEntry(Result):
+    session: str
+    branch: str
+    base: str
+    strategy: str
+    gate: str | None = None
+    status: Literal["queued", "running", "merged", "failed", "cancelled"]
+    reason: str | None = None
+    conflicts: list[str] = Field(default_factory=list)
+    gate_output: str | None = None
+    commit: str | None = None
+    kept: bool | None = Field(None, description="After a merge: whether the worktree was kept.")
+    repo: str | None = None
+    position: int | None = Field(None, description="0: merging now; 1: next; None once done.")
+
+
+class MergeList(Result):
+    entries: list[MergeEntry]
+
+
+# ---------------------------------------------------------------- runs
+
+
+RunOutcome = Literal["completed", "failed", "stopped"]
+
+
+class RunDeclareParams(Params):
+    """Declare this connection's run: the sessions it opens from now on carry it."""
+
+    name: str = Field(min_length=1, max_length=200)
+    argv: list[str] = Field(default_factory=list, description="The command line of the flow.")
+    cwd: AbsolutePath
+
+
+class RunEndParams(Params):
+    outcome: RunOutcome = Field(description="completed, failed, or stopped (by hand).")
+
+
+class RunRef(Params):
+    run: str
+
+
+class RunInfo(Result):
+    id: str
+    name: str
+    argv: list[str]
+    cwd: str
+    started_at: datetime
+    ended_at: datetime | None = None
+    outcome: RunOutcome | None = Field(None, description="None while it runs.")
+    sessions: int = 0
+    turns: int = 0
+    serial_seconds: float = Field(0.0, description="What its turns would have taken one after another.")
+    wall_seconds: float = Field(0.0, description="From its start to its end (or now).")
+    cost: float = 0.0
+
+
+class RunList(Result):
+    runs: list[RunInfo]
+
+
 # ---------------------------------------------------------------- events
 
 
@@ -430,6 +556,8 @@ class EventKind(StrEnum):
     SESSION_CHANGES = "session.changes"
     SESSION_ATTENTION = "session.attention"
     FLEET = "fleet.summary"
+    MERGE_STEP = "merge.step"
+    SESSION_COLLISION = "session.collision"
     PERMISSION_ASKED = "permission.asked"
     PERMISSION_ANSWERED = "permission.answered"
 

@@ -34,6 +34,7 @@ import functools
 import inspect
 import logging
 import signal
+import socket
 import threading
 import weakref
 from asyncio import events
@@ -84,6 +85,7 @@ class _Loop:
         self.daemon: AsyncDaemon | None = None
         self.pumps: set[asyncio.Task[None]] = set()
         self.closed = False
+        self.wakeup: _Wakeup | None = None
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         with self.lock:
@@ -93,7 +95,11 @@ class _Loop:
                     "this sessiond client is closed; connect again with sessiond.client.connect()"
                 )
             loop = self.runner.get_loop()
-            ctrl_c = _CtrlC.install(loop)
+            in_main_thread = threading.current_thread() is threading.main_thread()
+            if in_main_thread and self.wakeup is None:
+                self.wakeup = _Wakeup(loop)
+            previous_wakeup_fd = self.wakeup.arm() if in_main_thread and self.wakeup else None
+            ctrl_c = _CtrlC.install(loop) if in_main_thread else None
             call: list[asyncio.Task[Any]] = []
 
             async def main() -> T:
@@ -128,6 +134,8 @@ class _Loop:
             finally:
                 if ctrl_c is not None:
                     ctrl_c.remove()
+                if previous_wakeup_fd is not None:
+                    signal.set_wakeup_fd(previous_wakeup_fd)
             if ctrl_c is not None and ctrl_c.pressed:
                 raise KeyboardInterrupt  # pressed as the call ended; it ended, and Ctrl-C still stops
             return result
@@ -157,6 +165,8 @@ class _Loop:
             log.exception("closing a sessiond client failed")
         finally:
             self.runner.close()
+            if self.wakeup is not None:
+                self.wakeup.close()
 
     async def _aclose(self) -> None:
         pumps = list(self.pumps)
@@ -186,8 +196,7 @@ class _CtrlC:
 
     @classmethod
     def install(cls, loop: asyncio.AbstractEventLoop) -> _CtrlC | None:
-        if threading.current_thread() is not threading.main_thread():
-            return None
+        """The handler, installed; None where it is not ours to install."""
         if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
             return None
         handler = cls(loop)
@@ -203,11 +212,40 @@ class _CtrlC:
             raise KeyboardInterrupt
         if self.task is not None and not self.task.done():
             self.task.cancel()
-        self.loop.call_soon_threadsafe(lambda: None)  # wake the loop from its select
+        # The select this handler interrupted would go back to sleep: make it return.
+        self.loop.call_soon_threadsafe(lambda: None)
 
     def remove(self) -> None:
         if signal.getsignal(signal.SIGINT) is self:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class _Wakeup:
+    """Wakes the loop when a signal arrives, whichever thread the kernel gives it to.
+
+    Only the main thread runs Python's signal handlers, and a signal delivered to
+    another thread would leave it asleep in the loop's select: with this pair as the
+    signal wakeup fd, the select returns and the handler runs.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.reading, self.writing = socket.socketpair()
+        self.reading.setblocking(False)
+        self.writing.setblocking(False)
+        loop.add_reader(self.reading.fileno(), self._drain)
+
+    def arm(self) -> int:
+        """Make this the signal wakeup fd (main thread only); the previous one, to restore."""
+        return signal.set_wakeup_fd(self.writing.fileno(), warn_on_full_buffer=False)
+
+    def _drain(self) -> None:
+        with contextlib.suppress(OSError):
+            while self.reading.recv(4096):
+                pass
+
+    def close(self) -> None:
+        self.reading.close()
+        self.writing.close()
 
 
 class _Client:

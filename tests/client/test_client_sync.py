@@ -161,9 +161,14 @@ def test_handles_wrap_handles(fake: FakeDaemon) -> None:
         stream.close()
 
 
-def interrupt_when(fake: FakeDaemon, condition: Callable[[], Any]) -> threading.Thread:
+def interrupt_when(
+    fake: FakeDaemon, condition: Callable[[], Any], *, to_thread: int | None = None
+) -> threading.Thread:
     """Send this process SIGINT (as Ctrl-C does) once the fake daemon sees ``condition``
-    and the main thread waits in the event loop's select, as it does nearly all of a turn."""
+    and the main thread waits in the event loop's select, as it does nearly all of a turn.
+
+    With ``to_thread``, the signal goes to that thread: the kernel may hand a process's
+    signal to any of its threads, while only the main thread runs Python's handlers."""
     main = threading.main_thread().ident
     assert main is not None
 
@@ -173,16 +178,16 @@ def interrupt_when(fake: FakeDaemon, condition: Callable[[], Any]) -> threading.
 
     def run() -> None:
         fake.wait_for(condition)
-        print("DBG condition met", file=sys.stderr, flush=True)
         deadline = time.monotonic() + 10
         while not waiting_in_select():
             if time.monotonic() > deadline:
                 fake.release("")  # never interrupt pytest itself: end the turns, and the test fails
                 return
             time.sleep(0.001)
-        print("DBG sending", file=sys.stderr, flush=True)
-        os.kill(os.getpid(), signal.SIGINT)
-        print("DBG sent", file=sys.stderr, flush=True)
+        if to_thread is None:
+            os.kill(os.getpid(), signal.SIGINT)
+        else:
+            signal.pthread_kill(to_thread, signal.SIGINT)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -201,9 +206,10 @@ def own_sigint_handler() -> Iterator[None]:
     signal.signal(signal.SIGINT, previous)
 
 
+@pytest.mark.parametrize("target", ["process", "another thread"])
 @pytest.mark.parametrize("handler", ["default", "own"])
 def test_ctrl_c_during_send_cancels_the_turn_before_raising(
-    fake: FakeDaemon, handler: str, request: pytest.FixtureRequest
+    fake: FakeDaemon, handler: str, target: str, request: pytest.FixtureRequest
 ) -> None:
     assert threading.current_thread() is threading.main_thread()
     if handler == "own":
@@ -212,7 +218,8 @@ def test_ctrl_c_during_send_cancels_the_turn_before_raising(
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with connect(start=False) as daemon:
         session = daemon.agent().session("/")
-        interrupt_when(fake, lambda: fake.running("hang"))
+        other = fake.thread.ident if target == "another thread" else None
+        interrupt_when(fake, lambda: fake.running("hang"), to_thread=other)
         with pytest.raises(KeyboardInterrupt):
             session.send("hang")
         # The daemon answered the cancel before KeyboardInterrupt got here.

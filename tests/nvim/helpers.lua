@@ -12,6 +12,19 @@ H.repo = assert(os.getenv("SESSIOND_REPO"), "SESSIOND_REPO is not set: run these
 H.signals = os.getenv("SESSIOND_TEST_SIGNALS")
 
 vim.opt.rtp:prepend(H.repo .. "/clients/nvim")
+
+--- Globals the plugin sets (it must set none): recorded, checked by H.done().
+H.globals = {}
+setmetatable(_G, {
+  __newindex = function(globals, name, value)
+    local info = debug.getinfo(2, "S")
+    if info and info.source:find("/clients/nvim/", 1, true) then
+      H.globals[#H.globals + 1] = ("%s (%s:%d)"):format(tostring(name), info.short_src, info.linedefined)
+    end
+    rawset(globals, name, value)
+  end,
+})
+
 vim.cmd.runtime("plugin/sessiond.lua")
 
 --- Every vim.notify message, kept for assertions and failure reports.
@@ -46,6 +59,10 @@ function H.debug()
       )
     end
     lines[#lines + 1] = "client: " .. tostring(require("sessiond.client").state.last_error)
+  end
+  if H.lines_debug and vim.api.nvim_buf_is_valid(H.lines_debug) then
+    lines[#lines + 1] = "buffer " .. vim.api.nvim_buf_get_name(H.lines_debug) .. ":"
+    vim.list_extend(lines, vim.api.nvim_buf_get_lines(H.lines_debug, 0, -1, false))
   end
   for _, note in ipairs(H.notes) do
     lines[#lines + 1] = "notify: " .. note.message
@@ -90,6 +107,33 @@ function H.count_lines(lines, needle)
     end
   end
   return n
+end
+
+function H.count_exact(lines, wanted)
+  return #vim.tbl_filter(function(line)
+    return line == wanted
+  end, lines)
+end
+
+--- Wait until every needle is in a line of `buf` (state events are throttled).
+function H.wait_lines(buf, needles, what)
+  H.lines_debug = buf
+  H.wait(what, function()
+    local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+    for _, needle in ipairs(needles) do
+      local found = false
+      for _, line in ipairs(lines) do
+        if line:find(needle, 1, true) then
+          found = true
+          break
+        end
+      end
+      if not found then
+        return false
+      end
+    end
+    return true
+  end)
 end
 
 function H.lines(buf)
@@ -208,6 +252,7 @@ function H.record_updates()
 end
 
 function H.done(name)
+  H.eq({}, H.globals, "globals set by the plugin")
   H.log("ok " .. name)
 end
 

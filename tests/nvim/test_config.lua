@@ -92,6 +92,19 @@ H.eq({ "new", "next" }, vim.fn.getcompletion("Sessiond ne", "cmdline"), "complet
 H.truthy(vim.tbl_contains(vim.fn.getcompletion("Sessiond new ", "cmdline"), "here"), "placements complete")
 H.eq({ "worktree" }, vim.fn.getcompletion("Sessiond new wo", "cmdline"), "placement by prefix")
 
+-- :Sessiond send's prompt: the text, the selected lines, or both.
+local commands = require("sessiond.commands")
+vim.cmd("enew")
+vim.api.nvim_buf_set_lines(0, 0, -1, false, { "local x = 1", "return x" })
+vim.bo.filetype = "lua"
+H.eq("say hi", commands.prompt_from({ args = "send say hi", range = 0 }), "text only")
+H.eq("local x = 1\nreturn x", commands.prompt_from({ args = "send", range = 2, line1 = 1, line2 = 2 }), "lines only")
+H.eq(
+  "explain this\n\n[No Name]:2-2:\n```lua\nreturn x\n```",
+  commands.prompt_from({ args = "send explain this", range = 1, line1 = 2, line2 = 2 }),
+  "text and lines"
+)
+
 -- An unknown subcommand says so in one line.
 vim.cmd("Sessiond frobnicate")
 H.find_line(vim.tbl_map(function(n)

@@ -38,7 +38,7 @@ H.eq(10, m.seq, "seq after a snapshot")
 H.eq({ "s2", "s10" }, vim.tbl_map(function(i)
   return i.id
 end, m:ordered()), "creation order, s2 before s10")
-H.eq("1 working · 2 open", status.get(m), "status from the fleet summary")
+H.eq("1 working · 2 open", status.get(m), "status after a snapshot")
 
 -- Events at or below seq are duplicates.
 H.eq(false, m:apply({ seq = 10, kind = "session.status", session = "s10", data = { status = "working" } }), "duplicate")
@@ -99,7 +99,7 @@ m:apply(event("session.closed", "s3", {}))
 H.eq(nil, m:session("s3"), "closed session forgotten")
 H.eq(nil, m.current, "current cleared")
 
--- Without a fleet summary the counts come from the sessions.
+-- Counts come from the sessions, with or without a fleet summary.
 local bare = Model.new()
 bare:set_connection("online")
 bare:apply({ seq = 1, kind = "session.opened", session = "a", agent = "x", time = "t", data = {} })

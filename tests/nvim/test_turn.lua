@@ -62,20 +62,23 @@ H.eq({ client = "sessiond", kind = "begin", title = "sessiond s1" }, {
 vim.cmd("Sessiond open s1")
 local view_buf = vim.api.nvim_get_current_buf()
 H.eq("sessiond://session/s1", vim.api.nvim_buf_get_name(view_buf), "view buffer")
+H.lines_debug = view_buf
 H.wait("the view's transcript", function()
   local lines = H.lines(view_buf)
-  return H.count_lines(lines, "halfway there") == 1 and H.count_lines(lines, "* [edit] Write f.txt") == 1
+  return H.count_exact(lines, "halfway there") == 1 and H.count_exact(lines, "* [edit] Write f.txt") == 1
 end)
+H.wait_lines(view_buf, {
+  "Status: working",
+  "Plan 0/2",
+  "  [>] Read",
+  "  [ ] Write",
+  "Context: 42% (84,000 of 200,000 tokens) · 0.25 USD",
+  "Changed files: 1 (+1 -0)",
+  "  A f.txt  +1 -0",
+}, "the view's header")
 local lines = H.lines(view_buf)
-H.find_line(lines, "Status: working", "status in the header")
-H.find_line(lines, "Plan 0/2", "plan header")
-H.find_line(lines, "  [>] Read", "entry in progress")
-H.find_line(lines, "  [ ] Write", "pending entry")
-H.find_line(lines, "Context: 42% (84,000 of 200,000 tokens) · 0.25 USD", "context line")
-H.find_line(lines, "Changed files: 1 (+1 -0)", "changed files header")
-H.find_line(lines, "  A f.txt  +1 -0", "changed file line")
 H.find_line(lines, "> plan Read | Write", "the prompt in the transcript")
-H.eq(1, H.count_lines(lines, "> hang"), "each prompt line once")
+H.eq(1, H.count_exact(lines, "> hang"), "each prompt line once")
 
 -- :Sessiond cancel. After: idle counts, the insight stays.
 vim.cmd("Sessiond cancel")
@@ -96,21 +99,22 @@ H.wait("the second turn", function()
 end)
 H.eq(nil, turn.err, "second turn error")
 H.eq("end_turn", turn.result.stopReason, "second turn stop reason")
+-- (A turn without `usage` ends with the demo agent's own estimate: 44 tokens, 0 %.)
 H.wait("plan 2/2 in the status line", function()
-  return H.status() == "1 open │ s1: plan 2/2 · ctx 42% · 1 file"
+  return H.status() == "1 open │ s1: plan 2/2 · ctx 0% · 1 file"
 end)
 H.wait("the view to show the end of the second turn", function()
   local now = H.lines(view_buf)
-  return H.count_lines(now, "all done") == 1 and H.count_lines(now, "[x] Write") == 1
+  return H.count_exact(now, "all done") == 1 and H.count_lines(now, "[x] Write") == 1
 end)
-H.eq(1, H.count_lines(H.lines(view_buf), "halfway there"), "no line twice in the live view")
+H.eq(1, H.count_exact(H.lines(view_buf), "halfway there"), "no line twice in the live view")
 
 -- The panel's line for the session.
 vim.cmd("Sessiond panel")
 local panel_lines = H.lines(require("sessiond.panel").buffer())
 H.find_line(panel_lines, "demo · running · 1 session", "agent line")
 local _, line = H.find_line(panel_lines, "s1", "session line")
-H.truthy(line:find("idle", 1, true) and line:find("plan 2/2", 1, true) and line:find("42%", 1, true)
+H.truthy(line:find("idle", 1, true) and line:find("plan 2/2", 1, true) and line:find("0%", 1, true)
   and line:find("1 file", 1, true) and line:find("all done", 1, true), "session line content: " .. line)
 vim.cmd("close")
 
@@ -132,6 +136,7 @@ for _, wanted in ipairs({ "OK Neovim 0.11", "connected over socket to sessiond",
   H.truthy(health:find(wanted, 1, true), ("checkhealth shows %q in:\n%s"):format(wanted, health))
 end
 vim.cmd("bwipeout")
+vim.cmd("only | enew") -- no view on screen: views on screen are never wiped
 
 -- The views kept: the last eight, each with at most view.lines transcript lines.
 sessiond.setup({ view = { lines = 5 } })
@@ -157,5 +162,46 @@ end)
 local tail = H.lines(last_view.buf)
 H.eq({ "3", "4", "5", "6", "7" }, vim.list_slice(tail, #tail - 4), "the last five lines")
 H.eq(5, #tail - last_view.header_len, "no more than view.lines transcript lines")
+
+-- A resync (the daemon's answer to a client that fell too far behind)
+-- replaces the model with its snapshot and reads the views' transcripts again.
+local client = require("sessiond.client")
+local lsp_client = client.lsp_client()
+local function deliver(params)
+  params.subscription = client.state.subscription
+  lsp_client.handlers["events/notify"](nil, params, { method = "events/notify" })
+end
+local probe = H.request("events/subscribe", { snapshot = true, kinds = { "agent.removed" } })
+H.request("events/unsubscribe", { subscription = probe.subscription })
+local before_ghost = H.status()
+sessiond.model:merge_sessions({ { id = "ghost", agent = "demo", status = "working", createdAt = "z" } })
+H.eq(true, H.status():find("^1 working") ~= nil, "the ghost counts")
+deliver({ events = {}, resync = probe.snapshot, through = probe.snapshot.head })
+H.eq(nil, sessiond.model:session("ghost"), "the resync dropped what the daemon does not have")
+H.eq(before_ghost, H.status(), "the status line as before")
+H.wait("the view to be read again", function()
+  return not last_view.loading and H.lines(last_view.buf)[#H.lines(last_view.buf)] == "7"
+end)
+H.eq(1, H.count_exact(H.lines(last_view.buf), "7"), "the transcript once after the resync")
+
+-- An overflow: subscribe again from the last seq applied.
+local subscribed = {}
+local request = client.request
+client.request = function(method, params, callback)
+  if method == "events/subscribe" then
+    subscribed[#subscribed + 1] = params
+  end
+  return request(method, params, callback)
+end
+local seq = sessiond.model.seq
+deliver({ events = {}, overflow = "this client fell 10000 events behind", through = seq })
+H.wait("a new subscription", function()
+  return #subscribed == 1 and client.state.subscription ~= nil
+end)
+H.eq({ since = seq }, subscribed[1], "resubscribed from the last seq")
+local again = H.send(ids[1], "say still here")
+H.wait("a turn after resubscribing", function()
+  return again.done and H.session(ids[1]).lastLine == "still here"
+end)
 
 H.done("turn")

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CancellationTokenSource } from 'vscode-jsonrpc/node';
@@ -277,5 +277,6 @@ describe('against a real daemon', () => {
     const stale = path.join(path.dirname(nowhere), 'stale.sock');
     writeFileSync(stale, '');
     await assert.rejects(connectSocket(stale));
+    rmSync(path.dirname(nowhere), { recursive: true, force: true });
   });
 });

@@ -84,7 +84,12 @@ function M.send(text, session, callback)
   end
   local turn = new_turn_id()
   client.request("session/prompt", { session = id, prompt = text, turnId = turn }, function(err, result)
-    if err then
+    if err and err.code == client.NOT_CONNECTED then
+      notify(
+        ("lost the daemon during the turn in %s; the turn is the daemon's, and shows here once reconnected"):format(id),
+        vim.log.levels.WARN
+      )
+    elseif err then
       report(("the turn in %s failed"):format(id))(err)
     end
     if callback then

@@ -11,6 +11,7 @@ local config = require("sessiond.config")
 local M = {}
 
 local NOT_CONNECTED = -32099
+M.NOT_CONNECTED = NOT_CONNECTED
 local CONNECT_TIMEOUT_MS = 15000
 
 --- @class sessiond.ConnectionState
@@ -27,6 +28,7 @@ local state = {
   retry_ms = nil,
   retry_timer = nil,
   stopping = false, -- Neovim exits, or :Sessiond disconnect: do not reconnect
+  pending = {}, -- requests of this connection not answered yet
   last_error = nil,
 }
 M.state = state
@@ -87,14 +89,39 @@ function M.request(method, params, callback)
     end)
     return nil
   end
+  if params == nil or next(params) == nil then
+    params = vim.empty_dict() -- `{}` would be sent as a JSON array
+  end
+  -- Answered once: by the daemon, or with an error when the connection ends first.
+  local pending = state.pending
+  local key = {}
+  local function settle(err, result)
+    if pending[key] then
+      pending[key] = nil
+      callback(err, result)
+    end
+  end
+  pending[key] = settle
   -- The raw RPC client: no LspRequest autocmds, no buffer, no change tracking.
-  local ok, id = client.rpc.request(method, params or vim.empty_dict(), callback)
+  local ok, id = client.rpc.request(method, params, settle)
   if not ok then
     vim.schedule(function()
-      callback({ code = NOT_CONNECTED, message = "the connection to the sessiond daemon is closed" })
+      settle({ code = NOT_CONNECTED, message = "the connection to the sessiond daemon is closed" })
     end)
   end
   return id
+end
+
+--- The connection ended: its unanswered requests get an error now.
+local function fail_pending()
+  local pending = state.pending
+  state.pending = {}
+  for _, settle in pairs(pending) do
+    settle({
+      code = NOT_CONNECTED,
+      message = "the connection to the sessiond daemon was lost before it answered",
+    })
+  end
 end
 
 --- A request answered before returning; only for :checkhealth, which may wait.
@@ -111,13 +138,13 @@ function M.request_sync(method, params, timeout_ms)
   return result, err
 end
 
-local function stop_client(client)
+local function stop_client(client, force)
   if not client then
     return
   elseif vim.fn.has("nvim-0.11") == 1 then
-    client:stop()
+    client:stop(force)
   else
-    client.stop() -- 0.10 binds methods to the client
+    client.stop(force) -- 0.10 binds methods to the client
   end
 end
 
@@ -239,6 +266,7 @@ local function on_exit(client_id)
   state.client_id = nil
   state.subscription = nil
   state.subscribing = false
+  fail_pending()
   hooks.on_state("offline")
   schedule_retry()
 end
@@ -289,6 +317,19 @@ local function start_lsp(cmd, transport)
         on_exit(client_id)
       end)
     end,
+    -- A broken connection (reset, unreadable) does not always end the client: end it here.
+    on_error = function(code)
+      local errors = vim.lsp.rpc.client_errors
+      if code == errors.READ_ERROR or code == errors.INVALID_SERVER_MESSAGE then
+        vim.schedule(function()
+          if generation == state.generation and state.client_id then
+            local broken = state.client_id
+            stop_client(M.lsp_client(), true)
+            on_exit(broken)
+          end
+        end)
+      end
+    end,
   }
   local client_id
   if vim.fn.has("nvim-0.11") == 1 then
@@ -315,8 +356,9 @@ local function start_lsp(cmd, transport)
   vim.defer_fn(function()
     if generation == state.generation and state.client_id == client_id and not state.subscription then
       state.last_error = "the daemon did not answer within " .. CONNECT_TIMEOUT_MS .. " ms"
-      stop_client(M.lsp_client())
+      stop_client(M.lsp_client(), true)
       state.client_id = nil
+      fail_pending()
       hooks.on_state("offline")
       schedule_retry()
     end
@@ -372,6 +414,7 @@ function M.disconnect(reconnect)
   state.client_id = nil
   state.subscription = nil
   state.subscribing = false
+  fail_pending()
   stop_client(client)
   hooks.on_state("offline")
   if reconnect then

@@ -291,16 +291,12 @@ function Model:ordered()
   return self._order
 end
 
---- Counts for the status line: the daemon's fleet summary when it sends one.
+--- Counts for the status line, from the sessions themselves: the snapshot
+--- holds every open session and events keep them current, so the counts
+--- always agree with what the panel lists (the daemon's fleet summary is
+--- throttled and is not sent for every change).
 --- @return { open: integer, working: integer, needs_you: integer }
 function Model:counts()
-  if self.fleet then
-    return {
-      open = self.fleet.open or 0,
-      working = self.fleet.working or 0,
-      needs_you = self.fleet.needsYou or 0,
-    }
-  end
   local counts = { open = 0, working = 0, needs_you = 0 }
   for _, info in pairs(self.sessions) do
     counts.open = counts.open + 1

@@ -46,7 +46,7 @@ function M.header(info)
   local function add(line)
     lines[#lines + 1] = line
   end
-  add(("%s  [%s]"):format(status.label(info, 60), info.id))
+  add(info.title and info.title ~= "" and ("%s  [%s]"):format(status.label(info, 60), info.id) or info.id)
   add(("%s · %s · %s"):format(info.agent or "?", info.placement or "?", info.root or "?"))
   local state = ("Status: %s since %s · %d turn%s"):format(
     (info.status or "?"):gsub("_", " "),
@@ -160,9 +160,9 @@ local function render_header(view)
   view.files = files
 end
 
---- Keep at most view.lines transcript lines.
+--- Keep at most view.lines transcript lines, the growing one included.
 local function trim(view)
-  local excess = #view.items - config.options.view.lines
+  local excess = math.min(shown(view) - config.options.view.lines, #view.items)
   if excess > 0 then
     for _ = 1, excess do
       table.remove(view.items, 1)

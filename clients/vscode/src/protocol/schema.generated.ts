@@ -23,6 +23,8 @@ export type EventKind =
   | 'session.changes'
   | 'session.attention'
   | 'fleet.summary'
+  | 'merge.step'
+  | 'session.collision'
   | 'permission.asked'
   | 'permission.answered';
 export type SessionStatus = 'idle' | 'queued' | 'working' | 'needs_you' | 'failed' | 'stopped' | 'closed';
@@ -51,12 +53,21 @@ export interface SessiondSchema {
   EventsNotifyParams?: EventsNotifyParams;
   EventsSubscribeParams?: EventsSubscribeParams;
   Fleet?: Fleet;
+  MergeEntry?: MergeEntry;
+  MergeList?: MergeList;
+  MergeParams?: MergeParams;
   PermissionAnswerParams?: PermissionAnswerParams;
   PermissionRequestParams?: PermissionRequestParams;
   PermissionRequestResult?: PermissionRequestResult;
+  PlacementSettings?: PlacementSettings1;
   Plan?: Plan;
   PlanEntry?: PlanEntry;
   Removed?: Removed;
+  RunDeclareParams?: RunDeclareParams;
+  RunEndParams?: RunEndParams;
+  RunInfo?: RunInfo;
+  RunList?: RunList;
+  RunRef?: RunRef;
   SessionCancelParams?: SessionCancelParams;
   SessionInfo?: SessionInfo;
   SessionListParams?: SessionListParams;
@@ -75,6 +86,7 @@ export interface SessiondSchema {
   TranscriptParams?: TranscriptParams;
   TurnResult?: TurnResult;
   TurnUsage?: TurnUsage;
+  Where?: Where;
 }
 export interface AgentCapabilitiesInfo {
   close?: boolean;
@@ -105,7 +117,7 @@ export interface AgentOptions {
   config?: {
     [k: string]: (string | boolean) | undefined;
   };
-  defaultPlacement?: 'here';
+  defaultPlacement?: 'here' | 'worktree' | 'sandbox' | 'container' | 'ssh';
   /**
    * Root of sessions opened without one.
    */
@@ -130,6 +142,7 @@ export interface AgentOptions {
    * How permission requests are answered when no client answers them: ask (wait for a client), allow, allow_reads (allow reads, deny the rest), deny.
    */
   permissionPolicy?: 'ask' | 'allow' | 'allow_reads' | 'deny';
+  placementSettings?: PlacementSettings;
   /**
    * A plan entry in progress for longer than this flags the session.
    */
@@ -138,6 +151,51 @@ export interface AgentOptions {
    * Seconds a turn may run before it is cancelled.
    */
   turnTimeout?: number;
+}
+/**
+ * Defaults for the placements of its sessions.
+ */
+export interface PlacementSettings {
+  /**
+   * worktree: the ref to branch from (default: HEAD).
+   */
+  base?: string | null;
+  /**
+   * container: docker or podman (default: the one that works).
+   */
+  containerEngine?: string | null;
+  /**
+   * container: the image to run.
+   */
+  containerImage?: string | null;
+  /**
+   * container: more `run` arguments.
+   */
+  containerRunArgs?: string[];
+  /**
+   * sandbox: more paths bound read-only.
+   */
+  sandboxRoBinds?: string[];
+  /**
+   * sandbox: more paths bound read-write.
+   */
+  sandboxRwBinds?: string[];
+  /**
+   * sandbox: no network inside.
+   */
+  sandboxUnshareNet?: boolean;
+  sshConnectTimeout?: number;
+  /**
+   * ssh: the session's directory there (default: the same path).
+   */
+  sshDir?: string | null;
+  sshKeyFile?: string | null;
+  sshKnownHosts?: string | null;
+  /**
+   * ssh: user@host[:port], with the user's ssh config and keys.
+   */
+  sshTarget?: string | null;
+  sshVerifyHostKey?: boolean;
 }
 export interface AgentProcessInfo {
   activeTurns?: number;
@@ -399,7 +457,7 @@ export interface SessionInfo {
    * Whether the session is open at the agent now.
    */
   live?: boolean;
-  placement: 'here';
+  placement: 'here' | 'worktree' | 'sandbox' | 'container' | 'ssh';
   plan?: Plan | null;
   /**
    * Turns asked for and not yet started.
@@ -410,6 +468,10 @@ export interface SessionInfo {
    */
   recap?: string | null;
   root: string;
+  /**
+   * The run that opened it, if any.
+   */
+  run?: string | null;
   status: SessionStatus;
   statusSince: string;
   title?: string | null;
@@ -418,6 +480,10 @@ export interface SessionInfo {
    */
   turns?: number;
   usage?: SessionUsage | null;
+  /**
+   * Set once its placement is up (on the first turn).
+   */
+  where?: Where | null;
 }
 /**
  * The agent's latest plan, as its last `plan` update gave it.
@@ -453,6 +519,23 @@ export interface SessionUsage {
   totalTokens?: number;
   turns?: number;
 }
+/**
+ * Where a session's work lands.
+ */
+export interface Where {
+  branch?: string | null;
+  description?: string;
+  /**
+   * user@host:port for ssh; None on this machine.
+   */
+  host?: string | null;
+  placement: 'here' | 'worktree' | 'sandbox' | 'container' | 'ssh';
+  /**
+   * Where the agent works: the worktree, or the directory on the ssh target.
+   */
+  root: string;
+  worktree?: string | null;
+}
 export interface EventsSubscribeParams {
   agents?: string[] | null;
   kinds?: EventKind[] | null;
@@ -465,6 +548,47 @@ export interface EventsSubscribeParams {
    * Also answer with the current state of the matching sessions and the fleet.
    */
   snapshot?: boolean;
+}
+export interface MergeEntry {
+  base: string;
+  branch: string;
+  commit?: string | null;
+  conflicts?: string[];
+  gate?: string | null;
+  gateOutput?: string | null;
+  kept?: boolean;
+  /**
+   * 0: merging now; 1: next; None once done.
+   */
+  position?: number | null;
+  reason?: string | null;
+  repo?: string | null;
+  session: string;
+  status: 'queued' | 'running' | 'merged' | 'failed' | 'cancelled';
+  strategy: string;
+}
+export interface MergeList {
+  entries: MergeEntry[];
+}
+export interface MergeParams {
+  /**
+   * Where to merge (default: the branch it came from).
+   */
+  baseBranch?: string | null;
+  /**
+   * A shell command that must pass on the merged result.
+   */
+  gate?: string | null;
+  /**
+   * On a conflict or a failing gate, send the problem to the session as its next prompt.
+   */
+  handBack?: boolean;
+  /**
+   * Keep the worktree and branch after the merge.
+   */
+  keep?: boolean;
+  session: string;
+  strategy?: 'merge' | 'rebase';
 }
 export interface PermissionAnswerParams {
   /**
@@ -503,8 +627,99 @@ export interface PermissionRequestResult {
    */
   optionId: string | null;
 }
+/**
+ * How a placement is set up; each field matters to one kind.
+ */
+export interface PlacementSettings1 {
+  /**
+   * worktree: the ref to branch from (default: HEAD).
+   */
+  base?: string | null;
+  /**
+   * container: docker or podman (default: the one that works).
+   */
+  containerEngine?: string | null;
+  /**
+   * container: the image to run.
+   */
+  containerImage?: string | null;
+  /**
+   * container: more `run` arguments.
+   */
+  containerRunArgs?: string[];
+  /**
+   * sandbox: more paths bound read-only.
+   */
+  sandboxRoBinds?: string[];
+  /**
+   * sandbox: more paths bound read-write.
+   */
+  sandboxRwBinds?: string[];
+  /**
+   * sandbox: no network inside.
+   */
+  sandboxUnshareNet?: boolean;
+  sshConnectTimeout?: number;
+  /**
+   * ssh: the session's directory there (default: the same path).
+   */
+  sshDir?: string | null;
+  sshKeyFile?: string | null;
+  sshKnownHosts?: string | null;
+  /**
+   * ssh: user@host[:port], with the user's ssh config and keys.
+   */
+  sshTarget?: string | null;
+  sshVerifyHostKey?: boolean;
+}
 export interface Removed {
   removed?: boolean;
+}
+/**
+ * Declare this connection's run: the sessions it opens from now on carry it.
+ */
+export interface RunDeclareParams {
+  /**
+   * The command line of the flow.
+   */
+  argv?: string[];
+  cwd: string;
+  name: string;
+}
+export interface RunEndParams {
+  /**
+   * completed, failed, or stopped (by hand).
+   */
+  outcome: 'completed' | 'failed' | 'stopped';
+}
+export interface RunInfo {
+  argv: string[];
+  cost?: number;
+  cwd: string;
+  endedAt?: string | null;
+  id: string;
+  name: string;
+  /**
+   * None while it runs.
+   */
+  outcome?: ('completed' | 'failed' | 'stopped') | null;
+  /**
+   * What its turns would have taken one after another.
+   */
+  serialSeconds?: number;
+  sessions?: number;
+  startedAt: string;
+  turns?: number;
+  /**
+   * From its start to its end (or now).
+   */
+  wallSeconds?: number;
+}
+export interface RunList {
+  runs: RunInfo[];
+}
+export interface RunRef {
+  run: string;
 }
 export interface SessionCancelParams {
   session: string;
@@ -534,6 +749,10 @@ export interface SessionListParams {
   kind?: 'main'[] | null;
   limit?: number;
   /**
+   * Only sessions opened by this run.
+   */
+  run?: string | null;
+  /**
    * created: oldest first, stable while sessions work (for stepping '3 of 200'); activity: most recent first.
    */
   sort?: 'created' | 'activity';
@@ -551,7 +770,11 @@ export interface SessionOpenParams {
   /**
    * Default: the agent's default_placement.
    */
-  placement?: 'here' | null;
+  placement?: ('here' | 'worktree' | 'sandbox' | 'container' | 'ssh') | null;
+  /**
+   * Merged over the agent's placement_settings, field by field.
+   */
+  placementSettings?: PlacementSettings1 | null;
   /**
    * Directory the session works in; must exist. Default: the agent's default_root.
    */
@@ -661,8 +884,20 @@ export interface ProtocolMethods {
   'events/unsubscribe': { params: SubscriptionRef; result: Removed; };
   /** Every session at a glance: counts, cost, attention. */
   'fleet/summary': { params: Empty; result: Fleet; };
+  /** Every merge waiting, running or done, per repository. */
+  'merge/list': { params: Empty; result: MergeList; };
+  /** Queue a worktree session's branch to merge into its base, one at a time per repository. */
+  'merge/request': { params: MergeParams; result: MergeEntry; };
   /** Answer an agent's permission request (from a `permission.asked` event); the first answer wins. */
   'permission/answer': { params: PermissionAnswerParams; result: Answered; };
+  /** Declare this connection's run; the sessions it opens carry it. It ends as stopped if the client goes away. */
+  'run/declare': { params: RunDeclareParams; result: RunInfo; };
+  /** End this connection's run with its outcome. */
+  'run/end': { params: RunEndParams; result: RunInfo; };
+  /** One run: its sessions, turns, wall time beside serial time. */
+  'run/get': { params: RunRef; result: RunInfo; };
+  /** Every run, oldest first, with its summary. */
+  'run/list': { params: Empty; result: RunList; };
   /** Stop a session's running and queued turns; each ends with stop reason `cancelled`. */
   'session/cancel': { params: SessionCancelParams; result: CancelResult; };
   /** Close a session; its turns are cancelled first. */
@@ -711,4 +946,6 @@ export const ErrorCodes = {
   SUBSCRIPTION_NOT_FOUND: -33009,
   UNAUTHORIZED: -33010,
   DAEMON_STOPPING: -33011,
+  RUN_NOT_FOUND: -33012,
+  PLACEMENT_FAILED: -33013,
 } as const;

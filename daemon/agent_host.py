@@ -1,0 +1,108 @@
+"""What one agent's process may ask of the daemon: its sessions' files and terminals.
+
+Every call names a session by the agent's own id and is carried out at that
+session's placement, which confines paths to the session's root; any failure
+becomes a `ClientError` the agent reads as a sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from sessiond.daemon.acp_backend import ClientError, TerminalResult
+from sessiond.daemon.placements import Placement, PlacementError
+
+if TYPE_CHECKING:
+    from sessiond.daemon.core import Core
+    from sessiond.daemon.records import SessionRecord
+
+
+@contextlib.contextmanager
+def _as_client_error() -> Iterator[None]:
+    try:
+        yield
+    except PlacementError as exc:
+        raise ClientError(str(exc)) from None
+
+
+class AgentHost:
+    def __init__(self, core: Core, agent: str) -> None:
+        self._core = core
+        self._agent = agent
+
+    def _session(self, agent_session_id: str) -> SessionRecord:
+        session = self._core.by_agent_session.get((self._agent, agent_session_id))
+        if session is None:
+            raise ClientError(f"unknown session id {agent_session_id!r}")
+        return session
+
+    def _placement(self, agent_session_id: str) -> tuple[SessionRecord, Placement]:
+        session = self._session(agent_session_id)
+        if session.runtime is None:
+            raise ClientError(f"session {session.id!r} has no running turn")
+        return session, session.runtime.placement
+
+    def on_update(self, agent_session_id: str, kind: str, payload: dict[str, Any]) -> None:
+        session = self._core.by_agent_session.get((self._agent, agent_session_id))
+        if session is not None:
+            self._core.on_update(session, kind, payload)
+
+    async def request_permission(
+        self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> str | None:
+        return await self._core.request_permission(self._session(agent_session_id), tool_call, options)
+
+    async def read_text_file(
+        self, agent_session_id: str, path: str, line: int | None, limit: int | None
+    ) -> str:
+        _, placement = self._placement(agent_session_id)
+        with _as_client_error():
+            text = await placement.read_text(path)
+        if line is None and limit is None:
+            return text
+        lines = text.splitlines(keepends=True)
+        start = max((line or 1) - 1, 0)
+        return "".join(lines[start : start + limit if limit is not None else None])
+
+    async def write_text_file(self, agent_session_id: str, path: str, content: str) -> None:
+        session, placement = self._placement(agent_session_id)
+        with _as_client_error():
+            real = await placement.write_text(path, content)
+        self._core.wrote(session, real, placement.host)
+
+    async def create_terminal(
+        self,
+        agent_session_id: str,
+        command: str,
+        args: list[str],
+        env: dict[str, str],
+        cwd: str | None,
+        output_byte_limit: int | None,
+    ) -> str:
+        _, placement = self._placement(agent_session_id)
+        with _as_client_error():
+            return await placement.create_terminal(command, args, env, cwd, output_byte_limit)
+
+    async def terminal_output(self, agent_session_id: str, terminal_id: str) -> TerminalResult:
+        _, placement = self._placement(agent_session_id)
+        with _as_client_error():
+            return TerminalResult(*await placement.terminal_output(terminal_id))
+
+    async def wait_for_terminal_exit(
+        self, agent_session_id: str, terminal_id: str
+    ) -> tuple[int | None, str | None]:
+        _, placement = self._placement(agent_session_id)
+        with _as_client_error():
+            return await placement.wait_for_terminal_exit(terminal_id)
+
+    async def kill_terminal(self, agent_session_id: str, terminal_id: str) -> None:
+        _, placement = self._placement(agent_session_id)
+        with _as_client_error():
+            await placement.kill_terminal(terminal_id)
+
+    async def release_terminal(self, agent_session_id: str, terminal_id: str) -> None:
+        _, placement = self._placement(agent_session_id)
+        with _as_client_error():
+            await placement.release_terminal(terminal_id)

@@ -1,0 +1,169 @@
+"""Placements through the daemon: the demo agent's edits and commands land where the session works."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from placement_helpers import Sshd, bwrap_problem, git
+
+from bench.harness import Daemon
+from sessiond.client import AsyncDaemon, InvalidParams, SessiondError, aconnect
+from sessiond.protocol.models import MergeEntry, MergeList, SessionInfo, SessionOpenResult
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[AsyncDaemon]:
+    daemon = Daemon().start()
+    try:
+        async with aconnect(daemon.socket, start=False) as connected:
+            yield connected
+    finally:
+        assert daemon.stop() == 0
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+async def open_session(client: AsyncDaemon, root: Path, placement: str, **settings: Any) -> SessionInfo:
+    params: dict[str, Any] = {"root": str(root), "placement": placement}
+    if settings:
+        params["placement_settings"] = settings
+    opened = await client._call("session/open", SessionOpenResult, **params)
+    return opened.sessions[0]
+
+
+async def prompt(client: AsyncDaemon, session: str, text: str) -> str:
+    return (await (await client.session(session)).asend(text)).text
+
+
+async def merged(client: AsyncDaemon, session: str, **params: Any) -> MergeEntry:
+    async with client.events(sessions=[session], kinds=["merge.step"]) as events:
+        entry = await client._call("merge/request", MergeEntry, session=session, **params)
+        async with asyncio.timeout(120):
+            async for event in events:
+                if event.data.get("step") in ("merged", "failed"):
+                    break
+    (done,) = [e for e in (await client._call("merge/list", MergeList)).entries if e.branch == entry.branch]
+    return done
+
+
+async def test_a_worktree_session_works_apart_and_merges_back(client: AsyncDaemon, repo: Path) -> None:
+    session = await open_session(client, repo, "worktree")
+    reply = await prompt(client, session.id, "write feature.txt new work\nrun git status --short")
+    info = await (await client.session(session.id)).aget()
+    assert info.where is not None
+    assert info.where.worktree is not None
+    assert info.where.branch is not None
+    worktree = Path(info.where.worktree)
+    assert (worktree / "feature.txt").read_text() == "new work"
+    assert not (repo / "feature.txt").exists()  # the user's working copy is untouched
+    assert "feature.txt" in reply
+    entry = await merged(client, session.id)
+    assert entry.status == "merged"
+    assert (repo / "feature.txt").exists() or "feature.txt" in git(repo, "show", "--stat", "HEAD")
+    assert "feature.txt" in git(repo, "ls-tree", "-r", "--name-only", "main")
+    assert not worktree.exists()  # cleaned up after the merge
+
+
+async def test_a_conflicting_merge_changes_nothing_and_goes_back_to_the_session(
+    client: AsyncDaemon, repo: Path
+) -> None:
+    first = await open_session(client, repo, "worktree")
+    second = await open_session(client, repo, "worktree")
+    target = next(p.name for p in repo.iterdir() if p.is_file() and not p.name.startswith("."))
+    await prompt(client, first.id, f"write {target} from the first session")
+    await prompt(client, second.id, f"write {target} from the second session")
+    assert (await merged(client, first.id)).status == "merged"
+    head = git(repo, "rev-parse", "main")
+    status = git(repo, "status", "--porcelain")
+    async with client.events(sessions=[second.id], kinds=["turn.queued"]) as events:
+        entry = await merged(client, second.id, hand_back=True)
+        async with asyncio.timeout(60):
+            handed = await anext(events)
+    assert entry.status == "failed"
+    assert target in entry.conflicts
+    assert git(repo, "rev-parse", "main") == head
+    assert git(repo, "status", "--porcelain") == status
+    assert "conflicts" in handed.data["prompt"]
+
+
+async def test_a_worktree_needs_git(client: AsyncDaemon, tmp_path: Path) -> None:
+    with pytest.raises(InvalidParams, match="not in a git repository"):
+        await open_session(client, tmp_path, "worktree")
+
+
+async def test_a_sandboxed_command_sees_the_project_and_cannot_write_outside(
+    client: AsyncDaemon, project: Path
+) -> None:
+    problem = bwrap_problem()
+    if problem:
+        pytest.fail(f"bubblewrap does not work here: {problem} (./dev test installs it)")
+    session = await open_session(client, project, "sandbox")
+    outside = project.parent / "outside" / "sandboxed.txt"
+    reply = await prompt(
+        client, session.id, f"run pwd\nrun touch {outside}\nrun touch {project}/made-inside.txt"
+    )
+    assert str(project) in reply
+    assert not outside.exists()
+    assert (project / "made-inside.txt").exists()
+    assert "exit code 0" in reply
+    assert "exit code 1" in reply  # touch outside failed: read-only
+
+
+async def test_an_ssh_session_runs_and_writes_on_the_target(
+    client: AsyncDaemon, sshd: Sshd, tmp_path: Path
+) -> None:
+    remote = sshd.home / "remote-project"
+    remote.mkdir()
+    local = tmp_path / "local"
+    local.mkdir()
+    session = await open_session(
+        client,
+        local,
+        "ssh",
+        ssh_target=f"{sshd.user}@127.0.0.1:{sshd.port}",
+        ssh_dir=str(remote),
+        ssh_key_file=sshd.key,
+        ssh_known_hosts=sshd.known_hosts,
+    )
+    reply = await prompt(client, session.id, "write landed.txt over ssh\nrun pwd")
+    assert (remote / "landed.txt").read_text() == "over ssh"
+    assert not (local / "landed.txt").exists()
+    assert str(remote) in reply
+    info = await (await client.session(session.id)).aget()
+    assert info.where is not None
+    assert info.where.host is not None
+
+
+async def test_an_unreachable_ssh_target_fails_the_turn_clearly_and_the_session_lives(
+    client: AsyncDaemon, sshd: Sshd, tmp_path: Path
+) -> None:
+    session = await open_session(
+        client,
+        tmp_path,
+        "ssh",
+        ssh_target=f"{sshd.user}@127.0.0.1:1",
+        ssh_key_file=sshd.key,
+        ssh_known_hosts=sshd.known_hosts,
+        ssh_connect_timeout=5.0,
+    )
+    with pytest.raises(SessiondError, match="could not be set up") as caught:
+        await prompt(client, session.id, "say hi")
+    assert "127.0.0.1:1" in str(caught.value)
+    info = await (await client.session(session.id)).aget()
+    assert info.status == "failed"
+
+
+async def test_two_sessions_editing_one_file_collide(client: AsyncDaemon, project: Path) -> None:
+    a = await open_session(client, project, "here")
+    b = await open_session(client, project, "here")
+    async with client.events(kinds=["session.collision"]) as events:
+        await prompt(client, a.id, "write shared.txt from a")
+        await prompt(client, b.id, "write shared.txt from b")
+        async with asyncio.timeout(60):
+            event = await anext(events)
+    assert set(event.data["sessions"]) == {a.id, b.id}
+    assert "undo each other's work" in event.data["message"]
