@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import streaming
 from bench.direct_acp import run_turns
 from bench.harness import daemon, table
 from sessiond.client import aconnect
@@ -81,6 +82,9 @@ def main() -> None:
     print(table("Opening sessions", asyncio.run(open_many(args.sessions))))
     print()
     print(table("Turns", asyncio.run(turns(args.turns))))
+    print()
+    work = Path(tempfile.mkdtemp(prefix="sd-bench-stream-"))
+    print(table("Streaming to subscribers", asyncio.run(streaming.run(args.turns, work))))
 
 
 if __name__ == "__main__":

@@ -17,33 +17,38 @@ class Throttle:
         self.interval = interval
         self._clock = clock
         self._last: dict[Hashable, float] = {}
-        self._waiting: dict[Hashable, tuple[asyncio.TimerHandle, Callable[[], object]]] = {}
+        self._due: dict[Hashable, asyncio.TimerHandle] = {}
+        self._latest: dict[Hashable, Callable[[], object]] = {}
 
     def request(self, key: Hashable, run: Callable[[], object]) -> None:
-        if key in self._waiting:
-            return  # a run is already due at the end of this window; it will read the latest state
+        if key in self._due:
+            self._latest[key] = run  # runs at the end of the window, in place of the earlier one
+            return
         now = self._clock()
-        due = self._last.get(key, -1e18) + self.interval
+        due = self._last.get(key, float("-inf")) + self.interval
         if now >= due:
             self._last[key] = now
             run()
             return
+        self._latest[key] = run
+        self._due[key] = asyncio.get_running_loop().call_later(due - now, self._fire, key)
 
-        def fire() -> None:
-            self._waiting.pop(key, None)
-            self._last[key] = self._clock()
+    def _fire(self, key: Hashable) -> None:
+        self._due.pop(key, None)
+        run = self._latest.pop(key, None)
+        self._last[key] = self._clock()
+        if run is not None:
             run()
-
-        self._waiting[key] = (asyncio.get_running_loop().call_later(due - now, fire), fire)
 
     def flush(self) -> None:
         """Run everything that waits, now (before a stop)."""
-        for handle, fire in list(self._waiting.values()):
+        for key, handle in list(self._due.items()):
             handle.cancel()
-            fire()
+            self._fire(key)
 
     def forget(self, key: Hashable) -> None:
-        waiting = self._waiting.pop(key, None)
-        if waiting is not None:
-            waiting[0].cancel()
+        handle = self._due.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+        self._latest.pop(key, None)
         self._last.pop(key, None)

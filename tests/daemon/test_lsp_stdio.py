@@ -100,3 +100,39 @@ async def test_invalid_params_name_the_field(client: LanguageClient) -> None:
         await request(client, "session/prompt", {"session": "s1"})
     assert caught.value.code == -32602
     assert "prompt" in caught.value.message
+
+
+async def test_an_answering_client_gets_permission_requests_and_its_answer_wins(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """A second LSP connection that said answersPermissions is asked; its answer ends the wait."""
+    answering = await ClientServerConfig(
+        server_command=[sys.executable, "-m", "sessiond.client", "stdio", "--socket", str(SOCKET)],
+        server_env={**os.environ, "SESSIOND_HOME": str(HOME)},
+    ).start()
+    asked: list[Any] = []
+
+    @answering.feature("session/requestPermission")
+    def answer(params: Any) -> dict[str, Any]:
+        asked.append(params)
+        allow = next(o for o in params.options if o.kind == "allow_once")
+        return {"optionId": allow.optionId}
+
+    await answering.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(), initialization_options={"answersPermissions": True}
+        )
+    )
+    try:
+        opened = await request(client, "session/open", {"root": str(tmp_path)})
+        session = opened.sessions[0].id
+        result = await asyncio.wait_for(
+            request(client, "session/prompt", {"session": session, "prompt": "ask may I?"}), 60
+        )
+        assert len(asked) == 1
+        assert asked[0].session == session
+        assert asked[0].toolCall.title == "may I?"
+        assert "Allow" in result.text
+    finally:
+        await answering.shutdown_session()
+        await answering.stop()

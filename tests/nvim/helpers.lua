@@ -78,7 +78,10 @@ end
 
 function H.eq(expected, actual, what)
   if not vim.deep_equal(expected, actual) then
-    error(("%s:\n  expected %s\n  got      %s\n%s"):format(what, vim.inspect(expected), vim.inspect(actual), H.debug()), 2)
+    error(
+      ("%s:\n  expected %s\n  got      %s\n%s"):format(what, vim.inspect(expected), vim.inspect(actual), H.debug()),
+      2
+    )
   end
 end
 

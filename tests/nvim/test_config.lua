@@ -43,12 +43,22 @@ end)
 H.eq("sessiond: offline", sessiond.status(), "offline status")
 local generation = require("sessiond.client").state.generation
 H.truthy(sessiond.setup(offline), "setup again")
-H.eq(1, H.count_lines(vim.tbl_map(function(n)
-  return n.message
-end, H.notes), "unknown option colour"), "the unknown option is reported once")
+H.eq(
+  1,
+  H.count_lines(
+    vim.tbl_map(function(n)
+      return n.message
+    end, H.notes),
+    "unknown option colour"
+  ),
+  "the unknown option is reported once"
+)
 H.eq(generation, require("sessiond.client").state.generation, "the same options do not reconnect")
 H.eq(1, #vim.api.nvim_get_autocmds({ group = "sessiond", event = "VimLeavePre" }), "autocmds are not doubled")
-H.truthy(sessiond.setup(vim.tbl_extend("force", offline, { socket = "/tmp/sessiond-test-elsewhere.sock" })), "setup with another socket")
+H.truthy(
+  sessiond.setup(vim.tbl_extend("force", offline, { socket = "/tmp/sessiond-test-elsewhere.sock" })),
+  "setup with another socket"
+)
 H.truthy(require("sessiond.client").state.generation > generation, "another socket reconnects")
 
 -- The statusline text works in a real statusline format.
@@ -62,7 +72,11 @@ H.eq("sessiond: offline", vim.api.nvim_eval_statusline("%{%v:lua.require'session
 local gendoc = dofile(H.repo .. "/clients/nvim/scripts/gendoc.lua")
 local doc_path = H.repo .. "/clients/nvim/doc/sessiond.txt"
 local doc = vim.fn.readfile(doc_path)
-H.eq(gendoc.regenerate(doc, config.doc_lines()), doc, "doc/sessiond.txt is stale: run nvim --clean -l clients/nvim/scripts/gendoc.lua")
+H.eq(
+  gendoc.regenerate(doc, config.doc_lines()),
+  doc,
+  "doc/sessiond.txt is stale: run nvim --clean -l clients/nvim/scripts/gendoc.lua"
+)
 for i, line in ipairs(doc) do
   H.truthy(vim.fn.strdisplaywidth(line) <= 78, ("doc line %d is wider than 78 columns: %s"):format(i, line))
 end
@@ -71,7 +85,13 @@ vim.fn.mkdir(docdir .. "/doc", "p")
 vim.fn.writefile(doc, docdir .. "/doc/sessiond.txt")
 vim.cmd("helptags " .. vim.fn.fnameescape(docdir .. "/doc"))
 vim.opt.rtp:append(docdir)
-for _, tag in ipairs({ "sessiond", "sessiond-options", ":Sessiond-send", "g:sessiond_status", "sessiond-option-view.keep" }) do
+for _, tag in ipairs({
+  "sessiond",
+  "sessiond-options",
+  ":Sessiond-send",
+  "g:sessiond_status",
+  "sessiond-option-view.keep",
+}) do
   vim.cmd("help " .. tag)
   H.truthy(vim.api.nvim_buf_get_name(0):match("sessiond%.txt$"), ":help " .. tag .. " opens sessiond.txt")
   vim.cmd("helpclose")
@@ -107,8 +127,12 @@ H.eq(
 
 -- An unknown subcommand says so in one line.
 vim.cmd("Sessiond frobnicate")
-H.find_line(vim.tbl_map(function(n)
-  return n.message
-end, H.notes), 'no subcommand "frobnicate"', "unknown subcommand")
+H.find_line(
+  vim.tbl_map(function(n)
+    return n.message
+  end, H.notes),
+  'no subcommand "frobnicate"',
+  "unknown subcommand"
+)
 
 H.done("config")

@@ -25,10 +25,7 @@ local tabs = #vim.api.nvim_list_tabpages()
 H.press("<CR>")
 H.wait("a new tab page with two windows in diff mode", function()
   local wins = vim.api.nvim_tabpage_list_wins(0)
-  return #vim.api.nvim_list_tabpages() == tabs + 1
-    and #wins == 2
-    and vim.wo[wins[1]].diff
-    and vim.wo[wins[2]].diff
+  return #vim.api.nvim_list_tabpages() == tabs + 1 and #wins == 2 and vim.wo[wins[1]].diff and vim.wo[wins[2]].diff
 end)
 local by_name = {}
 for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do

@@ -35,9 +35,13 @@ m:reset({
 })
 seq = 10
 H.eq(10, m.seq, "seq after a snapshot")
-H.eq({ "s2", "s10" }, vim.tbl_map(function(i)
-  return i.id
-end, m:ordered()), "creation order, s2 before s10")
+H.eq(
+  { "s2", "s10" },
+  vim.tbl_map(function(i)
+    return i.id
+  end, m:ordered()),
+  "creation order, s2 before s10"
+)
 H.eq("1 working · 2 open", status.get(m), "status after a snapshot")
 
 -- Events at or below seq are duplicates.
@@ -50,12 +54,39 @@ m:apply(event("fleet.summary", nil, { open = 3, working = 2, needsYou = 0 }))
 m:set_current("s3")
 H.eq("2 working · 3 open │ s3", status.get(m), "a current session without insight")
 
-m:apply(event("session.plan", "s3", { plan = { entries = { { content = "a", status = "completed" }, { content = "b", status = "in_progress" } }, done = 1, total = 2 } }))
+m:apply(
+  event(
+    "session.plan",
+    "s3",
+    {
+      plan = {
+        entries = { { content = "a", status = "completed" }, { content = "b", status = "in_progress" } },
+        done = 1,
+        total = 2,
+      },
+    }
+  )
+)
 m:apply(event("session.usage", "s3", { context = { used = 84000, size = 200000, percent = 42.0 } }))
-m:apply(event("session.changes", "s3", { changes = { files = { { path = "f.txt", kind = "added" }, { path = "g.txt", kind = "modified" } }, base = "snapshot" } }))
+m:apply(
+  event(
+    "session.changes",
+    "s3",
+    {
+      changes = {
+        files = { { path = "f.txt", kind = "added" }, { path = "g.txt", kind = "modified" } },
+        base = "snapshot",
+      },
+    }
+  )
+)
 local text, dict = status.get(m)
 H.eq("2 working · 3 open │ s3: plan 1/2 · ctx 42% · 2 files", text, "status with plan, context and files")
-H.eq({ id = "s3", label = "s3", status = "working", plan = "1/2", context = 42, files = 2 }, dict.session, "status dict")
+H.eq(
+  { id = "s3", label = "s3", status = "working", plan = "1/2", context = 42, files = 2 },
+  dict.session,
+  "status dict"
+)
 H.eq("ctx 42%% ", status.escape("ctx 42% "), "escaping for a statusline format")
 
 -- Streaming chunks keep the last non-blank line.
@@ -105,9 +136,13 @@ bare:set_connection("online")
 bare:apply({ seq = 1, kind = "session.opened", session = "a", agent = "x", time = "t", data = {} })
 bare:apply({ seq = 2, kind = "session.status", session = "a", data = { status = "needs_you" } })
 H.eq("1 needs you · 1 open", status.get(bare), "local counts")
-H.eq({ "x" }, vim.tbl_map(function(g)
-  return g.name
-end, bare:by_agent()), "agents from sessions")
+H.eq(
+  { "x" },
+  vim.tbl_map(function(g)
+    return g.name
+  end, bare:by_agent()),
+  "agents from sessions"
+)
 
 -- `through` moves seq past superseded events.
 bare:advance(40)

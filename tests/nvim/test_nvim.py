@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -59,8 +60,12 @@ def daemon() -> Iterator[Daemon]:
 
 
 def nvim_env(daemon: Daemon | None, work: Path) -> dict[str, str]:
-    env = dict(daemon.env) if daemon else dict(os.environ)
-    venv_bin = str(Path(os.sys.executable).parent)
+    if daemon is not None:
+        env = dict(daemon.env)
+    else:  # never the user's own daemon
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SESSIOND_")}
+        env["SESSIOND_HOME"] = str(work / "home")
+    venv_bin = str(Path(sys.executable).parent)
     env.update(
         SESSIOND_REPO=str(REPO),
         SESSIOND_TEST_SIGNALS=str(work / "signals"),
@@ -74,10 +79,11 @@ def nvim_env(daemon: Daemon | None, work: Path) -> dict[str, str]:
     return env
 
 
-def start_script(name: str, daemon: Daemon | None, work: Path, cwd: Path | None = None) -> subprocess.Popen[str]:
+def start_script(name: str, daemon: Daemon | None, work: Path) -> subprocess.Popen[str]:
+    """nvim -l on the script, in work/root (the root of the sessions it opens)."""
     return subprocess.Popen(
         [str(nvim_binary()), "--clean", "-l", str(SCRIPTS / name)],
-        cwd=cwd or work / "root",
+        cwd=work / "root",
         env=nvim_env(daemon, work),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -87,6 +93,7 @@ def start_script(name: str, daemon: Daemon | None, work: Path, cwd: Path | None 
 
 
 def finish(process: subprocess.Popen[str], name: str, daemon: Daemon | None = None) -> str:
+    """Its stdout; a failure shows the Lua error, the script's output and the daemon's log."""
     try:
         out, err = process.communicate(timeout=SCRIPT_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -95,12 +102,14 @@ def finish(process: subprocess.Popen[str], name: str, daemon: Daemon | None = No
         pytest.fail(f"{name} did not finish within {SCRIPT_TIMEOUT} s\n{out}\n{err}")
     if process.returncode != 0:
         daemon_log = "\n".join(["--- daemon stderr", *daemon.stderr]) if daemon else ""
-        pytest.fail(f"{name} failed (exit {process.returncode}):\n{err.strip()}\n--- stdout\n{out}{daemon_log}")
+        pytest.fail(
+            f"{name} failed (exit {process.returncode}):\n{err.strip()}\n--- stdout\n{out}{daemon_log}"
+        )
     return out
 
 
-def run_script(name: str, daemon: Daemon | None, work: Path, cwd: Path | None = None) -> str:
-    return finish(start_script(name, daemon, work, cwd), name, daemon)
+def run_script(name: str, daemon: Daemon | None, work: Path) -> str:
+    return finish(start_script(name, daemon, work), name, daemon)
 
 
 def test_model_and_status_text(work: Path) -> None:

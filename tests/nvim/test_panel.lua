@@ -23,7 +23,11 @@ H.eq(buf, vim.api.nvim_get_current_buf(), "the panel has the focus")
 H.wait_lines(buf, { "demo · running · 4 sessions" }, "the agent line")
 local lines = H.lines(buf)
 local function line_of(id)
-  local row, line = H.find_line(H.lines(buf), "  " .. (id == "s2" and "●" or id == "s4" and "●" or "○") .. " " .. id .. " ", "line of " .. id)
+  local row, line = H.find_line(
+    H.lines(buf),
+    "  " .. (id == "s2" and "●" or id == "s4" and "●" or "○") .. " " .. id .. " ",
+    "line of " .. id
+  )
   return row, line
 end
 local _, s1_line = line_of("s1")

@@ -37,9 +37,13 @@ end
 local id = H.open_sessions(1)[1]
 sessiond.model:set_current(id)
 local pick, turn = ask(id, "first?")
-H.eq({ "Allow", "Reject" }, vim.tbl_map(function(o)
-  return pick.opts.format_item(o)
-end, pick.items), "the agent's options")
+H.eq(
+  { "Allow", "Reject" },
+  vim.tbl_map(function(o)
+    return pick.opts.format_item(o)
+  end, pick.items),
+  "the agent's options"
+)
 H.truthy(pick.opts.prompt:find("asks: first?", 1, true), "the question in the prompt: " .. pick.opts.prompt)
 H.wait("needs you in the status line", function()
   return H.status():find("^1 needs you · 1 open") ~= nil
@@ -79,9 +83,12 @@ H.wait("needs you", function()
   return H.status():find("^1 needs you") ~= nil
 end)
 H.wait("the notification", function()
-  return H.count_lines(vim.tbl_map(function(n)
-    return n.message
-  end, H.notes), "needs you: third? (:Sessiond answer)") == 1
+  return H.count_lines(
+    vim.tbl_map(function(n)
+      return n.message
+    end, H.notes),
+    "needs you: third? (:Sessiond answer)"
+  ) == 1
 end)
 H.eq(before, #picks, "no picker in notify mode")
 vim.cmd("Sessiond answer")
@@ -102,9 +109,13 @@ H.wait("the fourth turn", function()
   return turn.done
 end)
 pick.on_choice(pick.items[1])
-H.find_line(vim.tbl_map(function(n)
-  return n.message
-end, H.notes), "that permission request was already answered", "a late pick is refused")
+H.find_line(
+  vim.tbl_map(function(n)
+    return n.message
+  end, H.notes),
+  "that permission request was already answered",
+  "a late pick is refused"
+)
 H.eq(true, transcript_has(id, 'Asked "fourth?": Reject'), "the first answer won")
 
 H.done("permission")

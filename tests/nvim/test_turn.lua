@@ -45,7 +45,11 @@ end)
 H.eq(1, vim.g.sessiond_status_dict.working, "g:sessiond_status_dict.working")
 H.eq("0/2", vim.g.sessiond_status_dict.session.plan, "g:sessiond_status_dict.session.plan")
 H.eq(during:gsub("%%", "%%%%"), sessiond.status(), "status() is escaped for a statusline format")
-H.eq(during, vim.api.nvim_eval_statusline("%{%v:lua.require'sessiond'.status()%}", { maxwidth = 200 }).str, "in a statusline")
+H.eq(
+  during,
+  vim.api.nvim_eval_statusline("%{%v:lua.require'sessiond'.status()%}", { maxwidth = 200 }).str,
+  "in a statusline"
+)
 H.truthy(record.updates > 0, "User SessiondUpdate fired")
 
 -- LSP progress: a begin from the "sessiond" client, titled with the session.
@@ -114,8 +118,14 @@ vim.cmd("Sessiond panel")
 local panel_lines = H.lines(require("sessiond.panel").buffer())
 H.find_line(panel_lines, "demo · running · 1 session", "agent line")
 local _, line = H.find_line(panel_lines, "s1", "session line")
-H.truthy(line:find("idle", 1, true) and line:find("plan 2/2", 1, true) and line:find("0%", 1, true)
-  and line:find("1 file", 1, true) and line:find("all done", 1, true), "session line content: " .. line)
+H.truthy(
+  line:find("idle", 1, true)
+    and line:find("plan 2/2", 1, true)
+    and line:find("0%", 1, true)
+    and line:find("1 file", 1, true)
+    and line:find("all done", 1, true),
+  "session line content: " .. line
+)
 vim.cmd("close")
 
 -- Enter on the changed file (the root is not in git: the file itself opens).

@@ -395,9 +395,7 @@ function M.connect(opts)
         return
       end
       state.last_error = state.last_error
-        .. ("; and %s is not executable, so no daemon can be started (see :help sessiond-option-cmd)"):format(
-          cmd[1]
-        )
+        .. ("; and %s is not executable, so no daemon can be started (see :help sessiond-option-cmd)"):format(cmd[1])
       vim.notify("sessiond: " .. state.last_error, vim.log.levels.WARN)
     end
     hooks.on_state("offline")

@@ -25,7 +25,9 @@ local function check_daemon()
   if exe ~= "" then
     health.ok(("`%s` found: %s"):format(cmd[1], exe))
   elseif client.connected() then
-    health.info(("`%s` is not on PATH; not needed while the daemon runs (see :help sessiond-option-cmd)"):format(cmd[1]))
+    health.info(
+      ("`%s` is not on PATH; not needed while the daemon runs (see :help sessiond-option-cmd)"):format(cmd[1])
+    )
   else
     health.warn(("`%s` is not on PATH, so no daemon can be started"):format(cmd[1]), {
       "Install sessiond (pip install sessiond) or set `cmd` in setup()",

@@ -59,7 +59,12 @@ function M.header(info)
   end
   add(state)
   for _, ask in ipairs(model():pending_permissions(info.id)) do
-    add(("Needs you: %s (press %s)"):format(ask.toolCall.title or "a permission", config.options.view.keys.answer or ":Sessiond answer"))
+    add(
+      ("Needs you: %s (press %s)"):format(
+        ask.toolCall.title or "a permission",
+        config.options.view.keys.answer or ":Sessiond answer"
+      )
+    )
   end
   if info.lastError then
     add("Last error: " .. tostring(info.lastError))
@@ -275,38 +280,42 @@ local function load(view)
   view.held = {}
   view.items, view.partial = {}, nil
   render_transcript(view)
-  client.request("session/transcript", { session = view.session, limit = config.options.view.lines }, function(err, result)
-    if views[view.session] ~= view then
-      return
-    end
-    view.loading = false
-    if err then
-      view.items = { { role = "tool", text = "(the transcript could not be read: " .. tostring(err.message) .. ")" } }
-    else
-      for _, line in ipairs(result.lines or {}) do
-        local item = { role = line.role, turn = line.turn, text = line.text }
-        if (line.n or 0) >= (result.total or math.huge) then
-          view.partial = item -- still growing
-        else
-          view.items[#view.items + 1] = item
+  client.request(
+    "session/transcript",
+    { session = view.session, limit = config.options.view.lines },
+    function(err, result)
+      if views[view.session] ~= view then
+        return
+      end
+      view.loading = false
+      if err then
+        view.items = { { role = "tool", text = "(the transcript could not be read: " .. tostring(err.message) .. ")" } }
+      else
+        for _, line in ipairs(result.lines or {}) do
+          local item = { role = line.role, turn = line.turn, text = line.text }
+          if (line.n or 0) >= (result.total or math.huge) then
+            view.partial = item -- still growing
+          else
+            view.items[#view.items + 1] = item
+          end
         end
       end
-    end
-    -- Events that came while reading: with `head`, those after it; without, the
-    -- transcript already holds them.
-    local held = view.held
-    view.held = {}
-    local old_last = vim.api.nvim_buf_line_count(view.buf)
-    render_transcript(view)
-    if result and result.head then
-      for _, event in ipairs(held) do
-        if (event.seq or 0) > result.head then
-          M.on_event(event)
+      -- Events that came while reading: with `head`, those after it; without, the
+      -- transcript already holds them.
+      local held = view.held
+      view.held = {}
+      local old_last = vim.api.nvim_buf_line_count(view.buf)
+      render_transcript(view)
+      if result and result.head then
+        for _, event in ipairs(held) do
+          if (event.seq or 0) > result.head then
+            M.on_event(event)
+          end
         end
       end
+      M.follow(view, old_last)
     end
-    M.follow(view, old_last)
-  end)
+  )
 end
 
 -- ------------------------------------------------------------------ files

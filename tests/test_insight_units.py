@@ -1,0 +1,125 @@
+"""The pure parts of session insight: transcript lines, context, attention, throttling."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sessiond.daemon.changes import count_lines
+from sessiond.daemon.insight import Insight, TranscriptBuilder, transcript_pieces
+from sessiond.daemon.throttle import Throttle
+from sessiond.protocol.models import Attention
+
+
+def test_pieces_become_numbered_lines_per_role_and_turn() -> None:
+    builder = TranscriptBuilder()
+    builder.feed("user", "t1", "fix it\n")
+    builder.feed("agent", "t1", "on ")
+    builder.feed("agent", "t1", "it\nnow")
+    builder.feed("thought", "t1", "hmm")  # another role ends the agent's open line
+    builder.end()
+    assert [(ln.n, ln.role, ln.text) for ln in builder.lines] == [
+        (0, "user", "fix it"),
+        (1, "agent", "on it"),
+        (2, "agent", "now"),
+        (3, "thought", "hmm"),
+    ]
+    assert builder.total == 4
+
+
+def test_only_the_last_lines_are_kept_but_numbering_goes_on() -> None:
+    builder = TranscriptBuilder(keep=3)
+    for n in range(10):
+        builder.feed("agent", "t", f"line {n}\n")
+    assert [ln.n for ln in builder.tail(5)] == [7, 8, 9]
+    assert builder.total == 10
+
+
+def test_stored_events_give_the_same_transcript() -> None:
+    events = [
+        ("turn.queued", "t1", {"prompt": "hello"}),
+        ("turn.chunk", "t1", {"text": "hi "}),
+        ("turn.chunk", "t1", {"text": "there"}),
+        ("turn.tool", "t1", {"title": "Run ls", "toolKind": "execute", "first": True}),
+        ("turn.tool", "t1", {"title": "Run ls", "toolKind": "execute", "first": False}),
+        ("turn.ended", "t1", {}),
+    ]
+    builder = TranscriptBuilder()
+    for role, turn, text in transcript_pieces(events):
+        if role == "end":
+            builder.end()
+        else:
+            builder.feed(role, turn, text)
+    assert [(ln.role, ln.text) for ln in builder.lines] == [
+        ("user", "hello"),
+        ("agent", "hi there"),
+        ("tool", "[execute] Run ls"),
+    ]
+
+
+def test_context_is_estimated_when_the_agent_reports_none() -> None:
+    insight = Insight()
+    assert insight.context_view() is None
+    insight.add_text("x" * 4000)
+    estimated = insight.context_view()
+    assert estimated is not None
+    assert estimated.estimated
+    assert estimated.used == 1000
+    insight.set_context({"used": 5000, "size": 100000, "cost": {"amount": 0.5, "currency": "USD"}})
+    reported = insight.context_view()
+    assert reported is not None
+    assert not reported.estimated
+    assert reported.percent == 5.0
+    assert insight.cost() == 0.5
+
+
+def test_attention_flags() -> None:
+    insight = Insight()
+    insight.set_plan([{"content": "slow step", "status": "in_progress"}], now=1000.0)
+    insight.set_context({"used": 90, "size": 100})
+    insight.turn_began(1000.0)
+    flags = insight.attention(now=1700.0, needs_you=True, plan_stall=600.0, turn_timeout=1200.0)
+    assert flags == [Attention.NEEDS_YOU, Attention.PLAN_STALLED, Attention.CONTEXT_HIGH, Attention.TURN_LONG]
+    assert insight.attention(now=1001.0, needs_you=False, plan_stall=600.0, turn_timeout=1200.0) == [
+        Attention.CONTEXT_HIGH
+    ]
+
+
+def test_a_plan_entry_keeps_its_start_while_it_stays_in_progress() -> None:
+    insight = Insight()
+    insight.set_plan([{"content": "a", "status": "in_progress"}], now=10.0)
+    insight.set_plan([{"content": "a", "status": "in_progress"}, {"content": "b"}], now=20.0)
+    assert insight.in_progress_since == {"a": 10.0}
+
+
+def test_line_counts() -> None:
+    assert count_lines(None, "a\nb\n") == (2, 0)
+    assert count_lines("a\nb\nc", "a\nB\nc") == (1, 1)
+
+
+async def test_the_throttle_runs_at_once_then_once_at_the_end_of_the_window() -> None:
+    now = [0.0]
+    throttle = Throttle(1.0, clock=lambda: now[0])
+    runs: list[float] = []
+    done = asyncio.Event()
+
+    def run() -> None:
+        runs.append(now[0])
+        if len(runs) == 2:
+            done.set()
+
+    throttle.request("k", run)
+    now[0] = 0.2
+    throttle.request("k", run)
+    throttle.request("k", run)  # folded into the one already due
+    assert runs == [0.0]
+    await asyncio.wait_for(done.wait(), 10)
+    assert len(runs) == 2
+
+
+async def test_flush_runs_what_waits() -> None:
+    throttle = Throttle(60.0)
+    runs: list[str] = []
+    throttle.request("k", lambda: runs.append("first"))
+    throttle.request("k", lambda: runs.append("second"))
+    throttle.flush()
+    assert runs == ["first", "second"]
