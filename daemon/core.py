@@ -487,6 +487,7 @@ class Core:
                 )
             )
         )
+        self._fleet_soon()
         for record in created:
             self.events.emit(
                 EventKind.SESSION_OPENED,
@@ -588,6 +589,7 @@ class Core:
                         await runtime.process.close_session(session.agent_session_id)
         self.collisions.forget(session.id)
         self._set_status(session, closed=True)
+        self._fleet_soon()
         await self.store.flush()
         self.events.emit(
             EventKind.SESSION_CLOSED,
@@ -1156,14 +1158,16 @@ class Core:
         if session.turns:
             ins.transcript = await self._stored_transcript(session.id, keep=TRANSCRIPT_LINES)
 
-    async def _stored_transcript(self, session_id: str, keep: int | None) -> TranscriptBuilder:
+    async def _stored_transcript(
+        self, session_id: str, keep: int | None, upto: int | None = None
+    ) -> TranscriptBuilder:
         kinds = [k.value for k in TRANSCRIPT_KINDS]
 
         def read(conn: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
             rows = conn.execute(
-                "SELECT kind, turn, data FROM events WHERE session = ? "
+                "SELECT kind, turn, data FROM events WHERE session = ? AND seq <= ? "
                 f"AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq",
-                [session_id, *kinds],
+                [session_id, upto if upto is not None else 2**62, *kinds],
             )
             return [(r[0], r[1], msgpack.unpackb(r[2], raw=False)) for r in rows]
 
@@ -1179,10 +1183,13 @@ class Core:
         session = self._session(params.session)
         ins = session.insight
         if params.offset is None and ins is not None and (ins.transcript_loaded or session.turns == 0):
+            # Memory reflects every event emitted so far, stored or about to be.
+            head = self.events.head
             lines = ins.transcript.tail(params.limit)
             total = ins.transcript.total
         else:
-            builder = await self._stored_transcript(session.id, keep=None)
+            head = self.events.committed
+            builder = await self._stored_transcript(session.id, keep=None, upto=head)
             everything = builder.tail(builder.total + 1)
             total = len(everything)
             start = max(total - params.limit, 0) if params.offset is None else params.offset
@@ -1190,6 +1197,7 @@ class Core:
         return m.Transcript(
             lines=[m.TranscriptLine.model_validate(line._asdict()) for line in lines],
             total=total,
+            head=head,
         )
 
     def _attention(self, session: SessionRecord) -> list[m.Attention]:

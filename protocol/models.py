@@ -413,6 +413,9 @@ class TranscriptLine(Result):
 class Transcript(Result):
     lines: list[TranscriptLine]
     total: int = Field(description="Lines in the whole transcript.")
+    head: int = Field(
+        0, description="The newest seq when it was read: follow on with events after it, missing none."
+    )
 
 
 class SessionCancelParams(Params):

@@ -105,7 +105,19 @@ end
 
 -- Completion.
 local subcommands = vim.fn.getcompletion("Sessiond ", "cmdline")
-for _, name in ipairs({ "panel", "new", "send", "next", "prev", "cancel", "close", "open", "answer", "connect" }) do
+for _, name in ipairs({
+  "panel",
+  "new",
+  "send",
+  "next",
+  "prev",
+  "cancel",
+  "close",
+  "open",
+  "answer",
+  "merge",
+  "connect",
+}) do
   H.truthy(vim.tbl_contains(subcommands, name), "completion offers " .. name)
 end
 H.eq({ "new", "next" }, vim.fn.getcompletion("Sessiond ne", "cmdline"), "completion by prefix")

@@ -54,32 +54,20 @@ m:apply(event("fleet.summary", nil, { open = 3, working = 2, needsYou = 0 }))
 m:set_current("s3")
 H.eq("2 working · 3 open │ s3", status.get(m), "a current session without insight")
 
-m:apply(
-  event(
-    "session.plan",
-    "s3",
-    {
-      plan = {
-        entries = { { content = "a", status = "completed" }, { content = "b", status = "in_progress" } },
-        done = 1,
-        total = 2,
-      },
-    }
-  )
-)
+m:apply(event("session.plan", "s3", {
+  plan = {
+    entries = { { content = "a", status = "completed" }, { content = "b", status = "in_progress" } },
+    done = 1,
+    total = 2,
+  },
+}))
 m:apply(event("session.usage", "s3", { context = { used = 84000, size = 200000, percent = 42.0 } }))
-m:apply(
-  event(
-    "session.changes",
-    "s3",
-    {
-      changes = {
-        files = { { path = "f.txt", kind = "added" }, { path = "g.txt", kind = "modified" } },
-        base = "snapshot",
-      },
-    }
-  )
-)
+m:apply(event("session.changes", "s3", {
+  changes = {
+    files = { { path = "f.txt", kind = "added" }, { path = "g.txt", kind = "modified" } },
+    base = "snapshot",
+  },
+}))
 local text, dict = status.get(m)
 H.eq("2 working · 3 open │ s3: plan 1/2 · ctx 42% · 2 files", text, "status with plan, context and files")
 H.eq(

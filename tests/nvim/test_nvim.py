@@ -124,14 +124,23 @@ def test_a_turn_in_the_status_line_and_the_session_view(daemon: Daemon, work: Pa
     assert "ok turn" in run_script("test_turn.lua", daemon, work)
 
 
-def test_changed_file_opens_a_diff_against_the_base(daemon: Daemon, work: Path) -> None:
-    repo = work / "root"
+def git_repo(repo: Path) -> None:
+    """A repository with one commit: g.txt holding "old line"."""
     git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=repo, check=True)
     (repo / "g.txt").write_text("old line\n")
     subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-qm", "base"], cwd=repo, check=True)
+
+
+def test_changed_file_opens_a_diff_against_the_base(daemon: Daemon, work: Path) -> None:
+    git_repo(work / "root")
     assert "ok diff" in run_script("test_diff.lua", daemon, work)
+
+
+def test_worktree_session_files_and_merge(daemon: Daemon, work: Path) -> None:
+    git_repo(work / "root")
+    assert "ok merge" in run_script("test_merge.lua", daemon, work)
 
 
 def test_panel_over_stdio_and_stepping_between_working_sessions(daemon: Daemon, work: Path) -> None:

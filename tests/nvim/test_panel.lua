@@ -1,8 +1,12 @@
 -- The panel over the stdio transport (`sessiond stdio`, spawned because
--- nothing answers at the configured socket): its lines, its keys, and "n of m"
--- stepping between working sessions in the winbar and with :Sessiond next/prev.
+-- nothing answers at the configured socket; told with --socket where the test's
+-- daemon is): its lines, its keys, and "n of m" stepping between working
+-- sessions in the winbar and with :Sessiond next/prev.
 local H = dofile(vim.fn.fnamemodify(arg[0], ":p:h") .. "/helpers.lua")
-local sessiond = H.setup({ socket = "/tmp/sessiond-test-nothing-here.sock" })
+local sessiond = H.setup({
+  socket = "/tmp/sessiond-test-nothing-here.sock",
+  cmd = { "sessiond", "--socket", vim.env.SESSIOND_SOCKET, "stdio" },
+})
 local client = require("sessiond.client")
 H.eq("stdio", client.state.transport, "nothing at the socket: connected through `sessiond stdio`")
 H.wait("daemon/status to tell the real socket", function()

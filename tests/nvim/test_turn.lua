@@ -97,7 +97,7 @@ H.eq("cancelled", record.progress[#record.progress].message, "progress ends with
 H.wait_status(id, "stopped")
 
 -- A second turn, live into the open view: the plan completes.
-local turn = H.send(id, "progress 1 completed\nprogress 2 completed\nsay all done")
+local turn = H.send(id, "progress 1 completed\nprogress 2 completed\nthink pondering\nsay all done")
 H.wait("the second turn", function()
   return turn.done
 end)
@@ -112,6 +112,7 @@ H.wait("the view to show the end of the second turn", function()
   return H.count_exact(now, "all done") == 1 and H.count_lines(now, "[x] Write") == 1
 end)
 H.eq(1, H.count_exact(H.lines(view_buf), "halfway there"), "no line twice in the live view")
+H.eq(1, H.count_exact(H.lines(view_buf), "~ pondering"), "the agent's thought")
 
 -- The panel's line for the session.
 vim.cmd("Sessiond panel")

@@ -153,6 +153,67 @@ function M.step(dir)
   vim.api.nvim_echo({ { ("sessiond: %s, %d of %d working"):format(id, index, total) } }, false, {})
 end
 
+--- Sessions whose merge this editor asked for: it tells how they end.
+local merges_asked = {}
+
+local MERGE_ENDS = { merged = true, failed = true, cancelled = true }
+
+--- Queue a worktree session's branch to merge into its base.
+function M.merge(session)
+  local id = target(session)
+  if not id then
+    return
+  end
+  client.request("session/get", { session = id }, function(err, info)
+    if err then
+      report("could not merge " .. id)(err)
+      return
+    end
+    if info.placement ~= "worktree" then
+      notify(
+        ("%s works %s, not in a worktree: there is no branch to merge"):format(id, info.placement),
+        vim.log.levels.WARN
+      )
+      return
+    end
+    client.request("merge/request", { session = id }, function(merge_err, entry)
+      if merge_err then
+        report("could not merge " .. id)(merge_err)
+        return
+      end
+      merges_asked[id] = true
+      notify(("%s: merge of %s into %s %s"):format(id, entry.branch, entry.base, entry.status))
+    end)
+  end)
+end
+
+--- A `merge.step` event: say how a merge asked for here ended.
+function M.on_merge_step(event)
+  local data = event.data or {}
+  if not merges_asked[event.session] or not MERGE_ENDS[data.step] then
+    return
+  end
+  merges_asked[event.session] = nil
+  if data.step == "merged" then
+    notify(
+      ("%s: merged %s%s"):format(
+        event.session,
+        data.branch or "",
+        data.commit and (" (" .. data.commit:sub(1, 12) .. ")") or ""
+      )
+    )
+  else
+    local conflicts = type(data.conflicts) == "table"
+        and #data.conflicts > 0
+        and ("; conflicts: " .. table.concat(data.conflicts, ", "))
+      or ""
+    notify(
+      ("%s: merge %s: %s%s"):format(event.session, data.step, tostring(data.reason or "see :Sessiond open"), conflicts),
+      vim.log.levels.WARN
+    )
+  end
+end
+
 function M.answer(session)
   require("sessiond.permission").answer_next(session or model().current)
 end

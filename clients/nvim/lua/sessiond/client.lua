@@ -293,6 +293,8 @@ local function start_lsp(cmd, transport)
   local client_config = {
     name = "sessiond",
     cmd = cmd,
+    -- `sessiond stdio` relays to (and starts a daemon at) the socket the user chose.
+    cmd_env = config.options.socket and { SESSIOND_SOCKET = config.options.socket } or nil,
     capabilities = capabilities,
     init_options = {
       answersPermissions = config.options.answer_permissions,

@@ -108,6 +108,13 @@ M.subcommands = {
     end,
     complete = session_ids,
   },
+  merge = {
+    summary = "merge [session]'s worktree branch into its base (default: current)",
+    run = function(args)
+      actions().merge(args[1])
+    end,
+    complete = session_ids,
+  },
   answer = {
     summary = "answer the oldest permission request of [session] (or any)",
     run = function(args)

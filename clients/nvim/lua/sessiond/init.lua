@@ -88,6 +88,8 @@ local function on_notify(params)
         permission.on_asked(model.permissions[event.data.permission] or event.data)
       elseif event.kind == "permission.answered" then
         permission.on_answered(event.data.permission)
+      elseif event.kind == "merge.step" then
+        require("sessiond.actions").on_merge_step(event)
       end
       M.changed(event.session)
     end

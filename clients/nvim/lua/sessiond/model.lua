@@ -1,7 +1,8 @@
 --- What the plugin knows about the daemon: sessions, agents, the fleet,
---- pending permission requests. Pure data: no editor API, no I/O. It changes
---- only through `reset` (a snapshot) and `apply` (an event), so it can be
---- driven by tests with plain tables.
+--- pending permission requests. Pure data: no editor API, no I/O, so tests
+--- drive it with plain tables. What the daemon says changes it: `apply` (an
+--- event), `reset` (a snapshot), `merge_sessions` and `set_agents` (answers);
+--- besides that only the connection state and the user's current session.
 ---
 --- Sessions are kept in their wire shape (SessionInfo, camelCase fields).
 
@@ -197,6 +198,9 @@ local session_handlers = {
   end,
   ["session.attention"] = function(info, event)
     info.attention = event.data.attention or {}
+  end,
+  ["merge.step"] = function(info, event)
+    info.merge = event.data
   end,
 }
 

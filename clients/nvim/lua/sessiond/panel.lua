@@ -199,6 +199,7 @@ local function map_keys(buf)
     cancel = { on_session(actions.cancel), "cancel the session's turns" },
     close = { on_session(actions.close), "close the session" },
     answer = { on_session(actions.answer), "answer the session's permission request" },
+    merge = { on_session(actions.merge), "merge the worktree session's branch" },
     new = {
       function()
         actions.new({ open_view = false })

@@ -24,12 +24,16 @@ local function model()
   return require("sessiond").model
 end
 
-local function notify(message, level)
-  vim.notify("sessiond: " .. message, level or vim.log.levels.INFO)
-end
-
+--- "2026-11-29T10:41:50.1Z" (UTC) as the local time of day, "11:41:50".
 local function clock(iso)
-  return type(iso) == "string" and iso:match("T(%d%d:%d%d:%d%d)") or "?"
+  local y, mo, d, h, mi, s = tostring(iso):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)")
+  if not y then
+    return "?"
+  end
+  local fields = { year = y, month = mo, day = d, hour = h, min = mi, sec = s, isdst = false }
+  local as_if_local = os.time(fields)
+  local utc_offset = os.time() - os.time(os.date("!*t") --[[@as osdateparam]])
+  return os.date("%H:%M:%S", as_if_local + utc_offset)
 end
 
 local function thousands(n)
@@ -47,7 +51,9 @@ function M.header(info)
     lines[#lines + 1] = line
   end
   add(info.title and info.title ~= "" and ("%s  [%s]"):format(status.label(info, 60), info.id) or info.id)
-  add(("%s · %s · %s"):format(info.agent or "?", info.placement or "?", info.root or "?"))
+  local where = type(info.where) == "table"
+    and (info.where.description ~= "" and info.where.description or info.where.root)
+  add(("%s · %s · %s"):format(info.agent or "?", info.placement or "?", where or info.root or "?"))
   local state = ("Status: %s since %s · %d turn%s"):format(
     (info.status or "?"):gsub("_", " "),
     clock(info.statusSince),
@@ -68,6 +74,13 @@ function M.header(info)
   end
   if info.lastError then
     add("Last error: " .. tostring(info.lastError))
+  end
+  if type(info.merge) == "table" and info.merge.step then
+    local merge = ("Merge: %s %s"):format(info.merge.branch or "", info.merge.step)
+    if info.merge.reason then
+      merge = merge .. " (" .. tostring(info.merge.reason) .. ")"
+    end
+    add(merge)
   end
   local plan = info.plan
   if type(plan) == "table" and type(plan.entries) == "table" and #plan.entries > 0 then
@@ -318,69 +331,6 @@ local function load(view)
   )
 end
 
--- ------------------------------------------------------------------ files
-
-local function open_plain(path)
-  vim.cmd("tabedit " .. vim.fn.fnameescape(path))
-end
-
-local function show_diff(info, file, path, base_text)
-  vim.cmd("tabedit " .. vim.fn.fnameescape(path))
-  local file_win = vim.api.nvim_get_current_win()
-  vim.cmd("leftabove vnew")
-  local buf = vim.api.nvim_get_current_buf()
-  local base_name = ("sessiond://base/%s/%s"):format(info.id, file.oldPath or file.path)
-  local existing = vim.fn.bufnr(base_name)
-  if existing ~= -1 and existing ~= buf then
-    pcall(vim.api.nvim_buf_delete, existing, { force = true })
-  end
-  pcall(vim.api.nvim_buf_set_name, buf, base_name)
-  local lines = vim.split(base_text, "\n", { plain = true })
-  if lines[#lines] == "" then
-    lines[#lines] = nil
-  end
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].buftype = "nofile"
-  vim.bo[buf].bufhidden = "wipe"
-  vim.bo[buf].swapfile = false
-  vim.bo[buf].modifiable = false
-  local filetype = vim.filetype.match({ filename = path })
-  if filetype then
-    vim.bo[buf].filetype = filetype
-  end
-  vim.cmd("diffthis")
-  vim.api.nvim_set_current_win(file_win)
-  vim.cmd("diffthis")
-end
-
---- Open a changed file: a diff against the session's base when the daemon
---- recorded a git tree for it, else the file itself.
-function M.open_file(info, file)
-  local path = file.path
-  if not vim.startswith(path, "/") then
-    path = info.root .. "/" .. path
-  end
-  local base = info.changes and info.changes.base
-  if not base or base == "snapshot" or file.kind == "added" or file.outsideRoot then
-    open_plain(path)
-    return
-  end
-  local base_path = file.oldPath or file.path
-  vim.system({ "git", "-C", info.root, "show", base .. ":./" .. base_path }, { text = true }, function(result)
-    vim.schedule(function()
-      if result.code ~= 0 then
-        notify(
-          ("no base version of %s (%s); opening the file"):format(base_path, vim.trim(result.stderr or "")),
-          vim.log.levels.WARN
-        )
-        open_plain(path)
-      else
-        show_diff(info, file, path, result.stdout or "")
-      end
-    end)
-  end)
-end
-
 -- ------------------------------------------------------------------ views
 
 local function remember(id)
@@ -413,7 +363,7 @@ local function map_keys(view)
     local file = view.files and view.files[vim.api.nvim_win_get_cursor(0)[1]]
     local info = model():session(view.session) or view.last_info
     if file and info then
-      M.open_file(info, file)
+      require("sessiond.files").open(info, file)
     end
   end, "open the changed file under the cursor (a diff against the base)")
   map("send", function()
@@ -425,6 +375,9 @@ local function map_keys(view)
   map("answer", function()
     actions.answer(view.session)
   end, "answer a permission request")
+  map("merge", function()
+    actions.merge(view.session)
+  end, "merge the worktree session's branch")
   map("next", function()
     actions.step(1)
   end, "next working session")

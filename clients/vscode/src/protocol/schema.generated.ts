@@ -556,7 +556,10 @@ export interface MergeEntry {
   conflicts?: string[];
   gate?: string | null;
   gateOutput?: string | null;
-  kept?: boolean;
+  /**
+   * After a merge: whether the worktree was kept.
+   */
+  kept?: boolean | null;
   /**
    * 0: merging now; 1: next; None once done.
    */
@@ -819,6 +822,10 @@ export interface SubscriptionRef {
   subscription: string;
 }
 export interface Transcript {
+  /**
+   * The newest seq when it was read: follow on with events after it, missing none.
+   */
+  head?: number;
   lines: TranscriptLine[];
   /**
    * Lines in the whole transcript.

@@ -1,0 +1,82 @@
+--- Opening a session's changed file: as a diff against the session's base
+--- (the git tree the daemon recorded when the session first ran), else the
+--- file itself, in a new tab page.
+
+local client = require("sessiond.client")
+
+local M = {}
+
+local function notify(message, level)
+  vim.notify("sessiond: " .. message, level or vim.log.levels.INFO)
+end
+
+local function open_plain(path)
+  vim.cmd("tabedit " .. vim.fn.fnameescape(path))
+end
+
+local function show_diff(info, file, path, base_text)
+  vim.cmd("tabedit " .. vim.fn.fnameescape(path))
+  local file_win = vim.api.nvim_get_current_win()
+  vim.cmd("leftabove vnew")
+  local buf = vim.api.nvim_get_current_buf()
+  local base_name = ("sessiond://base/%s/%s"):format(info.id, file.oldPath or file.path)
+  local existing = vim.fn.bufnr(base_name)
+  if existing ~= -1 and existing ~= buf then
+    pcall(vim.api.nvim_buf_delete, existing, { force = true })
+  end
+  pcall(vim.api.nvim_buf_set_name, buf, base_name)
+  local lines = vim.split(base_text, "\n", { plain = true })
+  if lines[#lines] == "" then
+    lines[#lines] = nil
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "wipe"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].modifiable = false
+  local filetype = vim.filetype.match({ filename = path })
+  if filetype then
+    vim.bo[buf].filetype = filetype
+  end
+  vim.cmd("diffthis")
+  vim.api.nvim_set_current_win(file_win)
+  vim.cmd("diffthis")
+end
+
+--- Open a changed file: a diff against the session's base when the daemon
+--- recorded a git tree for it, else the file itself. The file is where the
+--- session's work lands (its worktree, for a worktree session), which the
+--- daemon tells in session/get once the placement is up.
+function M.open(info, file)
+  client.request("session/get", { session = info.id }, function(err, fresh)
+    info = (not err and fresh) or info
+    local where = type(info.where) == "table" and info.where or {}
+    if where.host then
+      notify(("%s is on %s; open it there"):format(file.path, where.host), vim.log.levels.WARN)
+      return
+    end
+    local root = where.root or info.root
+    local path = vim.startswith(file.path, "/") and file.path or (root .. "/" .. file.path)
+    local base = info.changes and info.changes.base
+    if not base or base == "snapshot" or file.kind == "added" or file.outsideRoot then
+      open_plain(path)
+      return
+    end
+    local base_path = file.oldPath or file.path
+    vim.system({ "git", "-C", root, "show", base .. ":./" .. base_path }, { text = true }, function(result)
+      vim.schedule(function()
+        if result.code ~= 0 then
+          notify(
+            ("no base version of %s (%s); opening the file"):format(base_path, vim.trim(result.stderr or "")),
+            vim.log.levels.WARN
+          )
+          open_plain(path)
+        else
+          show_diff(info, file, path, result.stdout or "")
+        end
+      end)
+    end)
+  end)
+end
+
+return M
