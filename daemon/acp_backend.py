@@ -401,23 +401,41 @@ class AgentProcess:
 
     # ------------------------------------------------------------ sessions
 
-    async def new_session(self, cwd: str) -> tuple[str, SessionSetup]:
+    async def new_session(
+        self, cwd: str, mcp: list[dict[str, Any]] | None = None
+    ) -> tuple[str, SessionSetup]:
         response = await self._call(
-            self._conn.new_session(cwd=cwd, mcp_servers=[]), timeout=SESSION_SETUP_TIMEOUT, what="session/new"
+            self._conn.new_session(cwd=cwd, mcp_servers=_mcp(mcp)),
+            timeout=SESSION_SETUP_TIMEOUT,
+            what="session/new",
         )
         return response.session_id, _setup(response)
 
-    async def resume_session(self, session_id: str, cwd: str) -> SessionSetup:
+    async def fork_session(
+        self, session_id: str, cwd: str, mcp: list[dict[str, Any]] | None = None
+    ) -> tuple[str, SessionSetup]:
         response = await self._call(
-            self._conn.resume_session(session_id=session_id, cwd=cwd, mcp_servers=[]),
+            self._conn.fork_session(session_id=session_id, cwd=cwd, mcp_servers=_mcp(mcp)),
+            timeout=SESSION_SETUP_TIMEOUT,
+            what="session/fork",
+        )
+        return response.session_id, _setup(response)
+
+    async def resume_session(
+        self, session_id: str, cwd: str, mcp: list[dict[str, Any]] | None = None
+    ) -> SessionSetup:
+        response = await self._call(
+            self._conn.resume_session(session_id=session_id, cwd=cwd, mcp_servers=_mcp(mcp)),
             timeout=SESSION_SETUP_TIMEOUT,
             what="session/resume",
         )
         return _setup(response)
 
-    async def load_session(self, session_id: str, cwd: str) -> SessionSetup:
+    async def load_session(
+        self, session_id: str, cwd: str, mcp: list[dict[str, Any]] | None = None
+    ) -> SessionSetup:
         response = await self._call(
-            self._conn.load_session(cwd=cwd, session_id=session_id, mcp_servers=[]),
+            self._conn.load_session(cwd=cwd, session_id=session_id, mcp_servers=_mcp(mcp)),
             timeout=SESSION_SETUP_TIMEOUT,
             what="session/load",
         )
@@ -477,6 +495,11 @@ class AgentProcess:
                 continue
         if self._watcher is not None:
             await asyncio.gather(self._watcher, return_exceptions=True)
+
+
+def _mcp(servers: list[dict[str, Any]] | None) -> list[Any]:
+    """MCP servers offered to a session (stdio ones: name, command, args, env)."""
+    return [s.McpServerStdio.model_validate(server) for server in servers or []]
 
 
 def _setup(response: Any) -> SessionSetup:

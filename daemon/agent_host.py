@@ -66,8 +66,15 @@ class AgentHost:
         start = max((line or 1) - 1, 0)
         return "".join(lines[start : start + limit if limit is not None else None])
 
+    def _refuse_writes(self, session: SessionRecord) -> None:
+        if not self._core.around.may_write(session):
+            raise ClientError(
+                f"session {session.id} is a side chat: it may read files, not change them or run commands"
+            )
+
     async def write_text_file(self, agent_session_id: str, path: str, content: str) -> None:
         session, placement = self._placement(agent_session_id)
+        self._refuse_writes(session)
         with _as_client_error():
             real = await placement.write_text(path, content)
         self._core.wrote(session, real, placement.host)
@@ -81,7 +88,8 @@ class AgentHost:
         cwd: str | None,
         output_byte_limit: int | None,
     ) -> str:
-        _, placement = self._placement(agent_session_id)
+        session, placement = self._placement(agent_session_id)
+        self._refuse_writes(session)
         with _as_client_error():
             return await placement.create_terminal(command, args, env, cwd, output_byte_limit)
 

@@ -35,6 +35,7 @@ from sessiond.daemon.acp_backend import (
 )
 from sessiond.daemon.agent_host import AgentHost
 from sessiond.daemon.agents_config import DEMO
+from sessiond.daemon.around import Around
 from sessiond.daemon.changes import ChangeTracker
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.insight import (
@@ -100,6 +101,9 @@ class Core:
         self.merges = MergeQueues(on_step=self._merge_step)
         self.merge_entries: dict[str, Any] = {}  # the last merge asked for, by session
         self.first_turn_at: float | None = None
+        self.turn_end = asyncio.Condition()
+        self.socket_path = ""
+        self.around: Around  # set by whoever builds the core, with its task inbox
         self.last_turn_end: float | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
@@ -157,6 +161,8 @@ class Core:
                 recap=row["recap"],
                 run=row["run"],
                 placement_options=row["placement_options"],
+                kind=row["kind"],
+                parent=row["parent"],
                 last_outcome=outcome_of(status),
             )
             if record.id in cut_off or status in (
@@ -404,7 +410,8 @@ class Core:
             plan = plan.model_copy(update={"entries": []}) if plan else None
             changes = changes.model_copy(update={"files": []}) if changes else None
         return m.SessionInfo(
-            kind="main",
+            kind=s.kind,
+            parent=s.parent,
             last_activity=_dt(ins.last_activity) if ins and ins.last_activity else None,
             plan=plan,
             context=ins.context_view() if ins else None,
@@ -430,7 +437,14 @@ class Core:
             recap=s.recap,
         )
 
-    async def open_sessions(self, params: m.SessionOpenParams, run: str | None = None) -> list[SessionRecord]:
+    async def open_sessions(
+        self,
+        params: m.SessionOpenParams,
+        run: str | None = None,
+        *,
+        kind: str = "main",
+        parent: str | None = None,
+    ) -> list[SessionRecord]:
         runtime = self._agent(params.agent)
         root = params.root or runtime.spec.options.default_root
         if root is None:
@@ -475,6 +489,8 @@ class Core:
                 created_at=now,
                 run=run,
                 placement_options=stored_options,
+                kind=kind,
+                parent=parent,
             )
             self.sessions[record.id] = record
             created.append(record)
@@ -482,7 +498,7 @@ class Core:
         await self._wait(
             self.store.write(
                 st.executemany(
-                    "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     [r.row() for r in created],
                 )
             )
@@ -496,6 +512,8 @@ class Core:
                 root=record.root,
                 placement=record.placement,
                 title=record.title,
+                sessionKind=record.kind,
+                parent=record.parent,
             )
         return created
 
@@ -522,7 +540,7 @@ class Core:
                 or not s.closed
                 or (wanted is not None and SessionStatus.CLOSED in wanted)
             )
-            and (params.kind is None or "main" in params.kind)
+            and (params.kind is None or s.kind in params.kind)
             and (params.run is None or s.run == params.run)
             and (not params.attention or self._attention(s))
         ]
@@ -602,7 +620,7 @@ class Core:
     def _save_session(self, session: SessionRecord) -> None:
         self.store.write(
             st.execute(
-                "INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", session.row()
+                "INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", session.row()
             ),
             wait=False,
         )
@@ -646,6 +664,8 @@ class Core:
                 ErrorCode.DAEMON_STOPPING, "the daemon is stopping; send the prompt again once it is back"
             )
         agent = self._agent(session.agent)
+        if (reason := self.around.over_budget(session)) is not None:
+            raise RpcError(ErrorCode.LIMIT_REACHED, reason)
         rt = self._runtime(session)
         turn = Turn(
             id=params.turn_id or f"t-{uuid.uuid4().hex[:12]}",
@@ -694,6 +714,18 @@ class Core:
         rt.running = turn
         turn.task = self._spawn(self._run_turn(session, turn), f"turn-{turn.id}")
 
+    def start_in_background(self, session: SessionRecord, prompt: str) -> None:
+        """Queue a turn nobody waits for here: its outcome is in the session and the event log."""
+
+        async def run() -> None:
+            with contextlib.suppress(RpcError):
+                await self.prompt(m.SessionPromptParams(session=session.id, prompt=prompt))
+
+        self._spawn(run(), f"background-{session.id}")
+
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        return self._spawn(coro, name)
+
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
@@ -714,6 +746,8 @@ class Core:
                     raise
                 # Only cancel_turn cancels the inner task: that is a cancelled turn.
                 stop_reason = "cancelled"
+            if turn.limit is not None:
+                raise RpcError(ErrorCode.LIMIT_REACHED, f"the turn was stopped: {turn.limit}")
         except RpcError as exc:
             error = exc
         except Exception as exc:
@@ -723,6 +757,8 @@ class Core:
             self._finish(session, turn, stop_reason, error)
             async with agent.turn_ended:
                 agent.turn_ended.notify_all()
+            async with self.turn_end:
+                self.turn_end.notify_all()
 
     async def _drive(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> str:
         slots = agent.slots
@@ -762,7 +798,11 @@ class Core:
                 process = await self._ensure_process(agent)
                 agent_session_id = await self._ensure_live(agent, process, session)
                 turn.prompting = True
-                outcome = await process.prompt(agent_session_id, turn.prompt)
+                text = turn.prompt
+                if session.preface is not None and not session.forked:
+                    text = f"{session.preface}\n\n{turn.prompt}"
+                session.preface = None
+                outcome = await process.prompt(agent_session_id, text)
                 turn.usage = outcome.usage
                 return outcome.stop_reason
         except TimeoutError:
@@ -798,22 +838,27 @@ class Core:
             setup: SessionSetup
             rt = session.runtime
             assert rt is not None
+            mcp = self.around.mcp_servers(session, self.socket_path)
             if session.agent_session_id is None:
-                agent_session_id, setup = await process.new_session(rt.placement.root)
+                agent_session_id, setup = await self._open_at_agent(
+                    agent, process, session, rt.placement.root, mcp
+                )
                 session.agent_session_id = agent_session_id
-                await self._apply_options(agent, process, agent_session_id, setup)
+                await self._apply_options(
+                    agent, process, agent_session_id, setup, side=session.kind == "side"
+                )
             elif process.capabilities.resume:
-                await process.resume_session(session.agent_session_id, rt.placement.root)
+                await process.resume_session(session.agent_session_id, rt.placement.root, mcp)
             elif process.capabilities.load_session:
                 rt.loading = True
                 try:
-                    await process.load_session(session.agent_session_id, rt.placement.root)
+                    await process.load_session(session.agent_session_id, rt.placement.root, mcp)
                 finally:
                     rt.loading = False
             else:
                 # The agent cannot restore it: start afresh and say so.
                 old = session.agent_session_id
-                agent_session_id, setup = await process.new_session(rt.placement.root)
+                agent_session_id, setup = await process.new_session(rt.placement.root, mcp)
                 self.by_agent_session.pop((agent.name, old), None)
                 session.agent_session_id = agent_session_id
                 await self._apply_options(agent, process, agent_session_id, setup)
@@ -827,22 +872,43 @@ class Core:
             self._save_session(session)
             return session.agent_session_id
 
+    async def _open_at_agent(
+        self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, cwd: str, mcp: list[Any]
+    ) -> tuple[str, SessionSetup]:
+        """session/new; or, for a side chat, session/fork of its main session where the agent can."""
+        main = self.sessions.get(session.fork_from) if session.fork_from else None
+        if main is not None and main.agent_session_id and process.capabilities.fork and main.live:
+            try:
+                forked_id, setup = await process.fork_session(main.agent_session_id, cwd, mcp)
+                session.forked = True
+                return forked_id, setup
+            except (AgentRequestFailed, TimeoutError) as exc:
+                log.info("fork of %s failed (%s): the side chat gets an account instead", main.id, exc)
+        return await process.new_session(cwd, mcp)
+
     async def _apply_options(
-        self, agent: AgentRuntime, process: AgentProcess, agent_session_id: str, setup: SessionSetup
+        self,
+        agent: AgentRuntime,
+        process: AgentProcess,
+        agent_session_id: str,
+        setup: SessionSetup,
+        *,
+        side: bool = False,
     ) -> None:
         options = agent.spec.options
         if options.mode is not None:
             await process.set_mode(agent_session_id, options.mode)
         config: dict[str, str | bool] = dict(options.config)
-        if options.model is not None:
+        model = options.side_model if side and options.side_model else options.model
+        if model is not None:
             model_option = next(
                 (cid for cid, opt in setup.config.items() if opt.get("category") == "model"), None
             )
             if model_option is None:
                 raise AgentRequestFailed(
-                    f"option model={options.model!r} was set, but agent {agent.name!r} offers no model option"
+                    f"option model={model!r} was set, but agent {agent.name!r} offers no model option"
                 )
-            config[model_option] = options.model
+            config[model_option] = model
         for config_id, value in config.items():
             await process.set_config_option(agent_session_id, config_id, value)
 
@@ -902,6 +968,7 @@ class Core:
             ins.turn_ended(ended, turn.usage)
             self.last_turn_end = ended
         ins.transcript.end()
+        session.last_reply = text or session.last_reply
         self._state(session, EventKind.SESSION_USAGE)
         self._changes_soon(session)
         if text.strip():
@@ -928,6 +995,8 @@ class Core:
         self._notify(turn, "ended", data)
         self._set_status(session)
         self._save_session(session)
+        self.around.turn_finished(session, error.message if error else None)
+        self.around.enforce_budget(session)
         if not turn.future.done():
             if error is not None:
                 turn.future.set_exception(error)
@@ -1051,6 +1120,7 @@ class Core:
         elif kind == "usage_update":
             ins.set_context(payload)
             self._state(session, EventKind.SESSION_USAGE)
+            self.around.enforce_budget(session)
         elif kind in ("tool_call", "tool_call_update"):
             call = ins.tool_update(payload)
             first = kind == "tool_call"
@@ -1268,9 +1338,17 @@ class Core:
         self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> str | None:
         agent = self._agent(session.agent)
-        decided = _decide(agent.spec.options.permission_policy, tool_call, options)
+        side = self.around.decide_for_side(session, tool_call)
+        policy = "deny" if side is False else agent.spec.options.permission_policy
+        decided = _decide(policy, tool_call, options)
         if decided is not _ASK:
             return decided  # type: ignore[return-value]
+        return await self.ask_person(session, tool_call, options)
+
+    async def ask_person(
+        self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> str | None:
+        """Ask whoever answers permissions; the session needs you until someone does."""
         rt = session.runtime
         turn = rt.running if rt else None
         if rt is None or turn is None or turn.cancel_requested:

@@ -40,6 +40,14 @@ class SessionRecord:
     live: bool = False
     run: str | None = None
     placement_options: str | None = None
+    kind: str = "main"
+    parent: str | None = None
+    # Side chats: read-only unless asked, and how they start from their main session.
+    writable: bool = True
+    fork_from: str | None = None
+    preface: str | None = None
+    forked: bool = False
+    last_reply: str | None = None
     runtime: SessionRuntime | None = None
     insight: Insight | None = None
 
@@ -65,6 +73,8 @@ class SessionRecord:
             self.recap,
             self.run,
             self.placement_options,
+            self.kind,
+            self.parent,
         )
 
 
@@ -83,6 +93,7 @@ class Turn:
     task: asyncio.Task[None] | None = None
     inner: asyncio.Task[Any] | None = None
     listeners: list[Any] = field(default_factory=list)
+    limit: str | None = None  # why a budget ended it
 
     @property
     def text(self) -> str:

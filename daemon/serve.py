@@ -17,11 +17,13 @@ from importlib import metadata
 from pathlib import Path
 
 from sessiond.daemon.agents_config import ConfigError, demo_spec, load_agents_toml
+from sessiond.daemon.around import Around
 from sessiond.daemon.core import Core
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.runs import RunBook
 from sessiond.daemon.server import DaemonServer
 from sessiond.daemon.store import Store
+from sessiond.daemon.tasks import TaskBook
 from sessiond.protocol import paths
 
 log = logging.getLogger("sessiond")
@@ -106,6 +108,8 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         except ConfigError as exc:
             raise StartError(str(exc)) from None
         core.load([demo_spec(state_dir)], configured)
+        core.around = Around(core, TaskBook(store), state_dir)
+        core.socket_path = str(socket_path)
         runs = RunBook(store)
         store.start()
         server = DaemonServer(core, runs, version=version(), socket_path=str(socket_path))

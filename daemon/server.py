@@ -75,6 +75,7 @@ class Connection:
         self.progress_supported = False
         self.answers_permissions = False
         self.run: str | None = None
+        self.acting_for: str | None = None  # the session an MCP bridge speaks for
         self.subscriptions: dict[str, tuple[Subscriber | None, asyncio.Task[None]]] = {}
         self.prompts: dict[Any, str] = {}  # request id -> turn id
         self.progress_tokens: dict[Any, str] = {}  # progress token -> turn id
@@ -468,6 +469,13 @@ def _build_server(conn: Connection) -> LanguageServer:
             if not hmac.compare_digest(token.encode(), daemon.token.encode()):
                 raise JsonRpcException(message=NO_TOKEN, code=int(ErrorCode.UNAUTHORIZED))
             conn.authorized = True
+        if options.session_token is not None:
+            conn.acting_for = daemon.core.around.session_of_token(options.session_token)
+            if conn.acting_for is None:
+                raise JsonRpcException(
+                    message="this session token belongs to no session of this daemon",
+                    code=int(ErrorCode.UNAUTHORIZED),
+                )
         conn.initialized = True
         conn.answers_permissions = options.answers_permissions
         if conn.answers_permissions:
@@ -558,6 +566,55 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
     async def fleet_summary(p: m.Empty) -> m.Fleet:
         return core.fleet()
 
+    def own(session: str | None) -> str | None:
+        """A bridge acting for one session speaks for that session only."""
+        if conn.acting_for is not None:
+            if session not in (None, conn.acting_for):
+                raise RpcError(
+                    ErrorCode.UNAUTHORIZED,
+                    f"this connection acts for session {conn.acting_for}, not {session}",
+                )
+            return conn.acting_for
+        return session
+
+    async def session_side(p: m.SideParams) -> m.SideResult:
+        return await core.around.side(p)
+
+    async def session_tree(p: m.SessionRef) -> m.TreeNode:
+        return core.around.tree(core.get_session(p.session))
+
+    async def session_broadcast(p: m.BroadcastParams) -> m.BroadcastResult:
+        return m.BroadcastResult(sessions=core.around.broadcast(p))
+
+    async def task_suggest(p: m.TaskSuggestParams) -> m.TaskInfo:
+        p = p.model_copy(update={"from_session": own(p.from_session)})
+        return core.around.suggest(p).info()
+
+    async def task_list(p: m.TaskListParams) -> m.TaskList:
+        tasks = [
+            t.info()
+            for t in reversed(core.around.tasks.tasks.values())
+            if (p.agent is None or t.agent == p.agent) and (p.status is None or t.status in p.status)
+        ]
+        return m.TaskList(tasks=tasks)
+
+    async def task_accept(p: m.TaskRef) -> m.TaskInfo:
+        return (await core.around.accept(p.task)).info()
+
+    async def task_dismiss(p: m.TaskDismissParams) -> m.TaskInfo:
+        return core.around.dismiss(p.task, p.reason).info()
+
+    async def thread_start(p: m.ThreadStartParams) -> m.SessionInfo:
+        parent = own(p.parent)
+        assert parent is not None
+        return core.session_info(await core.around.start_thread(p.model_copy(update={"parent": parent})))
+
+    async def thread_status(p: m.ThreadRef) -> m.ThreadReport:
+        return core.around.report(core.get_session(p.thread))
+
+    async def thread_wait(p: m.ThreadWaitParams) -> m.ThreadReports:
+        return await core.around.wait(p)
+
     async def merge_request(p: m.MergeParams) -> m.MergeEntry:
         return await core.merge(p)
 
@@ -621,6 +678,16 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         names.SESSION_TRANSCRIPT: session_transcript,
         names.FLEET_SUMMARY: fleet_summary,
         names.PERMISSION_ANSWER: permission_answer,
+        names.SESSION_SIDE: session_side,
+        names.SESSION_TREE: session_tree,
+        names.SESSION_BROADCAST: session_broadcast,
+        names.TASK_SUGGEST: task_suggest,
+        names.TASK_LIST: task_list,
+        names.TASK_ACCEPT: task_accept,
+        names.TASK_DISMISS: task_dismiss,
+        names.THREAD_START: thread_start,
+        names.THREAD_STATUS: thread_status,
+        names.THREAD_WAIT: thread_wait,
         names.MERGE_REQUEST: merge_request,
         names.MERGE_LIST: merge_list,
         names.RUN_DECLARE: run_declare,

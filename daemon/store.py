@@ -49,7 +49,23 @@ CREATE TABLE IF NOT EXISTS sessions (
     last_error TEXT,
     recap TEXT,
     run TEXT,
-    placement_options TEXT
+    placement_options TEXT,
+    kind TEXT NOT NULL DEFAULT 'main',
+    parent TEXT
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    title TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    why TEXT,
+    placement TEXT,
+    root TEXT,
+    from_session TEXT,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    session TEXT,
+    reason TEXT
 );
 CREATE INDEX IF NOT EXISTS sessions_agent ON sessions (agent);
 CREATE TABLE IF NOT EXISTS turns (
@@ -123,7 +139,14 @@ class Store:
 
     def _add_missing_columns(self) -> None:
         """A store made by an older version gains the columns added since."""
-        added = {"sessions": [("run", "TEXT"), ("placement_options", "TEXT")]}
+        added = {
+            "sessions": [
+                ("run", "TEXT"),
+                ("placement_options", "TEXT"),
+                ("kind", "TEXT NOT NULL DEFAULT 'main'"),
+                ("parent", "TEXT"),
+            ]
+        }
         for table, columns in added.items():
             present = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
             for name, decl in columns:

@@ -30,6 +30,8 @@ class ErrorCode(IntEnum):
     DAEMON_STOPPING = -33011
     RUN_NOT_FOUND = -33012
     PLACEMENT_FAILED = -33013
+    TASK_NOT_FOUND = -33014
+    LIMIT_REACHED = -33015
 
 
 class RpcError(Exception):

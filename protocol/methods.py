@@ -52,6 +52,16 @@ SESSION_CANCEL = "session/cancel"
 SESSION_CLOSE = "session/close"
 SESSION_TRANSCRIPT = "session/transcript"
 FLEET_SUMMARY = "fleet/summary"
+SESSION_SIDE = "session/side"
+SESSION_TREE = "session/tree"
+SESSION_BROADCAST = "session/broadcast"
+TASK_SUGGEST = "task/suggest"
+TASK_LIST = "task/list"
+TASK_ACCEPT = "task/accept"
+TASK_DISMISS = "task/dismiss"
+THREAD_START = "thread/start"
+THREAD_STATUS = "thread/status"
+THREAD_WAIT = "thread/wait"
 MERGE_REQUEST = "merge/request"
 MERGE_LIST = "merge/list"
 RUN_DECLARE = "run/declare"
@@ -110,6 +120,51 @@ _METHODS = [
         "Lines of a session's transcript: its tail, or any range of the whole of it.",
     ),
     Method(FLEET_SUMMARY, m.Empty, m.Fleet, "Every session at a glance: counts, cost, attention."),
+    Method(
+        SESSION_SIDE,
+        m.SideParams,
+        m.SideResult,
+        "Open a side chat beside a session: a session of its own that starts from the main one's context "
+        "and adds nothing to it.",
+    ),
+    Method(
+        SESSION_TREE,
+        m.SessionRef,
+        m.TreeNode,
+        "A session with its side chats, tasks and threads, and their cost.",
+    ),
+    Method(
+        SESSION_BROADCAST,
+        m.BroadcastParams,
+        m.BroadcastResult,
+        "Queue one prompt as the next turn of several sessions (or of every thread of a coordinator).",
+    ),
+    Method(TASK_SUGGEST, m.TaskSuggestParams, m.TaskInfo, "Put a suggested task in an agent's inbox."),
+    Method(TASK_LIST, m.TaskListParams, m.TaskList, "Suggested tasks, newest first."),
+    Method(
+        TASK_ACCEPT,
+        m.TaskRef,
+        m.TaskInfo,
+        "Accept a suggested task: it runs in a session of its own (a worktree by default), "
+        "after the agent's max_running_tasks allow.",
+    ),
+    Method(TASK_DISMISS, m.TaskDismissParams, m.TaskInfo, "Dismiss a suggested task, saying why."),
+    Method(
+        THREAD_START,
+        m.ThreadStartParams,
+        m.SessionInfo,
+        "Start a thread of a coordinator session: a session of its own, in its own worktree, "
+        "that reports back.",
+    ),
+    Method(
+        THREAD_STATUS,
+        m.ThreadRef,
+        m.ThreadReport,
+        "A thread's report: its status, last reply, plan and changes.",
+    ),
+    Method(
+        THREAD_WAIT, m.ThreadWaitParams, m.ThreadReports, "Wait until the threads are done; their reports."
+    ),
     Method(
         MERGE_REQUEST,
         m.MergeParams,

@@ -104,6 +104,22 @@ class AgentOptions(Params):
     plan_stall_seconds: float = Field(
         600.0, gt=0, description="A plan entry in progress for longer than this flags the session."
     )
+    max_threads: int | None = Field(
+        None, ge=0, description="Threads a session tree may start; 0: use no helpers. None: no cap."
+    )
+    helper_policy: HelperPolicy = Field(
+        "allow", description="ask: starting a thread is a permission request to the user first."
+    )
+    token_budget: int | None = Field(
+        None, ge=1, description="Tokens a session tree may use, threads included."
+    )
+    cost_budget: float | None = Field(
+        None, gt=0, description="USD a session tree may spend, threads included."
+    )
+    max_running_tasks: int | None = Field(
+        None, ge=1, description="Accepted suggested tasks running at once; the rest wait queued."
+    )
+    side_model: str | None = Field(None, description="Model option for side chats (a cheaper one, say).")
     permission_policy: PermissionPolicy = Field(
         "ask",
         description="How permission requests are answered when no client answers them: "
@@ -286,7 +302,8 @@ class Attention(StrEnum):
     TURN_LONG = "turn_long"
 
 
-SessionKind = Literal["main"]
+SessionKind = Literal["main", "side", "task", "thread"]
+HelperPolicy = Literal["allow", "ask"]
 
 
 class SessionOpenParams(Params):
@@ -351,6 +368,7 @@ class SessionInfo(Result):
     last_error: str | None = None
     recap: str | None = Field(None, description="The first line of the last reply.")
     kind: SessionKind = "main"
+    parent: str | None = Field(None, description="The session a side chat, task or thread belongs to.")
     last_activity: datetime | None = Field(None, description="When anything last happened in it.")
     plan: Plan | None = None
     context: ContextFill | None = None
@@ -459,6 +477,121 @@ class ClientOptions(Params):
         False, description="Send this client `session/requestPermission` when an agent asks."
     )
     client_name: str | None = None
+    session_token: str | None = Field(
+        None, description="Acting for one session (the MCP bridge): the token the daemon gave it."
+    )
+
+
+# ---------------------------------------------------------------- side chats, tasks, threads
+
+
+class SideParams(Params):
+    session: SessionId = Field(description="The main session to ask beside.")
+    question: str | None = Field(None, description="Asked at once when given; the answer comes back.")
+    writable: bool = Field(False, description="Side chats may not write files unless this says so.")
+
+
+class SideResult(Result):
+    session: SessionInfo
+    forked: bool = Field(
+        description="True when the agent forked the main session; else it got an account of it."
+    )
+    reply: TurnResult | None = None
+
+
+TaskStatus = Literal["suggested", "queued", "running", "done", "failed", "dismissed"]
+
+
+class TaskSuggestParams(Params):
+    agent: AgentName | None = Field(None, description="Whose inbox; default: the suggesting session's agent.")
+    title: str = Field(min_length=1, max_length=300)
+    prompt: str = Field(min_length=1)
+    why: str | None = None
+    placement: Placement | None = Field(
+        None, description="Where it would run; default worktree in git, else here."
+    )
+    root: AbsolutePath | None = Field(None, description="Default: the suggesting session's root.")
+    from_session: SessionId | None = None
+
+
+class TaskInfo(Result):
+    id: str
+    agent: str
+    title: str
+    prompt: str
+    why: str | None = None
+    placement: str | None = None
+    root: str | None = None
+    from_session: str | None = None
+    status: TaskStatus
+    session: str | None = Field(None, description="The session it runs in, once accepted.")
+    reason: str | None = Field(None, description="Why it was dismissed, or how it failed.")
+    created_at: datetime
+
+
+class TaskRef(Params):
+    task: str
+
+
+class TaskDismissParams(Params):
+    task: str
+    reason: str = Field(min_length=1)
+
+
+class TaskListParams(Params):
+    agent: AgentName | None = None
+    status: list[TaskStatus] | None = None
+
+
+class TaskList(Result):
+    tasks: list[TaskInfo]
+
+
+class ThreadStartParams(Params):
+    parent: SessionId = Field(description="The coordinator session.")
+    prompt: str = Field(min_length=1)
+    placement: Placement | None = Field(None, description="Default: worktree in git, else here.")
+    title: str | None = None
+
+
+class ThreadReport(Result):
+    session: str
+    status: SessionStatus
+    done: bool
+    reply: str | None = Field(None, description="Its last reply.")
+    error: str | None = None
+    plan: Plan | None = None
+    changes: Changes | None = None
+
+
+class ThreadRef(Params):
+    thread: SessionId
+
+
+class ThreadWaitParams(Params):
+    threads: list[SessionId] = Field(min_length=1)
+    timeout: float | None = Field(None, gt=0, description="Seconds; reports as they are when it runs out.")
+
+
+class ThreadReports(Result):
+    reports: list[ThreadReport]
+
+
+class BroadcastParams(Params):
+    prompt: str = Field(min_length=1)
+    sessions: list[SessionId] | None = None
+    threads_of: SessionId | None = Field(None, description="Every thread of this coordinator.")
+
+
+class BroadcastResult(Result):
+    sessions: list[str] = Field(description="The sessions the prompt was queued on, as their next turn.")
+
+
+class TreeNode(Result):
+    session: SessionInfo
+    children: list[TreeNode] = Field(default_factory=list)
+    tokens: int = Field(0, description="Tokens of this session and everything under it.")
+    cost: float = 0.0
 
 
 # ---------------------------------------------------------------- merging
@@ -560,6 +693,7 @@ class EventKind(StrEnum):
     SESSION_ATTENTION = "session.attention"
     FLEET = "fleet.summary"
     MERGE_STEP = "merge.step"
+    TASK = "task.changed"
     SESSION_COLLISION = "session.collision"
     PERMISSION_ASKED = "permission.asked"
     PERMISSION_ANSWERED = "permission.answered"

@@ -24,6 +24,7 @@ export type EventKind =
   | 'session.attention'
   | 'fleet.summary'
   | 'merge.step'
+  | 'task.changed'
   | 'session.collision'
   | 'permission.asked'
   | 'permission.answered';
@@ -41,6 +42,8 @@ export interface SessiondSchema {
   AgentUpdateParams?: AgentUpdateParams;
   Answered?: Answered;
   Attention?: Attention;
+  BroadcastParams?: BroadcastParams;
+  BroadcastResult?: BroadcastResult;
   CancelResult?: CancelResult;
   ChangedFile?: ChangedFile;
   Changes?: Changes;
@@ -78,12 +81,26 @@ export interface SessiondSchema {
   SessionRef?: SessionRef;
   SessionStatus?: SessionStatus;
   SessionUsage?: SessionUsage;
+  SideParams?: SideParams;
+  SideResult?: SideResult;
   Snapshot?: Snapshot;
   Subscription?: Subscription;
   SubscriptionRef?: SubscriptionRef;
+  TaskDismissParams?: TaskDismissParams;
+  TaskInfo?: TaskInfo;
+  TaskList?: TaskList;
+  TaskListParams?: TaskListParams;
+  TaskRef?: TaskRef;
+  TaskSuggestParams?: TaskSuggestParams;
+  ThreadRef?: ThreadRef;
+  ThreadReport?: ThreadReport;
+  ThreadReports?: ThreadReports;
+  ThreadStartParams?: ThreadStartParams;
+  ThreadWaitParams?: ThreadWaitParams;
   Transcript?: Transcript;
   TranscriptLine?: TranscriptLine;
   TranscriptParams?: TranscriptParams;
+  TreeNode?: TreeNode;
   TurnResult?: TurnResult;
   TurnUsage?: TurnUsage;
   Where?: Where;
@@ -117,11 +134,19 @@ export interface AgentOptions {
   config?: {
     [k: string]: (string | boolean) | undefined;
   };
+  /**
+   * USD a session tree may spend, threads included.
+   */
+  costBudget?: number | null;
   defaultPlacement?: 'here' | 'worktree' | 'sandbox' | 'container' | 'ssh';
   /**
    * Root of sessions opened without one.
    */
   defaultRoot?: string | null;
+  /**
+   * ask: starting a thread is a permission request to the user first.
+   */
+  helperPolicy?: 'allow' | 'ask';
   /**
    * Turns of this agent running at once; the rest wait. None: no cap.
    */
@@ -130,6 +155,14 @@ export interface AgentOptions {
    * Sessions open at the agent at once; past it the least recently used idle one is closed there and resumed on its next turn. None: no cap.
    */
   maxLiveSessions?: number | null;
+  /**
+   * Accepted suggested tasks running at once; the rest wait queued.
+   */
+  maxRunningTasks?: number | null;
+  /**
+   * Threads a session tree may start; 0: use no helpers. None: no cap.
+   */
+  maxThreads?: number | null;
   /**
    * ACP session mode id set on each new session.
    */
@@ -147,6 +180,14 @@ export interface AgentOptions {
    * A plan entry in progress for longer than this flags the session.
    */
   planStallSeconds?: number;
+  /**
+   * Model option for side chats (a cheaper one, say).
+   */
+  sideModel?: string | null;
+  /**
+   * Tokens a session tree may use, threads included.
+   */
+  tokenBudget?: number | null;
   /**
    * Seconds a turn may run before it is cancelled.
    */
@@ -273,6 +314,20 @@ export interface AgentUpdateParams {
 }
 export interface Answered {
   answered?: boolean;
+}
+export interface BroadcastParams {
+  prompt: string;
+  sessions?: string[] | null;
+  /**
+   * Every thread of this coordinator.
+   */
+  threadsOf?: string | null;
+}
+export interface BroadcastResult {
+  /**
+   * The sessions the prompt was queued on, as their next turn.
+   */
+  sessions: string[];
 }
 export interface CancelResult {
   /**
@@ -446,7 +501,7 @@ export interface SessionInfo {
   context?: ContextFill | null;
   createdAt: string;
   id: string;
-  kind?: 'main';
+  kind?: 'main' | 'side' | 'task' | 'thread';
   /**
    * When anything last happened in it.
    */
@@ -457,6 +512,10 @@ export interface SessionInfo {
    * Whether the session is open at the agent now.
    */
   live?: boolean;
+  /**
+   * The session a side chat, task or thread belongs to.
+   */
+  parent?: string | null;
   placement: 'here' | 'worktree' | 'sandbox' | 'container' | 'ssh';
   plan?: Plan | null;
   /**
@@ -749,7 +808,7 @@ export interface SessionListParams {
    * Closed sessions are left out unless asked for.
    */
   includeClosed?: boolean;
-  kind?: 'main'[] | null;
+  kind?: ('main' | 'side' | 'task' | 'thread')[] | null;
   limit?: number;
   /**
    * Only sessions opened by this run.
@@ -810,6 +869,49 @@ export interface SessionPromptParams {
 export interface SessionRef {
   session: string;
 }
+export interface SideParams {
+  /**
+   * Asked at once when given; the answer comes back.
+   */
+  question?: string | null;
+  /**
+   * The main session to ask beside.
+   */
+  session: string;
+  /**
+   * Side chats may not write files unless this says so.
+   */
+  writable?: boolean;
+}
+export interface SideResult {
+  /**
+   * True when the agent forked the main session; else it got an account of it.
+   */
+  forked: boolean;
+  reply?: TurnResult | null;
+  session: SessionInfo;
+}
+export interface TurnResult {
+  context?: ContextFill | null;
+  endedAt: string;
+  session: string;
+  startedAt: string;
+  stopReason: 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refusal' | 'cancelled';
+  /**
+   * The agent's reply, all its message chunks joined.
+   */
+  text: string;
+  turnId: string;
+  usage?: TurnUsage | null;
+}
+export interface TurnUsage {
+  cachedReadTokens?: number | null;
+  cachedWriteTokens?: number | null;
+  inputTokens?: number;
+  outputTokens?: number;
+  thoughtTokens?: number | null;
+  totalTokens?: number;
+}
 export interface Subscription {
   /**
    * The seq of the newest event when the subscription began.
@@ -820,6 +922,98 @@ export interface Subscription {
 }
 export interface SubscriptionRef {
   subscription: string;
+}
+export interface TaskDismissParams {
+  reason: string;
+  task: string;
+}
+export interface TaskInfo {
+  agent: string;
+  createdAt: string;
+  fromSession?: string | null;
+  id: string;
+  placement?: string | null;
+  prompt: string;
+  /**
+   * Why it was dismissed, or how it failed.
+   */
+  reason?: string | null;
+  root?: string | null;
+  /**
+   * The session it runs in, once accepted.
+   */
+  session?: string | null;
+  status: 'suggested' | 'queued' | 'running' | 'done' | 'failed' | 'dismissed';
+  title: string;
+  why?: string | null;
+}
+export interface TaskList {
+  tasks: TaskInfo[];
+}
+export interface TaskListParams {
+  agent?: string | null;
+  status?: ('suggested' | 'queued' | 'running' | 'done' | 'failed' | 'dismissed')[] | null;
+}
+export interface TaskRef {
+  task: string;
+}
+export interface TaskSuggestParams {
+  /**
+   * Whose inbox; default: the suggesting session's agent.
+   */
+  agent?: string | null;
+  fromSession?: string | null;
+  /**
+   * Where it would run; default worktree in git, else here.
+   */
+  placement?: ('here' | 'worktree' | 'sandbox' | 'container' | 'ssh') | null;
+  prompt: string;
+  /**
+   * Default: the suggesting session's root.
+   */
+  root?: string | null;
+  title: string;
+  why?: string | null;
+}
+export interface ThreadRef {
+  thread: string;
+}
+export interface ThreadReport {
+  changes?: Changes | null;
+  done: boolean;
+  error?: string | null;
+  plan?: Plan | null;
+  /**
+   * Its last reply.
+   */
+  reply?: string | null;
+  session: string;
+  status: SessionStatus;
+}
+export interface ThreadReports {
+  reports: ThreadReport[];
+}
+export interface ThreadStartParams {
+  /**
+   * The coordinator session.
+   */
+  parent: string;
+  /**
+   * Default: worktree in git, else here.
+   */
+  placement?: ('here' | 'worktree' | 'sandbox' | 'container' | 'ssh') | null;
+  prompt: string;
+  title?: string | null;
+}
+export interface ThreadWaitParams {
+  /**
+   * @minItems 1
+   */
+  threads: [string, ...string[]];
+  /**
+   * Seconds; reports as they are when it runs out.
+   */
+  timeout?: number | null;
 }
 export interface Transcript {
   /**
@@ -849,26 +1043,14 @@ export interface TranscriptParams {
   offset?: number | null;
   session: string;
 }
-export interface TurnResult {
-  context?: ContextFill | null;
-  endedAt: string;
-  session: string;
-  startedAt: string;
-  stopReason: 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refusal' | 'cancelled';
+export interface TreeNode {
+  children?: TreeNode[];
+  cost?: number;
+  session: SessionInfo;
   /**
-   * The agent's reply, all its message chunks joined.
+   * Tokens of this session and everything under it.
    */
-  text: string;
-  turnId: string;
-  usage?: TurnUsage | null;
-}
-export interface TurnUsage {
-  cachedReadTokens?: number | null;
-  cachedWriteTokens?: number | null;
-  inputTokens?: number;
-  outputTokens?: number;
-  thoughtTokens?: number | null;
-  totalTokens?: number;
+  tokens?: number;
 }
 
 /** Every request a client sends, by method name. */
@@ -905,6 +1087,8 @@ export interface ProtocolMethods {
   'run/get': { params: RunRef; result: RunInfo; };
   /** Every run, oldest first, with its summary. */
   'run/list': { params: Empty; result: RunList; };
+  /** Queue one prompt as the next turn of several sessions (or of every thread of a coordinator). */
+  'session/broadcast': { params: BroadcastParams; result: BroadcastResult; };
   /** Stop a session's running and queued turns; each ends with stop reason `cancelled`. */
   'session/cancel': { params: SessionCancelParams; result: CancelResult; };
   /** Close a session; its turns are cancelled first. */
@@ -917,8 +1101,26 @@ export interface ProtocolMethods {
   'session/open': { params: SessionOpenParams; result: SessionOpenResult; };
   /** Run a turn. Turns of one session run one after another in the order asked. */
   'session/prompt': { params: SessionPromptParams; result: TurnResult; };
+  /** Open a side chat beside a session: a session of its own that starts from the main one's context and adds nothing to it. */
+  'session/side': { params: SideParams; result: SideResult; };
   /** Lines of a session's transcript: its tail, or any range of the whole of it. */
   'session/transcript': { params: TranscriptParams; result: Transcript; };
+  /** A session with its side chats, tasks and threads, and their cost. */
+  'session/tree': { params: SessionRef; result: TreeNode; };
+  /** Accept a suggested task: it runs in a session of its own (a worktree by default), after the agent's max_running_tasks allow. */
+  'task/accept': { params: TaskRef; result: TaskInfo; };
+  /** Dismiss a suggested task, saying why. */
+  'task/dismiss': { params: TaskDismissParams; result: TaskInfo; };
+  /** Suggested tasks, newest first. */
+  'task/list': { params: TaskListParams; result: TaskList; };
+  /** Put a suggested task in an agent's inbox. */
+  'task/suggest': { params: TaskSuggestParams; result: TaskInfo; };
+  /** Start a thread of a coordinator session: a session of its own, in its own worktree, that reports back. */
+  'thread/start': { params: ThreadStartParams; result: SessionInfo; };
+  /** A thread's report: its status, last reply, plan and changes. */
+  'thread/status': { params: ThreadRef; result: ThreadReport; };
+  /** Wait until the threads are done; their reports. */
+  'thread/wait': { params: ThreadWaitParams; result: ThreadReports; };
 }
 
 /** Every request the daemon sends to a client. */
@@ -955,4 +1157,6 @@ export const ErrorCodes = {
   DAEMON_STOPPING: -33011,
   RUN_NOT_FOUND: -33012,
   PLACEMENT_FAILED: -33013,
+  TASK_NOT_FOUND: -33014,
+  LIMIT_REACHED: -33015,
 } as const;

@@ -1,0 +1,390 @@
+"""Sessions around a main one: side chats, suggested tasks, threads, and their limits.
+
+A side chat is a session of its own that starts from the main session's
+context (forked at the agent when it can, else given an account of it) and
+adds nothing to it. A suggested task waits in its agent's inbox until it is
+accepted, then runs in a session of its own, no more at once than the
+agent's `max_running_tasks`. A thread is a session a coordinator starts for
+one part of a job, in a worktree of its own, which reports back. A session
+tree (a session and everything started from it) shares the agent's budgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import os
+import secrets
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sessiond.daemon.records import SessionRecord
+from sessiond.daemon.tasks import TaskBook, TaskRecord
+from sessiond.protocol import models as m
+from sessiond.protocol.errors import ErrorCode, RpcError
+from sessiond.protocol.models import EventKind, SessionStatus
+
+if TYPE_CHECKING:
+    from sessiond.daemon.core import Core
+
+ACCOUNT_LINES = 40
+WRITING_KINDS = frozenset({"edit", "delete", "move", "execute"})
+
+
+def _in_git(root: str) -> bool:
+    return (
+        subprocess.run(
+            ["git", "-C", root, "rev-parse", "--is-inside-work-tree"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+
+
+class Around:
+    def __init__(self, core: Core, tasks: TaskBook, state_dir: Path) -> None:
+        self.core = core
+        self.tasks = tasks
+        self._secret = _secret(state_dir / "session-secret")
+
+    # ------------------------------------------------------------ session tokens (the MCP bridge)
+
+    def token(self, session_id: str) -> str:
+        return hmac.new(self._secret, session_id.encode(), hashlib.sha256).hexdigest()
+
+    def session_of_token(self, token: str) -> str | None:
+        for session_id in self.core.sessions:
+            if hmac.compare_digest(self.token(session_id), token):
+                return session_id
+        return None
+
+    def mcp_servers(self, session: SessionRecord, socket_path: str) -> list[dict[str, object]]:
+        """The MCP server every session is offered: suggest_task and the thread tools, for it alone."""
+        import sys
+
+        env = {
+            "SESSIOND_SOCKET": socket_path,
+            "SESSIOND_SESSION": session.id,
+            "SESSIOND_SESSION_TOKEN": self.token(session.id),
+        }
+        return [
+            {
+                "name": "sessiond",
+                "command": sys.executable,
+                "args": ["-m", "sessiond.daemon.mcp_bridge"],
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+            }
+        ]
+
+    # ------------------------------------------------------------ the tree and its budgets
+
+    def root_of(self, session: SessionRecord) -> SessionRecord:
+        seen = set()
+        while session.parent and session.parent in self.core.sessions and session.id not in seen:
+            seen.add(session.id)
+            session = self.core.sessions[session.parent]
+        return session
+
+    def children(self, session_id: str) -> list[SessionRecord]:
+        return [s for s in self.core.sessions.values() if s.parent == session_id]
+
+    def members(self, root: SessionRecord) -> list[SessionRecord]:
+        found, todo = [], [root]
+        while todo:
+            session = todo.pop()
+            found.append(session)
+            todo += self.children(session.id)
+        return found
+
+    @staticmethod
+    def _spent(session: SessionRecord) -> tuple[int, float]:
+        ins = session.insight
+        if ins is None:
+            return 0, 0.0
+        return int(ins.usage.get("totalTokens", 0)), ins.cost()
+
+    def tree(self, session: SessionRecord) -> m.TreeNode:
+        children = [self.tree(child) for child in self.children(session.id)]
+        tokens, cost = self._spent(session)
+        return m.TreeNode(
+            session=self.core.session_info(session, brief=True),
+            children=children,
+            tokens=tokens + sum(c.tokens for c in children),
+            cost=round(cost + sum(c.cost for c in children), 6),
+        )
+
+    def over_budget(self, session: SessionRecord) -> str | None:
+        """Why the session's tree may do no more work, or None."""
+        root = self.root_of(session)
+        agent = self.core.agents.get(root.agent)
+        if agent is None:
+            return None
+        options = agent.spec.options
+        if options.token_budget is None and options.cost_budget is None:
+            return None
+        tokens = cost = 0.0
+        for member in self.members(root):
+            spent_tokens, spent_cost = self._spent(member)
+            tokens += spent_tokens
+            cost += spent_cost
+        if options.token_budget is not None and tokens >= options.token_budget:
+            return (
+                f"the session tree of {root.id} used {int(tokens)} tokens of its token_budget of "
+                f"{options.token_budget}; raise it with agent/update to go on"
+            )
+        if options.cost_budget is not None and cost >= options.cost_budget:
+            return (
+                f"the session tree of {root.id} spent {cost:.4f} USD of its cost_budget of "
+                f"{options.cost_budget:g}; raise it with agent/update to go on"
+            )
+        return None
+
+    def enforce_budget(self, session: SessionRecord) -> None:
+        """Past a budget, every running turn of the tree ends, saying why."""
+        reason = self.over_budget(session)
+        if reason is None:
+            return
+        for member in self.members(self.root_of(session)):
+            turn = member.runtime.running if member.runtime else None
+            if turn is not None and turn.limit is None:
+                turn.limit = reason
+                self.core.cancel_turn(turn.id)
+
+    # ------------------------------------------------------------ side chats
+
+    def account_of(self, main: SessionRecord) -> str:
+        """A compact account of a session, for a side chat that cannot fork it."""
+        ins = main.insight
+        parts = [f"You are a side chat beside session {main.id}. Here is where it stands."]
+        plan = ins.plan_view() if ins else None
+        if plan and plan.entries:
+            parts.append("Its plan:\n" + "\n".join(f"- [{e.status}] {e.content}" for e in plan.entries))
+        if ins and ins.changes and ins.changes.files:
+            parts.append(
+                "Files it changed:\n"
+                + "\n".join(f"- {f.path} ({f.kind}, +{f.added} -{f.removed})" for f in ins.changes.files)
+            )
+        if ins:
+            tail = ins.transcript.tail(ACCOUNT_LINES)
+            if tail:
+                parts.append(
+                    "The end of its transcript:\n" + "\n".join(f"{ln.role}: {ln.text}" for ln in tail)
+                )
+        parts.append("Answer the question below; change no files.")
+        # As comment lines: a reader takes them as context, and a script-driven
+        # agent (the demo agent) skips them and runs the prompt after them.
+        return "\n".join(f"# {line}" if line else "#" for line in "\n\n".join(parts).splitlines())
+
+    async def side(self, params: m.SideParams) -> m.SideResult:
+        main = self.core.get_session(params.session)
+        (side,) = await self.core.open_sessions(
+            m.SessionOpenParams(
+                agent=main.agent, root=main.root, placement="here", title=f"side of {main.id}"
+            ),
+            kind="side",
+            parent=main.id,
+        )
+        side.writable = params.writable
+        side.fork_from = main.id
+        side.preface = self.account_of(main)
+        reply = None
+        if params.question:
+            reply = await self.core.prompt(m.SessionPromptParams(session=side.id, prompt=params.question))
+        return m.SideResult(session=self.core.session_info(side), forked=side.forked, reply=reply)
+
+    def may_write(self, session: SessionRecord) -> bool:
+        return session.kind != "side" or session.writable
+
+    def decide_for_side(self, session: SessionRecord, tool_call: dict[str, object]) -> bool | None:
+        """A read-only side chat's permission: False for writing tools, None to ask as usual."""
+        if self.may_write(session):
+            return None
+        return False if tool_call.get("kind") in WRITING_KINDS else None
+
+    # ------------------------------------------------------------ suggested tasks
+
+    def suggest(self, params: m.TaskSuggestParams) -> TaskRecord:
+        source = self.core.get_session(params.from_session) if params.from_session else None
+        agent = params.agent or (source.agent if source else None)
+        if agent is None:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "agent: say whose inbox (agent), or which session suggests it (fromSession)",
+            )
+        self.core.agent_info(self.core._agent(agent))  # refuses an unknown agent
+        task = self.tasks.add(agent, params, params.root or (source.root if source else None))
+        self._announce(task)
+        return task
+
+    def _announce(self, task: TaskRecord) -> None:
+        self.core.events.emit(
+            EventKind.TASK,
+            agent=task.agent,
+            session=task.session or task.from_session,
+            task=task.info().wire(),
+        )
+
+    def dismiss(self, task_id: str, reason: str) -> TaskRecord:
+        task = self.tasks.get(task_id)
+        if task.status != "suggested":
+            raise RpcError(
+                ErrorCode.CONFLICT, f"task {task_id!r} is {task.status}; only a suggested task is dismissed"
+            )
+        task.status, task.reason = "dismissed", reason
+        self.tasks.save(task)
+        self._announce(task)
+        return task
+
+    async def accept(self, task_id: str) -> TaskRecord:
+        task = self.tasks.get(task_id)
+        if task.status != "suggested":
+            raise RpcError(
+                ErrorCode.CONFLICT, f"task {task_id!r} is {task.status}; only a suggested task is accepted"
+            )
+        if task.root is None:
+            raise RpcError(
+                ErrorCode.CONFLICT, f"task {task_id!r} has no root to run in; suggest it again with root"
+            )
+        task.status = "queued"
+        self.tasks.save(task)
+        await self._start_tasks(task.agent)
+        return task
+
+    async def _start_tasks(self, agent_name: str) -> None:
+        agent = self.core.agents.get(agent_name)
+        limit = agent.spec.options.max_running_tasks if agent else None
+        while (task := self.tasks.next_queued(agent_name)) is not None:
+            if limit is not None and self.tasks.running(agent_name) >= limit:
+                return
+            await self._start(task)
+
+    async def _start(self, task: TaskRecord) -> None:
+        assert task.root is not None
+        placement = task.placement or ("worktree" if await asyncio.to_thread(_in_git, task.root) else "here")
+        try:
+            (session,) = await self.core.open_sessions(
+                m.SessionOpenParams(agent=task.agent, root=task.root, placement=placement, title=task.title),
+                kind="task",
+                parent=task.from_session,
+            )
+        except RpcError as exc:
+            task.status, task.reason = "failed", exc.message
+            self.tasks.save(task)
+            self._announce(task)
+            return
+        source = self.core.sessions.get(task.from_session) if task.from_session else None
+        if source is not None:
+            session.preface = (
+                self.account_of(source)
+                .replace("You are a side chat beside", "This task was suggested in")
+                .replace("Answer the question below; change no files.", "Do the task below.")
+            )
+        task.status, task.session = "running", session.id
+        self.tasks.save(task)
+        self._announce(task)
+        self.core.start_in_background(session, task.prompt)
+
+    def turn_finished(self, session: SessionRecord, error: str | None) -> None:
+        """A task's session ended its turn: the task is done (or failed), the next may start."""
+        if session.kind != "task":
+            return
+        task = next((t for t in self.tasks.tasks.values() if t.session == session.id), None)
+        if task is None or task.status != "running":
+            return
+        task.status, task.reason = ("failed", error) if error else ("done", None)
+        self.tasks.save(task)
+        self._announce(task)
+        self.core.spawn(self._start_tasks(task.agent), f"tasks-{task.agent}")
+
+    # ------------------------------------------------------------ threads
+
+    async def start_thread(self, params: m.ThreadStartParams) -> SessionRecord:
+        parent = self.core.get_session(params.parent)
+        root = self.root_of(parent)
+        agent = self.core._agent(parent.agent)
+        options = agent.spec.options
+        threads = sum(1 for s in self.members(root) if s.kind == "thread")
+        if options.max_threads is not None and threads >= options.max_threads:
+            raise RpcError(
+                ErrorCode.LIMIT_REACHED,
+                f"agent {agent.name!r} allows no helpers (max_threads=0)"
+                if options.max_threads == 0
+                else f"the session tree of {root.id} has its {options.max_threads} threads (max_threads)",
+            )
+        if (reason := self.over_budget(parent)) is not None:
+            raise RpcError(ErrorCode.LIMIT_REACHED, reason)
+        if options.helper_policy == "ask" and not await self._user_allows(parent, params.prompt):
+            raise RpcError(ErrorCode.LIMIT_REACHED, "the user declined to start this thread")
+        placement = params.placement or (
+            "worktree" if await asyncio.to_thread(_in_git, parent.root) else "here"
+        )
+        (thread,) = await self.core.open_sessions(
+            m.SessionOpenParams(
+                agent=parent.agent,
+                root=parent.root,
+                placement=placement,
+                title=params.title or params.prompt[:80],
+            ),
+            kind="thread",
+            parent=parent.id,
+        )
+        self.core.start_in_background(thread, params.prompt)
+        return thread
+
+    async def _user_allows(self, parent: SessionRecord, prompt: str) -> bool:
+        options = [
+            {"optionId": "allow", "name": "Start it", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Do not", "kind": "reject_once"},
+        ]
+        tool_call = {"title": f"start a thread: {prompt[:120]}", "kind": "other"}
+        chosen = await self.core.ask_person(parent, tool_call, options)
+        return chosen == "allow"
+
+    def report(self, session: SessionRecord) -> m.ThreadReport:
+        rt = session.runtime
+        busy = rt is not None and (rt.running is not None or bool(rt.queue))
+        ins = session.insight
+        return m.ThreadReport(
+            session=session.id,
+            status=session.status,
+            done=not busy and session.turns > 0,
+            reply=session.last_reply or session.recap,
+            error=session.last_error if session.status is SessionStatus.FAILED else None,
+            plan=ins.plan_view() if ins else None,
+            changes=ins.changes if ins else None,
+        )
+
+    async def wait(self, params: m.ThreadWaitParams) -> m.ThreadReports:
+        sessions = [self.core.get_session(t) for t in params.threads]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(params.timeout):
+                async with self.core.turn_end:
+                    await self.core.turn_end.wait_for(lambda: all(self.report(s).done for s in sessions))
+        return m.ThreadReports(reports=[self.report(s) for s in sessions])
+
+    def broadcast(self, params: m.BroadcastParams) -> list[str]:
+        targets: list[SessionRecord] = []
+        if params.sessions:
+            targets += [self.core.get_session(s) for s in params.sessions]
+        if params.threads_of:
+            coordinator = self.core.get_session(params.threads_of)
+            targets += [s for s in self.children(coordinator.id) if s.kind == "thread" and not s.closed]
+        if not targets:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, "sessions: name the sessions, or threadsOf a coordinator"
+            )
+        for session in targets:
+            self.core.start_in_background(session, params.prompt)
+        return [s.id for s in targets]
+
+
+def _secret(path: Path) -> bytes:
+    if path.exists():
+        return path.read_bytes()
+    value = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(value)
+    return value
