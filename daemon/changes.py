@@ -18,6 +18,8 @@ import difflib
 import os
 import shutil
 import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,6 +199,44 @@ def _relative(root: str, path: str) -> str | None:
     return None
 
 
+class _Texts:
+    """File contents by (path, mtime, size), shared by every snapshot.
+
+    Two hundred sessions snapshotting one root hold one copy of its files, and
+    a file is read again only when its stat says it changed.
+    """
+
+    def __init__(self, limit: int = 4 * SNAPSHOT_TOTAL_LIMIT) -> None:
+        self._texts: OrderedDict[tuple[str, int, int], str | None] = OrderedDict()
+        self._size = 0
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def get(self, path: Path) -> str | None:
+        stat = path.stat()
+        if stat.st_size > SNAPSHOT_FILE_LIMIT:
+            return None
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            if key in self._texts:
+                self._texts.move_to_end(key)
+                return self._texts[key]
+        try:
+            text: str | None = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            text = None
+        with self._lock:
+            self._texts[key] = text
+            self._size += len(text or "")
+            while self._size > self._limit and self._texts:
+                _, dropped = self._texts.popitem(last=False)
+                self._size -= len(dropped or "")
+        return text
+
+
+_TEXTS = _Texts()
+
+
 def _read_texts(root: str) -> dict[str, str]:
     texts: dict[str, str] = {}
     total = 0
@@ -205,10 +245,12 @@ def _read_texts(root: str) -> dict[str, str]:
         for name in sorted(names):
             path = Path(directory, name)
             try:
-                if path.is_symlink() or path.stat().st_size > SNAPSHOT_FILE_LIMIT:
+                if path.is_symlink():
                     continue
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+                text = _TEXTS.get(path)
+            except OSError:
+                continue
+            if text is None:
                 continue
             total += len(text)
             if total > SNAPSHOT_TOTAL_LIMIT:
