@@ -157,7 +157,11 @@ class DaemonLink:
         socket = self.config.socket
         try:
             reader, writer, path = await launch.open_streams(socket, start=False)
-        except (DaemonNotRunning, OSError) as e:
+        except DaemonNotRunning:
+            raise BridgeError(
+                f"cannot reach the sessiond daemon at {socket}: nothing accepts connections there"
+            ) from None
+        except (OSError, ValueError) as e:  # ValueError: a socket path too long for a unix socket
             raise BridgeError(f"cannot reach the sessiond daemon at {socket}: {e}") from None
         connection = Connection.open(reader, writer, peer=str(path))
         try:

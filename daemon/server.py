@@ -41,6 +41,17 @@ log = logging.getLogger("sessiond.server")
 HEADER = re.compile(rb"^Content-Length: *(\d+)\r\n$", re.IGNORECASE)
 MAX_MESSAGE = 64 * 1024 * 1024
 REPLAY_PAGE = 2000
+# What a connection acting for one session (the MCP bridge) may call.
+ACTING_FOR_SESSION = frozenset(
+    {
+        names.TASK_SUGGEST,
+        names.TASK_LIST,
+        names.THREAD_START,
+        names.THREAD_STATUS,
+        names.THREAD_WAIT,
+        names.DAEMON_STATUS,
+    }
+)
 NO_TOKEN = (
     "this TCP connection presented no valid token: pass initializationOptions.token "
     "(the contents of the daemon's tcp-token file)"
@@ -421,6 +432,20 @@ class SessiondProtocol(LanguageServerProtocol):
                     ),
                 )
                 return
+            if (
+                conn.acting_for is not None
+                and method_name in METHODS
+                and method_name not in ACTING_FOR_SESSION
+            ):
+                self._send_response(
+                    msg_id,
+                    error=lsp.ResponseError(
+                        code=ErrorCode.UNAUTHORIZED,
+                        message=f"this connection acts for session {conn.acting_for}: it may call "
+                        + ", ".join(sorted(ACTING_FOR_SESSION)),
+                    ),
+                )
+                return
             if not conn.initialized:
                 self._send_response(
                     msg_id,
@@ -609,10 +634,22 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         assert parent is not None
         return core.session_info(await core.around.start_thread(p.model_copy(update={"parent": parent})))
 
+    def own_thread(thread: str) -> None:
+        session = core.get_session(thread)
+        if conn.acting_for is not None and core.around.root_of(session) is not core.around.root_of(
+            core.get_session(conn.acting_for)
+        ):
+            raise RpcError(
+                ErrorCode.UNAUTHORIZED, f"session {thread} is not in the tree of session {conn.acting_for}"
+            )
+
     async def thread_status(p: m.ThreadRef) -> m.ThreadReport:
+        own_thread(p.thread)
         return core.around.report(core.get_session(p.thread))
 
     async def thread_wait(p: m.ThreadWaitParams) -> m.ThreadReports:
+        for thread in p.threads:
+            own_thread(thread)
         return await core.around.wait(p)
 
     async def merge_request(p: m.MergeParams) -> m.MergeEntry:

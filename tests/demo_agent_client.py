@@ -15,6 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,11 @@ from acp.schema import (
     WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
+
+from sessiond.client.connection import encode_message, read_message
+from sessiond.protocol import methods as names
+from sessiond.protocol import models as m
+from sessiond.protocol.errors import ErrorCode, RpcError
 
 AGENT_MODULE = "sessiond.daemon.demo_agent"
 # Writes to a path containing this marker are refused, to test the failure path.
@@ -329,3 +335,174 @@ async def running_agent(
 async def _drain(stream: asyncio.StreamReader, sink: bytearray) -> None:
     while chunk := await stream.read(65536):
         sink += chunk
+
+
+# --- a stand-in for the daemon, for the MCP bridge -------------------------------------------
+
+
+class FakeSessiond:
+    """Just enough of the daemon for the MCP bridge: initialize with a session token, the task and
+    thread methods. Runs in the test's own loop on a unix socket; records what it was sent.
+
+    Threads are made `done` with the reply `report of PROMPT`; a thread whose prompt contains
+    "unknown" is refused with SessionNotFound, to test that daemon errors pass through verbatim;
+    waiting for one whose prompt contains "hang" lasts until the request is cancelled.
+    """
+
+    def __init__(self, socket: Path, *, session: str = "main-1", token: str = "secret-token") -> None:
+        self.socket = socket
+        self.session = session
+        self.token = token
+        self.received: list[dict[str, Any]] = []
+        self.connections = 0
+        self.goodbyes = 0  # connections that ended with `exit`
+        self.goodbye = asyncio.Event()  # set at each `exit`
+        self.cancelled: list[str] = []  # methods whose requests were cancelled ($/cancelRequest)
+        self.cancel_seen = asyncio.Event()
+        self._arrived: dict[str, asyncio.Event] = {}
+        self.tasks: list[Any] = []
+        self.threads: dict[str, str] = {}  # id -> prompt
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The bridge's environment, as the daemon would set it."""
+        return {
+            "SESSIOND_SOCKET": str(self.socket),
+            "SESSIOND_SESSION": self.session,
+            "SESSIOND_SESSION_TOKEN": self.token,
+        }
+
+    async def arrival(self, method: str) -> None:
+        """Wait until a message with this method has come (at once if one has)."""
+        await self._arrived.setdefault(method, asyncio.Event()).wait()
+
+    def methods(self) -> list[str]:
+        return [message["method"] for message in self.received if "method" in message]
+
+    def params_of(self, method: str) -> list[Any]:
+        return [message.get("params") for message in self.received if message.get("method") == method]
+
+    async def __aenter__(self) -> FakeSessiond:
+        self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket))
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        await self._server.wait_closed()
+
+    async def drop_connections(self) -> None:
+        """Close every client connection (as a daemon restart would)."""
+        for writer in list(self._writers):
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._writers.add(writer)
+        requests: dict[Any, asyncio.Task[None]] = {}
+        try:
+            while (message := await read_message(reader)) is not None:
+                self.received.append(message)
+                method = message.get("method")
+                self._arrived.setdefault(str(method), asyncio.Event()).set()
+                if "id" in message:
+                    # Each request in a task of its own, so one that waits holds up no other.
+                    task = asyncio.create_task(self._respond(writer, message))
+                    requests[message["id"]] = task
+                    task.add_done_callback(lambda _, key=message["id"]: requests.pop(key, None))
+                elif method == "$/cancelRequest":
+                    running = requests.get(message["params"]["id"])
+                    if running is not None:
+                        running.cancel()
+                elif method == "exit":
+                    self.goodbyes += 1
+                    self.goodbye.set()
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for task in list(requests.values()):
+                task.cancel()
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _respond(self, writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+        try:
+            answer: dict[str, Any] = {"result": await self._answer(message["method"], message.get("params"))}
+        except RpcError as e:
+            answer = {"error": {"code": e.code, "message": str(e)}}
+        except asyncio.CancelledError:
+            self.cancelled.append(message["method"])
+            self.cancel_seen.set()
+            answer = {"error": {"code": int(ErrorCode.REQUEST_CANCELLED), "message": "cancelled"}}
+        if not writer.is_closing():
+            writer.write(encode_message({"jsonrpc": "2.0", "id": message["id"], **answer}))
+
+    async def _answer(self, method: str, params: Any) -> Any:
+        if method == "initialize":
+            options = (params or {}).get("initializationOptions") or {}
+            if options.get("sessionToken") != self.token:
+                raise RpcError(int(ErrorCode.UNAUTHORIZED), "this session token belongs to no session")
+            return {"capabilities": {}, "serverInfo": {"name": "sessiond", "version": "fake"}}
+        if method == "shutdown":
+            return None
+        spec = names.METHODS[method]
+        parsed: Any = spec.params.model_validate(params or {})
+        now = datetime.now(UTC)
+        if method == names.TASK_SUGGEST:
+            task = m.TaskInfo(
+                id=f"task-{len(self.tasks) + 1}",
+                agent="demo",
+                title=parsed.title,
+                prompt=parsed.prompt,
+                why=parsed.why,
+                placement=parsed.placement,
+                from_session=parsed.from_session,
+                status="suggested",
+                created_at=now,
+            )
+            self.tasks.append(task)
+            return task.wire()
+        if method == names.THREAD_START:
+            if "unknown" in parsed.prompt:
+                raise RpcError(int(ErrorCode.SESSION_NOT_FOUND), "no session 'nope': it was never opened")
+            thread = f"thread-{len(self.threads) + 1}"
+            self.threads[thread] = parsed.prompt
+            return m.SessionInfo(
+                id=thread,
+                agent="demo",
+                root="/tmp",
+                placement=parsed.placement or "here",
+                title=parsed.title,
+                status=m.SessionStatus.QUEUED,
+                status_since=now,
+                created_at=now,
+                kind="thread",
+                parent=parsed.parent,
+            ).wire()
+        if method in (names.THREAD_STATUS, names.THREAD_WAIT):
+            ids = [parsed.thread] if method == names.THREAD_STATUS else parsed.threads
+            reports = []
+            for thread in ids:
+                if thread not in self.threads:
+                    raise RpcError(int(ErrorCode.SESSION_NOT_FOUND), f"no thread {thread!r}")
+                if method == names.THREAD_WAIT and "hang" in self.threads[thread]:
+                    await asyncio.get_running_loop().create_future()  # until the request is cancelled
+                reports.append(
+                    m.ThreadReport(
+                        session=thread,
+                        status=m.SessionStatus.IDLE,
+                        done=True,
+                        reply=f"report of {self.threads[thread]}\nsecond line",
+                    )
+                )
+            if method == names.THREAD_STATUS:
+                return reports[0].wire()
+            return m.ThreadReports(reports=reports).wire()
+        raise RpcError(int(ErrorCode.METHOD_NOT_FOUND), f"the fake daemon has no {method}")

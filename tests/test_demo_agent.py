@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,8 @@ from acp.schema import (
     AgentPlanUpdate,
     AgentThoughtChunk,
     ClientCapabilities,
+    EnvVariable,
+    McpServerStdio,
     PromptResponse,
     TextContentBlock,
     ToolCallProgress,
@@ -22,12 +28,13 @@ from acp.schema import (
     UsageUpdate,
     UserMessageChunk,
 )
-from demo_agent_client import TIMEOUT, RecordingClient, RunningAgent, running_agent
+from demo_agent_client import TIMEOUT, FakeSessiond, RecordingClient, RunningAgent, running_agent
 
 from sessiond.daemon.demo_agent.agent import AgentOptions, DemoAgent
 from sessiond.daemon.demo_agent.script import (
     COMMANDS,
     Ask,
+    CallMcpTool,
     Crash,
     Echo,
     EditFile,
@@ -45,8 +52,11 @@ from sessiond.daemon.demo_agent.script import (
     ShowHistory,
     ShowModel,
     Sleep,
+    StartThread,
+    SuggestTask,
     Think,
     TurnTokens,
+    WaitThreads,
     WriteFile,
     WriteStderr,
     parse_prompt,
@@ -94,6 +104,18 @@ def actions(text: str) -> list[Any]:
         ("history", ShowHistory()),
         ("model", ShowModel()),
         (r"echo a\nb  ", Echo(r"a\nb  ")),
+        (
+            "suggest Fix the flaky test | make tests pass | it failed twice",
+            SuggestTask("Fix the flaky test", "make tests pass", "it failed twice"),
+        ),
+        ("suggest Tidy up|remove dead code", SuggestTask("Tidy up", "remove dead code", None)),
+        ("suggest T | P |  ", SuggestTask("T", "P", None)),
+        ("suggest T | a | b | c", SuggestTask("T", "a", "b | c")),
+        ("thread say hello", StartThread("say hello")),
+        ("wait", WaitThreads(None)),
+        ("wait 2.5", WaitThreads(2.5)),
+        ('mcp thread_status {"id": "t-1"}', CallMcpTool("thread_status", {"id": "t-1"})),
+        ("mcp wait_threads", CallMcpTool("wait_threads", {})),
     ],
 )
 def test_each_command_parses(line: str, expected: Any) -> None:
@@ -104,6 +126,7 @@ def test_every_command_has_a_parser_test() -> None:
     assert set(COMMANDS) == {
         "say", "think", "plan", "progress", "write", "append", "edit", "read", "run", "usage",
         "tokens", "ask", "sleep", "hang", "fail", "crash", "stderr", "history", "model", "echo",
+        "suggest", "thread", "wait", "mcp",
     }  # fmt: skip
 
 
@@ -113,6 +136,9 @@ def test_escapes_in_text_but_not_in_echo() -> None:
     assert actions(r"edit a.txt x\ny => z\\") == [EditFile("a.txt", "x\ny", "z\\")]
     assert actions(r"echo x\ny") == [Echo(r"x\ny")]
     assert unescape(r"\\n") == r"\n"
+    # The prompts of suggested tasks and threads are scripts of their own: escapes make their lines.
+    assert actions(r"suggest T\n | say a\nsay b | x\ty") == [SuggestTask(r"T\n", "say a\nsay b", "x\ty")]
+    assert actions(r"thread say one\nsay two") == [StartThread("say one\nsay two")]
 
 
 def test_prose_when_the_first_word_is_not_a_command() -> None:
@@ -168,6 +194,16 @@ def test_unknown_command_names_the_line_and_lists_commands() -> None:
         ("history please", "history takes no arguments"),
         ("crash 256", "CODE must be at most 255"),
         ("stderr lots", "N must be a whole number"),
+        ("suggest only a title", "expected suggest TITLE | PROMPT"),
+        ("suggest | a prompt", "TITLE must not be empty"),
+        ("suggest a title |  | why", "PROMPT must not be empty"),
+        ("thread", "expected thread PROMPT"),
+        ("wait 0", "SECONDS must be more than 0"),
+        ("wait soon", "SECONDS must be a number"),
+        ("wait 1 2", "expected wait [SECONDS]"),
+        ("mcp", "expected mcp TOOL"),
+        ("mcp thread_status {oops", "JSON is not valid JSON"),
+        ('mcp thread_status ["t-1"]', "JSON must be an object, not list"),
     ],
 )
 def test_malformed_arguments_are_syntax_errors(line: str, reason: str) -> None:
@@ -847,3 +883,213 @@ async def test_a_corrupt_session_file_is_skipped_by_list_and_named_by_load(tmp_p
     assert caught.value.code == -32603
     assert caught.value.data is not None
     assert "bad.json" in caught.value.data["details"]
+
+
+# --- the sessiond MCP server: suggest, thread, wait, mcp -----------------------------------------
+
+
+@pytest.fixture
+def fake_socket() -> Iterator[Path]:
+    """A short socket path for the stand-in daemon (a unix socket's path must stay under 108 bytes)."""
+    directory = Path(tempfile.mkdtemp(prefix="sd-demo-", dir="/tmp"))
+    yield directory / "d.sock"
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def sessiond_server(env: dict[str, str], name: str = "sessiond") -> McpServerStdio:
+    """The MCP bridge, as the daemon offers it in `mcpServers`."""
+    return McpServerStdio(
+        name=name,
+        command=sys.executable,
+        args=["-m", "sessiond.daemon.mcp_bridge"],
+        env=[EnvVariable(name=key, value=value) for key, value in env.items()],
+    )
+
+
+async def test_scripts_suggest_tasks_and_start_and_wait_for_threads_through_mcp(
+    client: RecordingClient, workdir: Path, state_flag: tuple[str, str], fake_socket: Path
+) -> None:
+    async with FakeSessiond(fake_socket) as daemon, running_agent(client, *state_flag) as agent:
+        async with asyncio.timeout(TIMEOUT):
+            response = await agent.conn.new_session(
+                cwd=str(workdir), mcp_servers=[sessiond_server(daemon.env)]
+            )
+        session_id = response.session_id
+        await prompt(
+            agent,
+            session_id,
+            "suggest Fix the flaky test | make tests pass | it failed twice\n"
+            r"thread say hello\nsay again" + "\nthread say bye\nwait",
+        )
+        assert client.reply(session_id) == (
+            "Suggested task task-1: Fix the flaky test\n"
+            "Started thread thread-1\n"
+            "Started thread thread-2\n"
+            "thread-1 idle: report of say hello\n"
+            "thread-2 idle: report of say bye"
+        )
+        starts = [u for u in client.updates_of(session_id) if isinstance(u, ToolCallStart)]
+        assert [(u.title, u.kind) for u in starts] == [
+            ('Suggest task "Fix the flaky test"', "other"),
+            ('Start thread "say hello"', "other"),
+            ('Start thread "say bye"', "other"),
+            ("Wait for 2 threads", "other"),
+        ]
+        assert starts[0].raw_input == {
+            "server": "sessiond",
+            "tool": "suggest_task",
+            "arguments": {
+                "title": "Fix the flaky test",
+                "prompt": "make tests pass",
+                "why": "it failed twice",
+            },
+        }
+        ends = [u for u in client.updates_of(session_id) if isinstance(u, ToolCallProgress) and u.status]
+        assert [u.status for u in ends] == ["completed"] * 4
+        assert ends[0].raw_output == {
+            "task": "task-1", "status": "suggested", "title": "Fix the flaky test", "agent": "demo"
+        }  # fmt: skip
+        assert daemon.params_of("thread/start")[0]["prompt"] == "say hello\nsay again"
+
+        # The session remembers its threads; the server it started is kept for the session's life.
+        client.clear()
+        await prompt(agent, session_id, 'wait 5\nmcp thread_status {"id": "thread-2"}')
+        report = {
+            "thread": "thread-2",
+            "status": "idle",
+            "done": True,
+            "reply": "report of say bye\nsecond line",
+        }
+        assert client.reply(session_id).split("\n", 2) == [
+            "thread-1 idle: report of say hello",
+            "thread-2 idle: report of say bye",
+            json.dumps(report, separators=(", ", ": ")),  # the tool's JSON, as it answered it
+        ]
+        assert daemon.params_of("thread/wait")[-1] == {"threads": ["thread-1", "thread-2"], "timeout": 5.0}
+        assert daemon.connections == 1  # one bridge, one connection to the daemon, across turns
+        stored = SessionStore(Path(state_flag[1])).load(session_id)
+        assert stored is not None
+        assert stored.threads == ["thread-1", "thread-2"]
+
+        # Closing the session stops its server (which says goodbye to the daemon).
+        async with asyncio.timeout(TIMEOUT):
+            await agent.conn.close_session(session_id=session_id)
+            await daemon.goodbye.wait()
+        assert daemon.goodbyes == 1
+
+
+async def test_mcp_tool_errors_are_said_and_the_script_goes_on(
+    client: RecordingClient, workdir: Path, state_flag: tuple[str, str], fake_socket: Path
+) -> None:
+    async with FakeSessiond(fake_socket) as daemon, running_agent(client, *state_flag) as agent:
+        async with asyncio.timeout(TIMEOUT):
+            response = await agent.conn.new_session(
+                cwd=str(workdir), mcp_servers=[sessiond_server(daemon.env)]
+            )
+        session_id = response.session_id
+        await prompt(
+            agent,
+            session_id,
+            "thread an unknown parent\n"
+            'mcp thread_status {"id": "thread-7"}\n'
+            "mcp no_such_tool\n"
+            "wait\n"
+            "say done",
+        )
+        lines = client.reply(session_id).split("\n")
+        assert lines[0] == "Start thread \"an unknown parent\" failed: no session 'nope': it was never opened"
+        assert lines[1] == "Call sessiond thread_status failed: no thread 'thread-7'"
+        assert lines[2].startswith("Call sessiond no_such_tool failed: ")
+        assert "no_such_tool" in lines[2]
+        assert lines[3:] == ["No threads to wait for.", "done"]
+        failed = [
+            u
+            for u in client.updates_of(session_id)
+            if isinstance(u, ToolCallProgress) and u.status == "failed"
+        ]
+        assert len(failed) == 3
+        assert failed[0].raw_output == {"error": "no session 'nope': it was never opened"}
+    # When the agent exits, the servers its sessions started are stopped too.
+    async with asyncio.timeout(TIMEOUT):
+        await daemon.goodbye.wait()
+
+
+async def test_cancelling_a_turn_that_waits_for_threads_cancels_the_wait_at_the_daemon(
+    client: RecordingClient, workdir: Path, state_flag: tuple[str, str], fake_socket: Path
+) -> None:
+    async with FakeSessiond(fake_socket) as daemon, running_agent(client, *state_flag) as agent:
+        async with asyncio.timeout(TIMEOUT):
+            response = await agent.conn.new_session(
+                cwd=str(workdir), mcp_servers=[sessiond_server(daemon.env)]
+            )
+        session_id = response.session_id
+        await prompt(agent, session_id, "thread hang until cancelled")
+        turn = asyncio.create_task(prompt(agent, session_id, "say before\nwait\nsay after"))
+        async with asyncio.timeout(TIMEOUT):
+            await daemon.arrival("thread/wait")
+        await agent.conn.cancel(session_id=session_id)
+        async with asyncio.timeout(TIMEOUT):
+            ended = await turn
+            await daemon.cancel_seen.wait()  # MCP's cancel reached the bridge, which told the daemon
+        assert ended.stop_reason == "cancelled"
+        assert client.reply(session_id).endswith("before")
+        assert daemon.cancelled == ["thread/wait"]
+
+        # The server and its connection carry on.
+        client.clear()
+        await prompt(agent, session_id, "suggest T | P")
+        assert client.reply(session_id) == "Suggested task task-1: T"
+        assert daemon.connections == 1
+
+
+async def test_a_session_without_the_sessiond_server_is_told_so(
+    client: RecordingClient, workdir: Path, state_flag: tuple[str, str], fake_socket: Path
+) -> None:
+    async with running_agent(client, *state_flag) as agent:
+        plain = await new_session(agent, workdir)
+        async with asyncio.timeout(TIMEOUT):
+            other = await agent.conn.new_session(
+                cwd=str(workdir), mcp_servers=[sessiond_server({}, name="elsewhere")]
+            )
+        for session_id in (plain, other.session_id):
+            await prompt(
+                agent, session_id, "suggest T | P\nthread say hi\nmcp thread_status {}\nsay still here"
+            )
+            assert client.reply(session_id).split("\n") == [
+                'Suggest task "T" failed: no MCP server named sessiond was given to this session',
+                'Start thread "say hi" failed: no MCP server named sessiond was given to this session',
+                "Call sessiond thread_status failed: no MCP server named sessiond was given to this session",
+                "still here",
+            ]
+
+
+async def test_a_server_that_cannot_start_fails_the_step_and_a_fork_starts_no_threads(
+    client: RecordingClient, workdir: Path, state_flag: tuple[str, str], fake_socket: Path
+) -> None:
+    broken = McpServerStdio(
+        name="sessiond", command=sys.executable, args=["-m", "sessiond.daemon.mcp_bridge"], env=[]
+    )
+    async with FakeSessiond(fake_socket) as daemon, running_agent(client, *state_flag) as agent:
+        async with asyncio.timeout(TIMEOUT):
+            response = await agent.conn.new_session(cwd=str(workdir), mcp_servers=[broken])
+        session_id = response.session_id
+        await prompt(agent, session_id, "thread say hi\nsay on")
+        reply = client.reply(session_id).split("\n")
+        assert reply[0].startswith('Start thread "say hi" failed: could not start the MCP server sessiond')
+        assert reply[1] == "on"
+
+        # Resume with a working server: the session uses it from then on.
+        async with asyncio.timeout(TIMEOUT):
+            await agent.conn.resume_session(
+                session_id=session_id, cwd=str(workdir), mcp_servers=[sessiond_server(daemon.env)]
+            )
+        client.clear()
+        await prompt(agent, session_id, "thread say hi")
+        assert client.reply(session_id) == "Started thread thread-1"
+
+        async with asyncio.timeout(TIMEOUT):
+            forked = await agent.conn.fork_session(
+                session_id=session_id, cwd=str(workdir), mcp_servers=[sessiond_server(daemon.env)]
+            )
+        await prompt(agent, forked.session_id, "wait")
+        assert client.reply(forked.session_id) == "No threads to wait for."

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,6 +49,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 
+from .mcp_tools import SessionMcp
 from .script import COMMANDS, ScriptSyntaxError, parse_prompt
 from .state import SessionRecord, SessionStore, TurnRecord, UnreadableSessionError, now_iso
 from .turn import ScriptRuntimeError, Turn, estimated_usage
@@ -122,6 +123,7 @@ async def _end_of(task: asyncio.Task[None]) -> TurnEnd:
 class LiveSession:
     record: SessionRecord
     turn_task: asyncio.Task[None] | None = None
+    mcp: SessionMcp = field(default_factory=SessionMcp)  # its MCP servers, started on first use
 
 
 def prompt_text(blocks: list[Any]) -> str:
@@ -241,7 +243,9 @@ class DemoAgent:
             mode=DEFAULT_MODE,
         )
         self._store.save(record)
-        self._sessions[record.session_id] = LiveSession(record)
+        live = LiveSession(record)
+        await live.mcp.configure(mcp_servers)
+        self._sessions[record.session_id] = live
         return NewSessionResponse(
             session_id=record.session_id, modes=_modes(record), config_options=_config_options(record)
         )
@@ -257,6 +261,7 @@ class DemoAgent:
         if not self._options.load:
             raise _withdrawn("session/load")
         live = self._revive(session_id, cwd)
+        await live.mcp.configure(mcp_servers)
         # ACP: replay the whole conversation as updates before answering.
         for turn in live.record.turns:
             await self._notify(session_id, update_user_message_text(turn.prompt))
@@ -275,6 +280,7 @@ class DemoAgent:
         if not self._options.resume:
             raise _withdrawn("session/resume")
         live = self._revive(session_id, cwd)
+        await live.mcp.configure(mcp_servers)
         return ResumeSessionResponse(modes=_modes(live.record), config_options=_config_options(live.record))
 
     async def fork_session(
@@ -295,10 +301,13 @@ class DemoAgent:
                 "cwd": _require_absolute(cwd),
                 "created_at": now_iso(),
                 "updated_at": now_iso(),
+                "threads": [],  # the threads stay the source's: the fork started none
             },
         )
         self._store.save(fork)
-        self._sessions[fork.session_id] = LiveSession(fork)
+        live = LiveSession(fork)
+        await live.mcp.configure(mcp_servers)
+        self._sessions[fork.session_id] = live
         return ForkSessionResponse(
             session_id=fork.session_id, modes=_modes(fork), config_options=_config_options(fork)
         )
@@ -312,6 +321,7 @@ class DemoAgent:
             return CloseSessionResponse()
         if live.turn_task is not None:
             live.turn_task.cancel()  # its prompt answers "cancelled"
+        await live.mcp.aclose()
         return CloseSessionResponse()
 
     async def list_sessions(
@@ -394,7 +404,13 @@ class DemoAgent:
             raise RequestError(
                 INVALID_PARAMS, str(exc), {"line": exc.line, "text": exc.source, "commands": list(COMMANDS)}
             ) from None
-        turn = Turn(self._client, self._client_capabilities, live.record, number=len(live.record.turns) + 1)
+        turn = Turn(
+            self._client,
+            self._client_capabilities,
+            live.record,
+            number=len(live.record.turns) + 1,
+            mcp=live.mcp,
+        )
         # No await between here and storing the task: a session/cancel that
         # arrives right behind this prompt must find the task to cancel.
         task = asyncio.create_task(turn.run(program), name=f"demo-agent turn {session_id}")
@@ -425,6 +441,10 @@ class DemoAgent:
         live = self._sessions.get(session_id)
         if live is not None and live.turn_task is not None:
             live.turn_task.cancel()
+
+    async def aclose(self) -> None:
+        """At exit: stop every session's MCP servers."""
+        await asyncio.gather(*(live.mcp.aclose() for live in list(self._sessions.values())))
 
     # --- helpers -------------------------------------------------------------------
 

@@ -60,8 +60,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # stdout carries the protocol: anything the agent logs goes to stderr.
     logging.basicConfig(level=logging.WARNING, format="demo-agent %(levelname)s %(name)s: %(message)s")
     try:
-        # session/fork and session/close are unstable in ACP 0.12: the SDK routes them only on request.
-        asyncio.run(run_agent(DemoAgent(options), use_unstable_protocol=True))
+        asyncio.run(_serve(DemoAgent(options)))
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+async def _serve(agent: DemoAgent) -> None:
+    try:
+        # session/fork and session/close are unstable in ACP 0.12: the SDK routes them only on request.
+        await run_agent(agent, use_unstable_protocol=True)
+    finally:
+        await agent.aclose()  # the MCP servers its sessions started

@@ -9,11 +9,12 @@ The language is documented in docs/demo-agent.md; keep the two in step.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
 
 PlanStatus = Literal["pending", "in_progress", "completed"]
 PLAN_STATUSES: tuple[PlanStatus, ...] = ("pending", "in_progress", "completed")
@@ -125,6 +126,29 @@ class Echo:
     text: str
 
 
+@dataclass(frozen=True)
+class SuggestTask:
+    title: str
+    prompt: str
+    why: str | None
+
+
+@dataclass(frozen=True)
+class StartThread:
+    prompt: str
+
+
+@dataclass(frozen=True)
+class WaitThreads:
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class CallMcpTool:
+    tool: str
+    arguments: dict[str, Any] = field(hash=False)
+
+
 Action: TypeAlias = (
     Say
     | Think
@@ -145,6 +169,10 @@ Action: TypeAlias = (
     | ShowHistory
     | ShowModel
     | Echo
+    | SuggestTask
+    | StartThread
+    | WaitThreads
+    | CallMcpTool
 )
 
 
@@ -353,6 +381,53 @@ def _parse_stderr(rest: str) -> Action:
     return WriteStderr(_integer(size, "N"))
 
 
+def _parse_suggest(rest: str) -> Action:
+    usage = "suggest TITLE | PROMPT [| WHY]"
+    parts = [part.strip() for part in rest.split("|", 2)]
+    if len(parts) < 2:
+        raise _ArgumentError(f"expected {usage}")
+    title, prompt = parts[0], unescape(parts[1])
+    why = unescape(parts[2]) if len(parts) == 3 and parts[2] else None
+    if not title:
+        raise _ArgumentError(f"TITLE must not be empty (usage: {usage})")
+    if not prompt:
+        raise _ArgumentError(f"PROMPT must not be empty (usage: {usage})")
+    return SuggestTask(title, prompt, why)
+
+
+def _parse_thread(rest: str) -> Action:
+    prompt = unescape(rest.strip())
+    if not prompt:
+        raise _ArgumentError("expected thread PROMPT")
+    return StartThread(prompt)
+
+
+def _parse_wait(rest: str) -> Action:
+    words = _words(rest, 0, 1, "wait [SECONDS]")
+    if not words:
+        return WaitThreads(None)
+    seconds = _number(words[0], "SECONDS")
+    if seconds == 0:
+        raise _ArgumentError("SECONDS must be more than 0")
+    return WaitThreads(seconds)
+
+
+def _parse_mcp(rest: str) -> Action:
+    usage = "mcp TOOL [JSON]"
+    if not rest:
+        raise _ArgumentError(f"expected {usage}")
+    tool, text = _split_word(rest)
+    if not text.strip():
+        return CallMcpTool(tool, {})
+    try:
+        arguments = json.loads(text)
+    except ValueError as exc:
+        raise _ArgumentError(f"JSON is not valid JSON ({exc}) (usage: {usage})") from None
+    if not isinstance(arguments, dict):
+        raise _ArgumentError(f"JSON must be an object, not {type(arguments).__name__} (usage: {usage})")
+    return CallMcpTool(tool, arguments)
+
+
 _PARSERS: dict[str, Callable[[str], Action]] = {
     "say": _parse_say,
     "think": _parse_think,
@@ -374,6 +449,10 @@ _PARSERS: dict[str, Callable[[str], Action]] = {
     "history": _no_arguments("history", ShowHistory),
     "model": _no_arguments("model", ShowModel),
     "echo": _parse_echo,
+    "suggest": _parse_suggest,
+    "thread": _parse_thread,
+    "wait": _parse_wait,
+    "mcp": _parse_mcp,
 }
 
 COMMANDS: tuple[str, ...] = tuple(_PARSERS)

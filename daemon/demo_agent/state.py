@@ -57,6 +57,7 @@ class SessionRecord(BaseModel):
     updated_at: str = Field(default_factory=now_iso)
     plan: list[PlanItem] = Field(default_factory=list)
     turns: list[TurnRecord] = Field(default_factory=list)
+    threads: list[str] = Field(default_factory=list)  # ids of the threads its scripts started
 
     @property
     def title(self) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import select
 import shlex
@@ -50,9 +51,11 @@ from acp.schema import (
     UsageUpdate,
 )
 
+from .mcp_tools import SESSIOND_SERVER, McpError, SessionMcp, no_server_message
 from .script import (
     Action,
     Ask,
+    CallMcpTool,
     Crash,
     Echo,
     EditFile,
@@ -70,9 +73,12 @@ from .script import (
     ShowHistory,
     ShowModel,
     Sleep,
+    StartThread,
     Step,
+    SuggestTask,
     Think,
     TurnTokens,
+    WaitThreads,
     WriteFile,
     WriteStderr,
 )
@@ -161,6 +167,7 @@ class Turn:
     client_capabilities: ClientCapabilities
     session: SessionRecord
     number: int  # 1-based turn number within the session, for tool call ids
+    mcp: SessionMcp | None = None  # the session's MCP servers; None: it was given none
     reply_parts: list[str] = field(default_factory=list)
     usage_sent: bool = False
     tokens: Usage | None = None
@@ -251,6 +258,14 @@ class Turn:
                 await self._say(self._history_text())
             case ShowModel():
                 await self._say(f"Model: {self.session.model}. Mode: {self.session.mode}.")
+            case SuggestTask():
+                await self._suggest(action)
+            case StartThread(prompt):
+                await self._start_thread(prompt)
+            case WaitThreads(timeout):
+                await self._wait_threads(timeout)
+            case CallMcpTool(tool, arguments):
+                await self._call_tool(tool, arguments)
             case _:
                 assert_never(action)  # mypy fails here when a new command has no case
 
@@ -455,6 +470,86 @@ class Turn:
                 result.raw_output = {"outcome": "cancelled"}
             result.reply = f'Asked "{title}": {answer}'
 
+    # --- the sessiond MCP server -------------------------------------------------
+
+    async def _sessiond_tool(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Call a tool of the session's "sessiond" MCP server; its text, or StepFailed saying why not."""
+        if self.mcp is None:
+            raise StepFailed(no_server_message(SESSIOND_SERVER))
+        try:
+            return await self.mcp.call(SESSIOND_SERVER, tool, arguments)
+        except McpError as exc:
+            raise StepFailed(str(exc)) from None
+
+    async def _sessiond_json(self, tool: str, arguments: dict[str, Any], result: ToolCallResult) -> Any:
+        """Call a tool whose answer is a JSON object, and keep it as the tool call's raw output."""
+        text = await self._sessiond_tool(tool, arguments)
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise StepFailed(f"{tool} answered {text[:200]!r}, not a JSON object")
+        result.raw_output = data
+        return data
+
+    @staticmethod
+    def _mcp_input(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"server": SESSIOND_SERVER, "tool": tool, "arguments": arguments}
+
+    async def _suggest(self, action: SuggestTask) -> None:
+        arguments: dict[str, Any] = {"title": action.title, "prompt": action.prompt}
+        if action.why is not None:
+            arguments["why"] = action.why
+        title = f'Suggest task "{action.title}"'
+        async with self._tool_call(
+            title, "other", raw_input=self._mcp_input("suggest_task", arguments)
+        ) as result:
+            data = await self._sessiond_json("suggest_task", arguments, result)
+            result.reply = f"Suggested task {data.get('task')}: {action.title}"
+
+    async def _start_thread(self, prompt: str) -> None:
+        arguments = {"prompt": prompt}
+        title = f'Start thread "{_shorten(prompt)}"'
+        async with self._tool_call(
+            title, "other", raw_input=self._mcp_input("start_thread", arguments)
+        ) as result:
+            data = await self._sessiond_json("start_thread", arguments, result)
+            thread = data.get("thread")
+            if not isinstance(thread, str) or not thread:
+                raise StepFailed(f"start_thread answered no thread id: {data}")
+            self.session.threads.append(thread)
+            result.reply = f"Started thread {thread}"
+
+    async def _wait_threads(self, timeout: float | None) -> None:
+        threads = list(self.session.threads)
+        if not threads:
+            await self._say("No threads to wait for.")
+            return
+        arguments: dict[str, Any] = {"ids": threads}
+        if timeout is not None:
+            arguments["timeout"] = timeout
+        title = f"Wait for {_plural(len(threads), 'thread')}"
+        async with self._tool_call(
+            title, "other", raw_input=self._mcp_input("wait_threads", arguments)
+        ) as result:
+            data = await self._sessiond_json("wait_threads", arguments, result)
+            reports = data.get("threads")
+            if not isinstance(reports, list):
+                raise StepFailed(f"wait_threads answered no reports: {data}")
+            result.reply = "\n".join(_report_line(report) for report in reports)
+
+    async def _call_tool(self, tool: str, arguments: dict[str, Any]) -> None:
+        async with self._tool_call(
+            f"Call {SESSIOND_SERVER} {tool}", "other", raw_input=self._mcp_input(tool, arguments)
+        ) as result:
+            text = await self._sessiond_tool(tool, arguments)
+            try:
+                result.raw_output = json.loads(text)
+            except ValueError:
+                result.raw_output = {"text": text}
+            result.reply = text
+
     # --- prose ----------------------------------------------------------------
 
     async def _answer_prose(self, text: str) -> None:
@@ -471,6 +566,30 @@ class Turn:
         await self._say(f"You said: {text}" if text else "You said nothing.")
         await self._say(PROSE_HINT)
         await self._send_plan()
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    line = _first_line(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _report_line(report: Any) -> str:
+    """One line of `wait`: the thread's id, its status, and the first line of its reply."""
+    if not isinstance(report, dict):
+        return str(report)
+    head = f"{report.get('thread', '?')} {report.get('status', '?')}"
+    reply = report.get("reply")
+    error = report.get("error")
+    if isinstance(reply, str) and reply.strip():
+        return f"{head}: {_first_line(reply)}"
+    if isinstance(error, str) and error.strip():
+        return f"{head}: error: {_first_line(error)}"
+    return f"{head} (no reply)"
 
 
 def _crash(code: int) -> NoReturn:

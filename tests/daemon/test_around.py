@@ -173,3 +173,48 @@ async def test_a_budget_stops_a_runaway_tree(client: AsyncDaemon, work: Path) ->
     with pytest.raises(SessiondError, match="cost_budget") as caught:
         await coordinator.asend("say more")
     assert caught.value.code == ErrorCode.LIMIT_REACHED
+
+
+async def test_a_session_token_acts_for_that_session_alone(
+    client: AsyncDaemon, daemon: Any, work: Path
+) -> None:
+    import hashlib
+    import hmac
+    import json
+    import socket
+
+    agent = await client.agent("demo")
+    mine, other = await agent.sessions(2, work)
+    foreign = await call(client, "thread/start", m.SessionInfo, parent=other.id, prompt="say theirs")
+    secret = (daemon.home / "state" / "session-secret").read_bytes()
+    token = hmac.new(secret, mine.id.encode(), hashlib.sha256).hexdigest()
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.connect(str(daemon.socket))
+    sock.settimeout(60)
+    reader = sock.makefile("rb")
+
+    def ask(msg_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode()
+        sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        while True:
+            length = 0
+            while (line := reader.readline()) != b"\r\n":
+                if line.lower().startswith(b"content-length"):
+                    length = int(line.split(b":")[1])
+            message = json.loads(reader.read(length))
+            if message.get("id") == msg_id:
+                return message  # type: ignore[no-any-return]
+
+    options = {"sessionToken": token}
+    assert "result" in ask(1, "initialize", {"capabilities": {}, "initializationOptions": options})
+    refused = ask(2, "agent/create", {"name": "evil", "command": ["true"]})
+    assert refused["error"]["code"] == ErrorCode.UNAUTHORIZED
+    assert f"acts for session {mine.id}" in refused["error"]["message"]
+    suggested = ask(3, "task/suggest", {"title": "mine", "prompt": "say x"})
+    assert suggested["result"]["fromSession"] == mine.id
+    spoofed = ask(4, "thread/start", {"parent": other.id, "prompt": "say y"})
+    assert spoofed["error"]["code"] == ErrorCode.UNAUTHORIZED
+    peek = ask(5, "thread/status", {"thread": foreign.id})
+    assert peek["error"]["code"] == ErrorCode.UNAUTHORIZED
+    sock.close()

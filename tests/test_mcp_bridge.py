@@ -1,0 +1,263 @@
+"""The MCP bridge (`python -m sessiond.daemon.mcp_bridge`): its tools, how it acts for one session,
+and, end to end, a demo-agent session that suggests a task and starts a thread through it.
+
+The bridge always runs as a real subprocess driven by the `mcp` SDK's own stdio client, the way
+an agent starts it. Its daemon is a small stand-in (`FakeSessiond`) where the test needs to see
+exactly what the bridge sent, and a real daemon for the end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from demo_agent_client import FakeSessiond
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+from bench.harness import Daemon
+from sessiond.client import aconnect
+from sessiond.daemon.mcp_bridge import SESSION_ENV, SOCKET_ENV, TOKEN_ENV
+
+pytestmark = pytest.mark.timeout(120)
+
+BRIDGE_MODULE = "sessiond.daemon.mcp_bridge"
+TOOLS = ("suggest_task", "start_thread", "thread_status", "wait_threads")
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory with a short path: a unix socket's path must stay under 108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="sd-mcp-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@asynccontextmanager
+async def bridge(env: dict[str, str]) -> AsyncIterator[Client]:
+    """The bridge as a child process, connected through the SDK's stdio client (initialize handshake)."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", BRIDGE_MODULE], env=env)
+    async with Client(params, mode="legacy") as client:
+        yield client
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def json_of(result: CallToolResult) -> Any:
+    assert not result.is_error, text_of(result)
+    return json.loads(text_of(result))
+
+
+# --- the tools and their schemas ---------------------------------------------------------------
+
+
+async def test_lists_the_four_tools_with_their_schemas(short_dir: Path) -> None:
+    # Listing needs no daemon: the bridge connects on the first tool call.
+    env = {SOCKET_ENV: str(short_dir / "none.sock"), SESSION_ENV: "s1", TOKEN_ENV: "t"}
+    async with bridge(env) as client:
+        assert client.server_info is not None
+        assert client.server_info.name == "sessiond"
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    assert tuple(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description, tool.name
+        assert tool.output_schema is None  # the result is JSON text
+    schemas = {name: tool.input_schema for name, tool in tools.items()}
+
+    placement = {"here", "worktree", "sandbox", "container", "ssh"}
+    suggest = schemas["suggest_task"]
+    assert suggest["required"] == ["title", "prompt"]
+    assert set(suggest["properties"]) == {"title", "prompt", "why", "placement"}
+    assert suggest["properties"]["title"]["minLength"] == 1
+    assert suggest["properties"]["title"]["maxLength"] == 300
+    assert suggest["properties"]["prompt"]["minLength"] == 1
+    assert set(suggest["properties"]["placement"]["anyOf"][0]["enum"]) == placement
+
+    start = schemas["start_thread"]
+    assert start["required"] == ["prompt"]
+    assert set(start["properties"]) == {"prompt", "placement", "title"}
+    assert set(start["properties"]["placement"]["anyOf"][0]["enum"]) == placement
+
+    status = schemas["thread_status"]
+    assert status["required"] == ["id"]
+    assert status["properties"]["id"]["type"] == "string"
+
+    wait = schemas["wait_threads"]
+    assert wait["required"] == ["ids"]
+    assert wait["properties"]["ids"]["type"] == "array"
+    assert wait["properties"]["ids"]["items"] == {"type": "string"}
+    assert wait["properties"]["ids"]["minItems"] == 1
+    assert wait["properties"]["timeout"]["anyOf"][0] == {"type": "number", "exclusiveMinimum": 0}
+
+
+async def test_the_tools_call_the_daemon_for_their_session(short_dir: Path) -> None:
+    async with FakeSessiond(short_dir / "d.sock") as daemon, bridge(daemon.env) as client:
+        suggested = json_of(
+            await client.call_tool(
+                "suggest_task",
+                {"title": "Fix the flaky test", "prompt": "make tests pass", "why": "it failed twice"},
+            )
+        )
+        started = json_of(
+            await client.call_tool("start_thread", {"prompt": "say hello", "placement": "worktree"})
+        )
+        status = json_of(await client.call_tool("thread_status", {"id": started["thread"]}))
+        waited = json_of(await client.call_tool("wait_threads", {"ids": [started["thread"]], "timeout": 5}))
+
+    assert suggested == {
+        "task": "task-1",
+        "status": "suggested",
+        "title": "Fix the flaky test",
+        "agent": "demo",
+    }
+    assert started == {"thread": "thread-1", "status": "queued", "placement": "worktree", "root": "/tmp"}
+    report = {
+        "thread": "thread-1",
+        "status": "idle",
+        "done": True,
+        "reply": "report of say hello\nsecond line",
+    }
+    assert status == report
+    assert waited == {"threads": [report]}
+
+    # One connection, introduced by the session's token; every call on behalf of that session.
+    assert daemon.connections == 1
+    (initialize,) = daemon.params_of("initialize")
+    assert initialize["initializationOptions"]["sessionToken"] == daemon.token
+    assert daemon.params_of("task/suggest") == [
+        {
+            "title": "Fix the flaky test",
+            "prompt": "make tests pass",
+            "why": "it failed twice",
+            "fromSession": daemon.session,
+        }
+    ]
+    assert daemon.params_of("thread/start") == [
+        {"parent": daemon.session, "prompt": "say hello", "placement": "worktree"}
+    ]
+    assert daemon.params_of("thread/status") == [{"thread": "thread-1"}]
+    assert daemon.params_of("thread/wait") == [{"threads": ["thread-1"], "timeout": 5.0}]
+    # The bridge said goodbye when its stdin closed.
+    assert daemon.methods()[-2:] == ["shutdown", "exit"]
+
+
+async def test_daemon_errors_are_tool_errors_with_the_daemon_message_verbatim(short_dir: Path) -> None:
+    async with FakeSessiond(short_dir / "d.sock") as daemon, bridge(daemon.env) as client:
+        refused = await client.call_tool("start_thread", {"prompt": "an unknown parent"})
+        missing = await client.call_tool("thread_status", {"id": "thread-9"})
+        fine = await client.call_tool("suggest_task", {"title": "t", "prompt": "p"})
+    assert refused.is_error
+    assert text_of(refused) == "no session 'nope': it was never opened"
+    assert missing.is_error
+    assert text_of(missing) == "no thread 'thread-9'"
+    assert not fine.is_error  # an error answer leaves the connection usable
+
+
+async def test_a_token_the_daemon_refuses_is_a_tool_error(short_dir: Path) -> None:
+    async with FakeSessiond(short_dir / "d.sock") as daemon:
+        env = {**daemon.env, TOKEN_ENV: "not-the-token"}
+        async with bridge(env) as client:
+            result = await client.call_tool("suggest_task", {"title": "t", "prompt": "p"})
+        assert result.is_error
+        assert text_of(result) == "this session token belongs to no session"
+        assert "task/suggest" not in daemon.methods()
+
+
+async def test_no_daemon_is_a_tool_error_not_a_crash(short_dir: Path) -> None:
+    socket = short_dir / "nobody.sock"
+    env = {SOCKET_ENV: str(socket), SESSION_ENV: "s1", TOKEN_ENV: "t"}
+    async with bridge(env) as client:
+        result = await client.call_tool("wait_threads", {"ids": ["x"]})
+        assert result.is_error
+        assert text_of(result).startswith("cannot reach the sessiond daemon")
+        assert str(socket) in text_of(result)
+        # Still serving.
+        assert len((await client.list_tools()).tools) == 4
+
+
+async def test_the_bridge_connects_again_after_losing_the_daemon(short_dir: Path) -> None:
+    async with FakeSessiond(short_dir / "d.sock") as daemon, bridge(daemon.env) as client:
+        first = await client.call_tool("suggest_task", {"title": "one", "prompt": "p"})
+        await daemon.drop_connections()
+        # The bridge notices the loss (at the latest on its next request) and opens a new connection.
+        second = await client.call_tool("suggest_task", {"title": "two", "prompt": "p"})
+        if second.is_error:  # the loss was seen by this very call: the next one connects again
+            assert "lost the connection" in text_of(second)
+            second = await client.call_tool("suggest_task", {"title": "two", "prompt": "p"})
+    assert not first.is_error
+    assert json_of(second)["title"] == "two"
+    assert daemon.connections == 2
+
+
+def test_the_bridge_refuses_to_start_without_its_environment() -> None:
+    env = {key: value for key, value in os.environ.items() if key not in (SOCKET_ENV, SESSION_ENV, TOKEN_ENV)}
+    done = subprocess.run(
+        [sys.executable, "-m", BRIDGE_MODULE],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"{SOCKET_ENV}, {SESSION_ENV}, {TOKEN_ENV}" in done.stderr
+
+
+# --- end to end: a real daemon, the demo agent, the bridge the daemon offers it ------------------
+
+
+@pytest.fixture
+def real_daemon() -> Iterator[Daemon]:
+    running = Daemon().start()
+    yield running
+    code = running.stop()
+    print("\n".join(["--- daemon stderr", *running.stderr]))
+    assert code == 0, f"the daemon exited with {code}"
+    shutil.rmtree(running.home, ignore_errors=True)
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    root.mkdir()
+    return root
+
+
+async def test_an_agent_suggestion_reaches_the_inbox(real_daemon: Daemon, work: Path) -> None:
+    async with aconnect(real_daemon.socket, start=False) as daemon:
+        session = await (await daemon.agent("demo")).session(work)
+        reply = await session.asend("suggest Fix the flaky test | make tests pass | it failed twice")
+        assert reply.text.startswith("Suggested task "), reply.text
+        task_id = reply.text.removeprefix("Suggested task ").split(":", 1)[0]
+
+        listing = await daemon._connection.request("task/list", {})
+    (task,) = [task for task in listing["tasks"] if task["id"] == task_id]
+    assert task["title"] == "Fix the flaky test"
+    assert task["prompt"] == "make tests pass"
+    assert task["why"] == "it failed twice"
+    assert task["fromSession"] == session.id
+    assert task["status"] == "suggested"
+
+
+async def test_a_thread_started_by_an_agent_reports_back(real_daemon: Daemon, work: Path) -> None:
+    async with aconnect(real_daemon.socket, start=False) as daemon:
+        session = await (await daemon.agent("demo")).session(work)
+        started = await session.asend("thread say hello")
+        assert started.text.startswith("Started thread "), started.text
+        thread = started.text.removeprefix("Started thread ").strip()
+
+        waited = await session.asend("wait")
+    assert waited.text == f"{thread} idle: hello"
