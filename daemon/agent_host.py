@@ -90,6 +90,7 @@ class AgentHost:
     ) -> str:
         session, placement = self._placement(agent_session_id)
         self._refuse_writes(session)
+        self._core.touched(session)
         with _as_client_error():
             return await placement.create_terminal(command, args, env, cwd, output_byte_limit)
 

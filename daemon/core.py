@@ -970,7 +970,9 @@ class Core:
         ins.transcript.end()
         session.last_reply = text or session.last_reply
         self._state(session, EventKind.SESSION_USAGE)
-        self._changes_soon(session)
+        if turn.touched:
+            # Only a turn that wrote, edited or ran something can have changed files.
+            self._changes_soon(session)
         if text.strip():
             session.recap = text.strip().splitlines()[0][:RECAP_CHARS]
         self.store.write(
@@ -1139,6 +1141,7 @@ class Core:
                 first=first,
             )
             if call.diffs or call.kind in ("edit", "delete", "move", "execute"):
+                self.touched(session)
                 self._changes_soon(session)
 
     # ---------------------------------------------------------------- insight
@@ -1166,6 +1169,12 @@ class Core:
             data = {"attention": [a.value for a in self._attention(session)]}
         self.events.emit(kind, agent=session.agent, session=session.id, **data)
         self._fleet_soon()
+
+    @staticmethod
+    def touched(session: SessionRecord) -> None:
+        """The running turn wrote or ran something (counted again when it ends)."""
+        if session.runtime is not None and session.runtime.running is not None:
+            session.runtime.running.touched = True
 
     def _changes_soon(self, session: SessionRecord) -> None:
         """Count the session's changes again soon: one count at a time, the last after the last request."""
@@ -1412,6 +1421,7 @@ class Core:
 
     def wrote(self, session: SessionRecord, real_path: str, host: str | None) -> None:
         """An agent wrote a file: count the changes again, and say when two sessions edit one file."""
+        self.touched(session)
         self._changes_soon(session)
         for collision in self.collisions.wrote(session.id, real_path, host):
             self.events.emit(

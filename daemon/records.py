@@ -94,6 +94,7 @@ class Turn:
     inner: asyncio.Task[Any] | None = None
     listeners: list[Any] = field(default_factory=list)
     limit: str | None = None  # why a budget ended it
+    touched: bool = False  # it wrote, edited or ran something: its changes need counting
 
     @property
     def text(self) -> str:
