@@ -11,12 +11,14 @@ than allowed to grow the daemon's memory.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import msgpack
@@ -47,10 +49,33 @@ class Event:
             msgpack.packb(self.data, use_bin_type=True),
         )
 
+    def json(self) -> str:
+        """The event as it goes on the wire (the protocol's `Event`), made once and shared by every client."""
+        cached = _WIRE.get(self.seq)
+        if cached is None:
+            wire: dict[str, Any] = {
+                "seq": self.seq,
+                "kind": self.kind,
+                "time": datetime.fromtimestamp(self.time, UTC).isoformat().replace("+00:00", "Z"),
+            }
+            for key in ("agent", "session", "turn"):
+                value = getattr(self, key)
+                if value is not None:
+                    wire[key] = value
+            wire["data"] = self.data
+            cached = _WIRE[self.seq] = json.dumps(wire)
+            if len(_WIRE) > WIRE_CACHE:
+                _WIRE.popitem(last=False)
+        return cached
+
     @classmethod
     def from_row(cls, row: sqlite3.Row | tuple[Any, ...]) -> Event:
         seq, at, kind, agent, session, turn, data = tuple(row)
         return cls(seq, kind, at, agent, session, turn, msgpack.unpackb(data, raw=False))
+
+
+WIRE_CACHE = 20_000
+_WIRE: OrderedDict[int, str] = OrderedDict()
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,7 +149,9 @@ class Connection:
         self.send_raw(payload)
 
     def send_raw(self, payload: dict[str, Any]) -> None:
-        body = json.dumps(payload).encode()
+        self._write_body(json.dumps(payload).encode())
+
+    def _write_body(self, body: bytes) -> None:
         if not self.writer.is_closing():
             self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
@@ -234,10 +236,19 @@ class Connection:
     async def _send_events(
         self, subscription: str, events: list[Event], through: int, resync: m.Snapshot | None = None
     ) -> None:
-        payload = m.EventsNotifyParams(
-            subscription=subscription, events=[_wire_event(e) for e in events], through=through, resync=resync
-        )
-        self.notify(names.EVENTS_NOTIFY, payload.wire())
+        if resync is not None:
+            payload = m.EventsNotifyParams(
+                subscription=subscription, events=[], through=through, resync=resync
+            )
+            self.notify(names.EVENTS_NOTIFY, payload.wire())
+        else:
+            # The hot path: each event's JSON is made once, whatever the number of clients.
+            body = (
+                f'{{"jsonrpc":"2.0","method":"{names.EVENTS_NOTIFY}","params":{{"subscription":'
+                f'{json.dumps(subscription)},"events":[{",".join(e.json() for e in events)}],'
+                f'"through":{through}}}}}'
+            ).encode()
+            self._write_body(body)
         # Back-pressure: a client that reads slowly holds this pump, not the daemon.
         await self.writer.drain()
 
@@ -349,18 +360,6 @@ class _ProgressReporter:
                 progress.begin(self.token, lsp.WorkDoneProgressBegin(title=f"sessiond {self.session}"))
             message = data.get("error") or data.get("stopReason") or "ended"
             progress.end(self.token, lsp.WorkDoneProgressEnd(message=str(message)))
-
-
-def _wire_event(event: Event) -> m.Event:
-    return m.Event(
-        seq=event.seq,
-        kind=m.EventKind(event.kind),
-        time=event.time,
-        agent=event.agent,
-        session=event.session,
-        turn=event.turn,
-        data=event.data,
-    )
 
 
 def _id_of(body: bytes) -> Any:
