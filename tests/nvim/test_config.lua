@@ -91,6 +91,10 @@ for _, tag in ipairs({
   ":Sessiond-send",
   "g:sessiond_status",
   "sessiond-option-view.keep",
+  ":Sessiond-side",
+  ":Sessiond-tasks",
+  "sessiond-tasks",
+  "sessiond-option-tasks.keys",
 }) do
   vim.cmd("help " .. tag)
   H.truthy(vim.api.nvim_buf_get_name(0):match("sessiond%.txt$"), ":help " .. tag .. " opens sessiond.txt")
@@ -109,6 +113,8 @@ for _, name in ipairs({
   "panel",
   "new",
   "send",
+  "side",
+  "tasks",
   "next",
   "prev",
   "cancel",

@@ -132,6 +132,52 @@ H.eq(
   "agents from sessions"
 )
 
+-- Side chats, tasks and threads come right under their parent, with their depth.
+bare:apply({ seq = 3, kind = "session.opened", session = "b", agent = "x", time = "u", data = {} })
+bare:apply({
+  seq = 4,
+  kind = "session.opened",
+  session = "c",
+  agent = "x",
+  time = "v",
+  data = { sessionKind = "side", parent = "a" },
+})
+local group = bare:by_agent()[1]
+H.eq(
+  { "a", "c", "b" },
+  vim.tbl_map(function(i)
+    return i.id
+  end, group.sessions),
+  "the side chat under its parent"
+)
+H.eq({ a = 0, b = 0, c = 1 }, group.depth, "depths")
+H.eq("side", bare:session("c").kind, "the kind from session.opened")
+
+-- Tasks: a listing, then task.changed events; newest first.
+bare:set_tasks({ { id = "k-1", status = "suggested", title = "one", createdAt = "2026-01-01T00:00:01Z" } })
+bare:apply({
+  seq = 5,
+  kind = "task.changed",
+  agent = "x",
+  time = "w",
+  data = { task = { id = "k-2", status = "suggested", title = "two", createdAt = "2026-01-01T00:00:02Z" } },
+})
+bare:apply({
+  seq = 6,
+  kind = "task.changed",
+  agent = "x",
+  time = "w",
+  data = { task = { id = "k-1", status = "running", title = "one", createdAt = "2026-01-01T00:00:01Z" } },
+})
+H.eq(
+  { "k-2:suggested", "k-1:running" },
+  vim.tbl_map(function(t)
+    return t.id .. ":" .. t.status
+  end, bare:task_list()),
+  "tasks, newest first"
+)
+H.eq(1, #bare:task_list({ suggested = true }), "only the suggested ones")
+
 -- `through` moves seq past superseded events.
 bare:advance(40)
 H.eq(40, bare.seq, "advance")

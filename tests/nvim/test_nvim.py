@@ -151,6 +151,10 @@ def test_permission_requests(daemon: Daemon, work: Path) -> None:
     assert "ok permission" in run_script("test_permission.lua", daemon, work)
 
 
+def test_side_chats_and_suggested_tasks(daemon: Daemon, work: Path) -> None:
+    assert "ok side" in run_script("test_side.lua", daemon, work)
+
+
 def test_daemon_restart_is_survived(work: Path) -> None:
     """SIGTERM the daemon mid-turn, start it again with the same home: the plugin
     reconnects by itself and resyncs from the last seq it saw."""

@@ -214,6 +214,140 @@ function M.on_merge_step(event)
   end
 end
 
+-- ------------------------------------------------------------------ side chats
+
+--- Side chats asked from here and not yet seen opening: parent id -> list of
+--- { session = nil | id }. The `session.opened` event of a side chat (it comes
+--- before the answer) shows its view at once, so the answer streams into it.
+local sides_asked = {}
+
+local function show_side(id, parent)
+  if model():session(id) then
+    model():set_current(id)
+    require("sessiond").changed(id)
+    require("sessiond.view").show(id, { beside = parent })
+  end
+end
+
+--- Ask `question` in a side chat beside `session` (default: the current one):
+--- a session of its own that starts from the main session's context and
+--- leaves the main session untouched. Its view shows the answer.
+--- @param callback? fun(err: table|nil, result: table|nil) with the SideResult
+function M.side(question, session, callback)
+  local id = target(session)
+  if not id then
+    return
+  end
+  if not question or not question:find("%S") then
+    vim.ui.input({ prompt = ("sessiond side chat beside %s> "):format(id) }, function(text)
+      if text and text:find("%S") then
+        M.side(text, id, callback)
+      end
+    end)
+    return
+  end
+  local asked = { parent = id }
+  sides_asked[id] = sides_asked[id] or {}
+  table.insert(sides_asked[id], asked)
+  notify(("asking beside %s…"):format(id))
+  client.request("session/side", { session = id, question = question }, function(err, result)
+    local waiting = sides_asked[id] or {}
+    for i, other in ipairs(waiting) do
+      if other == asked then
+        table.remove(waiting, i)
+        break
+      end
+    end
+    if err then
+      report(("the side chat beside %s failed"):format(id))(err)
+    elseif result and result.session and asked.session ~= result.session.id then
+      show_side(result.session.id, id)
+    end
+    if callback then
+      callback(err, result)
+    end
+  end)
+end
+
+--- A `session.opened` event: the side chat asked from here shows at once.
+function M.on_session_opened(event)
+  local data = event.data or {}
+  local waiting = data.sessionKind == "side" and data.parent and sides_asked[data.parent]
+  if not waiting then
+    return
+  end
+  for _, asked in ipairs(waiting) do
+    if not asked.session then
+      asked.session = event.session
+      vim.schedule(function()
+        show_side(event.session, data.parent)
+      end)
+      return
+    end
+  end
+end
+
+-- ------------------------------------------------------------------ tasks
+
+--- Re-read the tasks (task/list); `task.changed` events keep them current after.
+function M.list_tasks(callback)
+  client.request("task/list", {}, function(err, result)
+    if not err and result then
+      model():set_tasks(result.tasks or {})
+      require("sessiond").changed(nil)
+    end
+    if callback then
+      callback(err, result)
+    end
+  end)
+end
+
+--- Accept suggested task `id`: it runs in a session of its own.
+--- @param callback? fun(err: table|nil, task: table|nil)
+function M.accept_task(id, callback)
+  if not id or id == "" then
+    notify("which task? :Sessiond tasks accept {task}", vim.log.levels.WARN)
+    return
+  end
+  client.request("task/accept", { task = id }, function(err, task)
+    if err then
+      report("could not accept " .. id)(err)
+    else
+      notify(("accepted %s (%s): %s"):format(id, task.title or "", task.status or "?"))
+    end
+    if callback then
+      callback(err, task)
+    end
+  end)
+end
+
+--- Dismiss suggested task `id` with `reason` (asked with vim.ui.input when not given).
+--- @param callback? fun(err: table|nil, task: table|nil)
+function M.dismiss_task(id, reason, callback)
+  if not id or id == "" then
+    notify("which task? :Sessiond tasks dismiss {task} {reason}", vim.log.levels.WARN)
+    return
+  end
+  if not reason or not reason:find("%S") then
+    vim.ui.input({ prompt = ("sessiond dismiss %s, why? "):format(id) }, function(text)
+      if text and text:find("%S") then
+        M.dismiss_task(id, text, callback)
+      end
+    end)
+    return
+  end
+  client.request("task/dismiss", { task = id, reason = vim.trim(reason) }, function(err, task)
+    if err then
+      report("could not dismiss " .. id)(err)
+    else
+      notify(("dismissed %s (%s)"):format(id, task.title or ""))
+    end
+    if callback then
+      callback(err, task)
+    end
+  end)
+end
+
 function M.answer(session)
   require("sessiond.permission").answer_next(session or model().current)
 end

@@ -115,6 +115,41 @@ M.subcommands = {
     end,
     complete = session_ids,
   },
+  side = {
+    summary = "ask {question} in a side chat beside the current session",
+    run = function(_, opts)
+      actions().side((opts.args:gsub("^%s*side%s*", "", 1)))
+    end,
+  },
+  tasks = {
+    summary = "the tasks list; or: accept {task}, dismiss {task} [reason]",
+    run = function(args, opts)
+      local verb, id = args[1], args[2]
+      if not verb then
+        require("sessiond.tasks").open()
+      elseif verb == "accept" then
+        actions().accept_task(id)
+      elseif verb == "dismiss" then
+        local reason = opts.args:match("^%s*tasks%s+dismiss%s+%S+%s+(.-)%s*$")
+        actions().dismiss_task(id, reason)
+      else
+        vim.notify(
+          ("sessiond: :Sessiond tasks takes accept {task} or dismiss {task} [reason], not %q"):format(verb),
+          vim.log.levels.ERROR
+        )
+      end
+    end,
+    complete = function(_, words)
+      if #words <= 2 then
+        return { "accept", "dismiss" }
+      elseif #words == 3 and (words[2] == "accept" or words[2] == "dismiss") then
+        return vim.tbl_map(function(task)
+          return task.id
+        end, model():task_list({ suggested = true }))
+      end
+      return {}
+    end,
+  },
   answer = {
     summary = "answer the oldest permission request of [session] (or any)",
     run = function(args)
@@ -167,7 +202,7 @@ function M.complete(arglead, cmdline, cursorpos)
     if not subcommand or not subcommand.complete or not require("sessiond").model then
       return {}
     end
-    candidates = subcommand.complete(arglead)
+    candidates = subcommand.complete(arglead, words)
   end
   return vim.tbl_filter(function(candidate)
     return vim.startswith(candidate, arglead)

@@ -48,6 +48,7 @@ local function flush()
   vim.g.sessiond_status = text
   vim.g.sessiond_status_dict = dict
   require("sessiond.panel").refresh()
+  require("sessiond.tasks").refresh()
   require("sessiond.view").refresh(not all and dirty or nil)
   vim.api.nvim_exec_autocmds("User", { pattern = "SessiondUpdate", modeline = false, data = dict })
   vim.cmd("redrawstatus!")
@@ -77,6 +78,7 @@ local function on_notify(params)
   local permission = require("sessiond.permission")
   if params.resync then
     model:reset(params.resync)
+    require("sessiond.actions").list_tasks()
     permission.sync(model)
     view.reload_all()
     M.changed(nil, true)
@@ -90,6 +92,8 @@ local function on_notify(params)
         permission.on_answered(event.data.permission)
       elseif event.kind == "merge.step" then
         require("sessiond.actions").on_merge_step(event)
+      elseif event.kind == "session.opened" then
+        require("sessiond.actions").on_session_opened(event)
       end
       M.changed(event.session)
     end
@@ -122,6 +126,8 @@ local function on_subscribed(result, params)
     M.model:advance(result.head)
     list_sessions(nil)
   end
+  -- Tasks are not in the snapshot: read them; `task.changed` events keep them current.
+  require("sessiond.actions").list_tasks()
   client.request("agent/list", {}, function(err, agents)
     if not err and agents then
       M.model:set_agents(agents.agents or {})

@@ -1,7 +1,7 @@
 --- What the plugin knows about the daemon: sessions, agents, the fleet,
---- pending permission requests. Pure data: no editor API, no I/O, so tests
+--- pending permission requests, suggested tasks. Pure data: no editor API, no I/O, so tests
 --- drive it with plain tables. What the daemon says changes it: `apply` (an
---- event), `reset` (a snapshot), `merge_sessions` and `set_agents` (answers);
+--- event), `reset` (a snapshot), `merge_sessions`, `set_agents` and `set_tasks` (answers);
 --- besides that only the connection state and the user's current session.
 ---
 --- Sessions are kept in their wire shape (SessionInfo, camelCase fields).
@@ -21,6 +21,7 @@ function M.new()
     agent_order = {}, -- names, in the daemon's order
     fleet = nil, -- Fleet from the daemon, when it sends one
     permissions = {}, -- permission id -> { id, session, agent, turn, toolCall, options, seq }
+    tasks = {}, -- task id -> TaskInfo (suggested tasks and what became of them)
     current = nil, -- the session the user works with (status line, :Sessiond send)
     connection = "offline", -- offline | connecting | online
     _order = nil, -- cached ids sorted by creation
@@ -98,6 +99,16 @@ function Model:set_agents(list)
     end
   end
   self.agents, self.agent_order = agents, order
+  bump(self)
+end
+
+--- Tasks from task/list: every task the daemon has (it sends all of them).
+function Model:set_tasks(list)
+  local tasks = {}
+  for _, task in ipairs(list) do
+    tasks[task.id] = task
+  end
+  self.tasks = tasks
   bump(self)
 end
 
@@ -224,6 +235,8 @@ function Model:apply(event)
       root = data.root,
       placement = data.placement,
       title = data.title,
+      kind = data.sessionKind or "main",
+      parent = data.parent,
       status = "idle",
       statusSince = event.time,
       createdAt = event.time,
@@ -251,6 +264,10 @@ function Model:apply(event)
     }
   elseif kind == "permission.answered" then
     self.permissions[data.permission] = nil
+  elseif kind == "task.changed" then
+    if type(data.task) == "table" and data.task.id then
+      self.tasks[data.task.id] = data.task
+    end
   elseif kind == "agent.created" then
     add_agent_name(self, event.agent)
   elseif kind == "agent.removed" then
@@ -376,8 +393,64 @@ function Model:pending_permissions(session)
   return list
 end
 
---- Sessions grouped under their agents, agents in the daemon's order.
---- @return { name: string, agent: table, sessions: table[] }[]
+--- Tasks, newest first; only those whose status is in `statuses` (a set) when given.
+--- @return table[] TaskInfo
+function Model:task_list(statuses)
+  local list = {}
+  for _, task in pairs(self.tasks) do
+    if not statuses or statuses[task.status] then
+      list[#list + 1] = task
+    end
+  end
+  table.sort(list, function(a, b)
+    if (a.createdAt or "") ~= (b.createdAt or "") then
+      return (a.createdAt or "") > (b.createdAt or "")
+    end
+    return a.id > b.id
+  end)
+  return list
+end
+
+--- A group's sessions with each one's side chats, tasks and threads right
+--- under it (`depth` 1, 2, ...); those whose parent is not in the group stay on top.
+local function nest(sessions)
+  local present, children, top = {}, {}, {}
+  for _, info in ipairs(sessions) do
+    present[info.id] = true
+  end
+  for _, info in ipairs(sessions) do
+    if info.parent and present[info.parent] and info.parent ~= info.id then
+      children[info.parent] = children[info.parent] or {}
+      table.insert(children[info.parent], info)
+    else
+      top[#top + 1] = info
+    end
+  end
+  local ordered, depth, seen = {}, {}, {}
+  local function add(info, level)
+    if seen[info.id] then
+      return
+    end
+    seen[info.id] = true
+    ordered[#ordered + 1] = info
+    depth[info.id] = level
+    for _, child in ipairs(children[info.id] or {}) do
+      add(child, level + 1)
+    end
+  end
+  for _, info in ipairs(top) do
+    add(info, 0)
+  end
+  for _, info in ipairs(sessions) do -- a cycle of parents: still listed
+    add(info, 0)
+  end
+  return ordered, depth
+end
+
+--- Sessions grouped under their agents, agents in the daemon's order; in a
+--- group each session is followed by its side chats, tasks and threads
+--- (`depth[id]`: 0 for a session of its own, 1 for one of its children, ...).
+--- @return { name: string, agent: table, sessions: table[], depth: table<string, integer> }[]
 function Model:by_agent()
   local groups, index = {}, {}
   for _, name in ipairs(self.agent_order) do
@@ -392,6 +465,9 @@ function Model:by_agent()
       index[info.agent] = group
     end
     group.sessions[#group.sessions + 1] = info
+  end
+  for _, group in ipairs(groups) do
+    group.sessions, group.depth = nest(group.sessions)
   end
   return groups
 end

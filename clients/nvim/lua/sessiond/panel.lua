@@ -39,14 +39,27 @@ local function pad(text, width)
   return text .. string.rep(" ", width - length)
 end
 
---- One session's line.
-function M.session_line(info)
+--- One session's line; a side chat, task or thread (`depth` > 0) is indented
+--- under its parent and named by its kind.
+function M.session_line(info, depth)
   local plan = status.plan_progress(info)
   local context = status.context_percent(info)
   local files = status.changed_files(info)
-  return ("  %s %s %s %s %s %s %s"):format(
+  depth = depth or 0
+  local indent = string.rep("  ", depth)
+  local kind = depth > 0 and info.kind and info.kind ~= "main" and (info.kind .. " ") or ""
+  local width = math.max(18 - #indent - #kind, 6)
+  local label = status.label(info, width)
+  if depth > 0 then
+    -- Its id (the title "side of s1" says what the indentation already does).
+    local title = info.title ~= ("side of " .. tostring(info.parent)) and info.title or nil
+    label = title and title ~= "" and (info.id .. " " .. title) or info.id
+  end
+  return ("  %s%s %s%s %s %s %s %s %s"):format(
+    indent,
     ICON[info.status] or "?",
-    pad(status.label(info, 18), 18),
+    kind,
+    pad(label, width),
     pad((info.status or "?"):gsub("_", " "), 9),
     pad(plan and ("plan " .. plan) or "", 9),
     pad(context and (context .. "%") or "", 4),
@@ -73,7 +86,7 @@ function M.lines(m)
   for _, group in ipairs(m:by_agent()) do
     lines[#lines + 1] = agent_line(group)
     for _, info in ipairs(group.sessions) do
-      lines[#lines + 1] = M.session_line(info)
+      lines[#lines + 1] = M.session_line(info, group.depth and group.depth[info.id])
       line_session[#lines] = info.id
     end
   end
@@ -200,6 +213,18 @@ local function map_keys(buf)
     close = { on_session(actions.close), "close the session" },
     answer = { on_session(actions.answer), "answer the session's permission request" },
     merge = { on_session(actions.merge), "merge the worktree session's branch" },
+    side = {
+      on_session(function(id)
+        actions.side(nil, id)
+      end),
+      "ask a question in a side chat beside the session",
+    },
+    tasks = {
+      function()
+        require("sessiond.tasks").open()
+      end,
+      "the tasks list",
+    },
     new = {
       function()
         actions.new({ open_view = false })

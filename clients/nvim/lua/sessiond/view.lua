@@ -19,6 +19,7 @@ local PREFIX = { user = "> ", agent = "", thought = "~ ", tool = "* " }
 local HIGHLIGHT = { user = "SessiondUser", thought = "SessiondThought", tool = "SessiondTool" }
 local MARK = { completed = "[x]", in_progress = "[>]", pending = "[ ]" }
 local KIND = { added = "A", modified = "M", deleted = "D", renamed = "R" }
+local KIND_NAME = { side = "Side chat", task = "Task", thread = "Thread" }
 
 local function model()
   return require("sessiond").model
@@ -54,6 +55,9 @@ function M.header(info)
   local where = type(info.where) == "table"
     and (info.where.description ~= "" and info.where.description or info.where.root)
   add(("%s · %s · %s"):format(info.agent or "?", info.placement or "?", where or info.root or "?"))
+  if info.kind and info.kind ~= "main" then
+    add((KIND_NAME[info.kind] or info.kind) .. (info.parent and (" of " .. info.parent) or ""))
+  end
   local state = ("Status: %s since %s · %d turn%s"):format(
     (info.status or "?"):gsub("_", " "),
     clock(info.statusSince),
@@ -378,6 +382,9 @@ local function map_keys(view)
   map("merge", function()
     actions.merge(view.session)
   end, "merge the worktree session's branch")
+  map("side", function()
+    actions.side(nil, view.session)
+  end, "ask a question in a side chat beside the session")
   map("next", function()
     actions.step(1)
   end, "next working session")
@@ -440,10 +447,26 @@ function M.get(id)
 end
 
 --- Show session `id`: in the window that shows a session view, else in a new split.
-function M.show(id)
+--- With `beside` (a side chat's main session): when a window shows that
+--- session's view, the side chat goes in a split under it, so both stay in sight.
+--- @param opts? { beside?: string }
+function M.show(id, opts)
   local view = M.get(id)
   local target
-  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+  local beside = opts and opts.beside and views[opts.beside]
+  local beside_win = beside and vim.api.nvim_buf_is_valid(beside.buf) and vim.fn.win_findbuf(beside.buf)[1]
+  if beside_win and beside.buf ~= view.buf then
+    local shown = vim.fn.win_findbuf(view.buf)[1]
+    if shown then
+      target = shown
+    else
+      vim.api.nvim_win_call(beside_win, function()
+        vim.cmd("belowright split")
+        target = vim.api.nvim_get_current_win()
+      end)
+    end
+  end
+  for _, win in ipairs(target and {} or vim.api.nvim_tabpage_list_wins(0)) do
     local buf = vim.api.nvim_win_get_buf(win)
     if vim.bo[buf].filetype == "sessiond-session" then
       target = win
