@@ -1358,14 +1358,15 @@ class Core:
         self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> str | None:
         """Ask whoever answers permissions; the session needs you until someone does."""
-        rt = session.runtime
-        turn = rt.running if rt else None
-        if rt is None or turn is None or turn.cancel_requested:
+        rt = self._runtime(session)
+        turn = rt.running
+        if turn is not None and turn.cancel_requested:
             return None
+        turn_id = turn.id if turn is not None else None  # a client's question may come between turns
         pending = PendingPermission(
             id=f"p-{uuid.uuid4().hex[:12]}",
             session=session.id,
-            turn=turn.id,
+            turn=turn_id,
             tool_call=tool_call,
             options=options,
             future=asyncio.get_running_loop().create_future(),
@@ -1376,7 +1377,7 @@ class Core:
             EventKind.PERMISSION_ASKED,
             agent=session.agent,
             session=session.id,
-            turn=turn.id,
+            turn=turn_id,
             permission=pending.id,
             toolCall=tool_call,
             options=options,
@@ -1393,7 +1394,7 @@ class Core:
             EventKind.PERMISSION_ANSWERED,
             agent=session.agent,
             session=session.id,
-            turn=turn.id,
+            turn=turn_id,
             permission=pending.id,
             optionId=chosen,
         )

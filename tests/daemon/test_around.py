@@ -218,3 +218,26 @@ async def test_a_session_token_acts_for_that_session_alone(
     peek = ask(5, "thread/status", {"thread": foreign.id})
     assert peek["error"]["code"] == ErrorCode.UNAUTHORIZED
     sock.close()
+
+
+async def test_a_side_chat_uses_the_cheaper_model_and_ask_policy_gates_threads(
+    client: AsyncDaemon, work: Path
+) -> None:
+    agent = await client.agent("demo", side_model="demo-large", helper_policy="ask")
+    main = await agent.session(work)
+    await main.asend("model")
+    side = await call(client, "session/side", m.SideResult, session=main.id, question="model")
+    assert side.reply is not None
+    assert "demo-large" in side.reply.text
+    assert "demo-large" not in (await main.asend("model")).text
+    # Starting a thread asks the person first; a "no" refuses it with a reason.
+    async with client.events(sessions=[main.id], kinds=["permission.asked"]) as events:
+        asking = asyncio.create_task(
+            call(client, "thread/start", m.SessionInfo, parent=main.id, prompt="say helper")
+        )
+        asked = await next_matching(events, kind("permission.asked"))
+        assert "start a thread" in asked.data["toolCall"]["title"]
+        await client.answer_permission(asked.data["permission"], "reject")
+        with pytest.raises(SessiondError, match="declined") as caught:
+            await asking
+    assert caught.value.code == ErrorCode.LIMIT_REACHED
