@@ -1,6 +1,6 @@
 """Run every benchmark and print their tables.
 
-python -m bench [--sessions 10000] [--turns 200]
+python -m bench [--sessions 10000] [--turns 200] [--batch 500]
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ async def open_many(count: int) -> list[tuple[str, str, str]]:
 
 async def turns(count: int) -> list[tuple[str, str, str]]:
     work = Path(tempfile.mkdtemp(prefix="sd-bench-work-"))
-    direct = await run_turns(count, TURN_PROMPT, work, work / "direct-state")
+    # The agent's own state goes beside the work, not in it: sessions outside git snapshot their root.
+    direct = await run_turns(count, TURN_PROMPT, work, Path(tempfile.mkdtemp(prefix="sd-bench-state-")))
     with daemon() as d:
         async with aconnect(d.socket, start=False) as client:
             agent = await client.agent("demo")
@@ -72,16 +73,61 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
     ]
 
 
+async def batch(count: int) -> list[tuple[str, str, str]]:
+    """A batch through the Python client (``agent.abatch``, as wide as it goes) against the same
+    prompts sent straight to the demo agent through the ACP SDK, in the same run."""
+    work = Path(tempfile.mkdtemp(prefix="sd-bench-batch-"))
+    direct = await run_turns(count, TURN_PROMPT, work, Path(tempfile.mkdtemp(prefix="sd-bench-state-")))
+    with daemon() as d:
+        async with aconnect(d.socket, start=False, run="bench batch") as client:
+            agent = await client.agent("demo")
+            await (await agent.session(work)).asend(TURN_PROMPT)  # the agent process is up, as for direct
+            started = time.perf_counter()
+            replies = await agent.abatch([TURN_PROMPT] * count, work, max_concurrency=None)
+            through_client = time.perf_counter() - started
+            assert client.run is not None
+            run_id = client.run.id
+        async with aconnect(d.socket, start=False) as reader:
+            run = await reader.get_run(run_id)
+    assert len(replies) == count
+    assert all(r.text == "done" for r in replies)
+    return [
+        (
+            f"{count} prompts straight to the agent (ACP), all at once",
+            f"{direct:.3f} s",
+            f"{count / direct:.0f} turns/s",
+        ),
+        (
+            f"{count} prompts through agent.abatch (a session apiece, closed after)",
+            f"{through_client:.3f} s",
+            f"{count / through_client:.0f} turns/s",
+        ),
+        (
+            "batch against direct",
+            f"{through_client / direct:.2f}x",
+            f"{(through_client - direct) / count * 1000:.2f} ms per prompt",
+        ),
+        (
+            f"the run ({run.outcome})",
+            f"{run.wall_seconds:.3f} s wall",
+            f"{run.serial_seconds:.1f} s if one after another; {run.sessions} sessions",
+        ),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=500, help="prompts in the batch benchmark")
     args = parser.parse_args()
     print(table("Opening sessions", asyncio.run(open_many(args.sessions))))
     print()
     print(table("Turns", asyncio.run(turns(args.turns))))
+    print()
+    print(table("A batch through the Python client", asyncio.run(batch(args.batch))))
     print()
     work = Path(tempfile.mkdtemp(prefix="sd-bench-stream-"))
     print(table("Streaming to subscribers", asyncio.run(streaming.run(args.turns, work))))

@@ -183,6 +183,7 @@ class Around:
             m.SessionOpenParams(
                 agent=main.agent, root=main.root, placement="here", title=f"side of {main.id}"
             ),
+            main.run,
             kind="side",
             parent=main.id,
         )
@@ -263,9 +264,11 @@ class Around:
     async def _start(self, task: TaskRecord) -> None:
         assert task.root is not None
         placement = task.placement or ("worktree" if await asyncio.to_thread(_in_git, task.root) else "here")
+        source = self.core.sessions.get(task.from_session) if task.from_session else None
         try:
             (session,) = await self.core.open_sessions(
                 m.SessionOpenParams(agent=task.agent, root=task.root, placement=placement, title=task.title),
+                source.run if source is not None else None,
                 kind="task",
                 parent=task.from_session,
             )
@@ -274,7 +277,6 @@ class Around:
             self.tasks.save(task)
             self._announce(task)
             return
-        source = self.core.sessions.get(task.from_session) if task.from_session else None
         if source is not None:
             session.preface = (
                 self.account_of(source)
@@ -320,13 +322,14 @@ class Around:
         placement = params.placement or (
             "worktree" if await asyncio.to_thread(_in_git, parent.root) else "here"
         )
-        (thread,) = await self.core.open_sessions(
+        (thread,) = await self.core.open_sessions(  # the thread belongs to its coordinator's run
             m.SessionOpenParams(
                 agent=parent.agent,
                 root=parent.root,
                 placement=placement,
                 title=params.title or params.prompt[:80],
             ),
+            parent.run,
             kind="thread",
             parent=parent.id,
         )
@@ -362,6 +365,9 @@ class Around:
             async with asyncio.timeout(params.timeout):
                 async with self.core.turn_end:
                     await self.core.turn_end.wait_for(lambda: all(self.report(s).done for s in sessions))
+                # A report carries the changed files: let their count after the last turn finish.
+                counting = [s.runtime.changes_task for s in sessions if s.runtime and s.runtime.changes_task]
+                await asyncio.gather(*(asyncio.shield(t) for t in counting if not t.done()))
         return m.ThreadReports(reports=[self.report(s) for s in sessions])
 
     def broadcast(self, params: m.BroadcastParams) -> list[str]:

@@ -304,9 +304,11 @@ class Connection:
         async def wait() -> None:
             try:
                 raw = await answer
-                chosen = m.PermissionRequestResult.model_validate(raw or {})
+                chosen = m.PermissionRequestResult.model_validate(raw)
             except (Exception, asyncio.CancelledError):
                 return  # no answer from this client: another may give one
+            if self.closed.is_set():
+                return  # the connection went away: what came with it is no answer
             if not pending.future.done():
                 with contextlib.suppress(RpcError):
                     self.core.answer_permission(

@@ -13,7 +13,9 @@ Sync (the same code, driven on a private event loop)::
         reply = session.send("say hello")
 
 Both start a daemon in the background when none runs (``start=False`` to
-refuse instead).
+refuse instead). ``connect(run="name")`` declares a run: its sessions carry it,
+and closing the client ends it as completed, failed (an exception) or stopped
+(Ctrl-C, or the task cancelled); ``sessiond runs`` lists runs.
 """
 
 from sessiond.client.aio import (
@@ -21,7 +23,9 @@ from sessiond.client.aio import (
     AsyncDaemon,
     AsyncEventStream,
     AsyncSession,
+    AsyncSideChat,
     AsyncTurnStream,
+    BatchProgress,
     Reply,
     aconnect,
 )
@@ -38,20 +42,24 @@ from sessiond.client.errors import (
     InternalError,
     InvalidParams,
     InvalidRequest,
+    LimitReached,
     MethodNotFound,
     ParseError,
+    PlacementFailed,
     ProtocolError,
     RequestCancelled,
+    RunNotFound,
     ServerNotInitialized,
     SessionClosed,
     SessiondError,
     SessionNotFound,
     SubscriptionNotFound,
     SyncCallInEventLoop,
+    TaskNotFound,
     TurnTimeout,
     Unauthorized,
 )
-from sessiond.client.sync import Agent, Daemon, EventStream, Session, TurnStream, connect
+from sessiond.client.sync import Agent, Daemon, EventStream, Session, SideChat, TurnStream, connect
 
 __all__ = [
     "Agent",
@@ -63,7 +71,9 @@ __all__ = [
     "AsyncDaemon",
     "AsyncEventStream",
     "AsyncSession",
+    "AsyncSideChat",
     "AsyncTurnStream",
+    "BatchProgress",
     "Conflict",
     "ConnectionLost",
     "Daemon",
@@ -74,18 +84,23 @@ __all__ = [
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
+    "LimitReached",
     "MethodNotFound",
     "ParseError",
+    "PlacementFailed",
     "ProtocolError",
     "Reply",
     "RequestCancelled",
+    "RunNotFound",
     "ServerNotInitialized",
     "Session",
     "SessionClosed",
     "SessionNotFound",
     "SessiondError",
+    "SideChat",
     "SubscriptionNotFound",
     "SyncCallInEventLoop",
+    "TaskNotFound",
     "TurnStream",
     "TurnTimeout",
     "Unauthorized",

@@ -17,8 +17,11 @@ import contextlib
 import importlib.metadata
 import logging
 import os
+import sys
+import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Generator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
@@ -41,18 +44,31 @@ from sessiond.protocol.models import (
     AgentList,
     AgentOptions,
     Answered,
+    BroadcastResult,
     CancelResult,
     DaemonStatus,
     Event,
     EventKind,
     Fleet,
+    MergeEntry,
+    MergeList,
     Removed,
+    RunInfo,
+    RunList,
+    RunOutcome,
     SessionInfo,
     SessionOpenResult,
     SessionPage,
     SessionStatus,
+    SideResult,
+    Snapshot,
     Subscription,
+    TaskInfo,
+    TaskList,
+    ThreadReport,
+    ThreadReports,
     Transcript,
+    TreeNode,
     TurnResult,
 )
 
@@ -70,6 +86,7 @@ CLEANUP_TIMEOUT = 5.0
 # A turn's answer may overtake its last events; wait this long for `turn.ended` after it.
 ENDED_GRACE = 5.0
 PAGE_SIZE = 1000
+MERGE_DONE = ("merged", "failed", "cancelled")
 # Events of subscriptions not yet claimed (their notification overtook the answer to
 # events/subscribe) are kept up to this many.
 EARLY_EVENTS_LIMIT = 10_000
@@ -116,14 +133,18 @@ def _new_turn_id() -> str:
     return uuid.uuid4().hex
 
 
+def _session_id(session: AsyncSession | str) -> str:
+    return session if isinstance(session, str) else session.id
+
+
 # ---------------------------------------------------------------- connecting
 
 
 class _Connecting:
     """What ``aconnect`` returns: await it, or use it as ``async with``."""
 
-    def __init__(self, socket: StrPath | None, start: bool, timeout: float) -> None:
-        self._args = (socket, start, timeout)
+    def __init__(self, socket: StrPath | None, start: bool, timeout: float, run: str | None) -> None:
+        self._args = (socket, start, timeout, run)
         self._daemon: AsyncDaemon | None = None
 
     def __await__(self) -> Generator[Any, None, AsyncDaemon]:
@@ -137,11 +158,15 @@ class _Connecting:
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._daemon is not None:
-            await self._daemon.aclose()
+            await self._daemon.aclose(outcome_of(error))
 
 
 def aconnect(
-    socket: StrPath | None = None, *, start: bool = True, timeout: float = launch.START_TIMEOUT
+    socket: StrPath | None = None,
+    *,
+    start: bool = True,
+    timeout: float = launch.START_TIMEOUT,
+    run: str | None = None,
 ) -> _Connecting:
     """Connect to the daemon at ``socket`` (default: ``sessiond.protocol.paths.socket_path()``).
 
@@ -149,11 +174,33 @@ def aconnect(
     the background and awaited for up to ``timeout`` seconds. Use it as
     ``async with aconnect() as daemon:`` or ``daemon = await aconnect()``
     (then ``await daemon.aclose()``).
+
+    With ``run="name"`` the connection declares a run (the command line is
+    ``sys.argv``, the directory the current one): every session it opens
+    carries the run, and closing the client ends it: ``completed`` when the
+    ``async with`` block ends normally (or on ``aclose()``), ``failed`` when
+    an exception leaves it, ``stopped`` when the task is cancelled (or on
+    KeyboardInterrupt). See ``sessiond runs``.
     """
-    return _Connecting(socket, start, timeout)
+    return _Connecting(socket, start, timeout, run)
 
 
-async def _open_daemon(socket: StrPath | None, start: bool, timeout: float) -> AsyncDaemon:
+def outcome_of(error: BaseException | None) -> RunOutcome:
+    """How a run that ended with ``error`` (None: none) went: a run ended by hand reads as stopped."""
+    if error is None:
+        return "completed"
+    if isinstance(error, KeyboardInterrupt | asyncio.CancelledError):
+        return "stopped"
+    if isinstance(error, SystemExit):
+        if error.code in (None, 0):
+            return "completed"
+        return "stopped" if error.code == 130 else "failed"
+    return "failed"
+
+
+async def _open_daemon(
+    socket: StrPath | None, start: bool, timeout: float, run: str | None = None
+) -> AsyncDaemon:
     reader, writer, path = await launch.open_streams(socket, start=start, timeout=timeout)
     connection = Connection.open(reader, writer, peer=str(path))
     try:
@@ -173,7 +220,14 @@ async def _open_daemon(socket: StrPath | None, start: bool, timeout: float) -> A
     if not isinstance(result, dict):
         await connection.close()
         raise ProtocolError(f"the daemon at {path} answered initialize with {result!r:.200}")
-    return AsyncDaemon(connection, path, result)
+    daemon = AsyncDaemon(connection, path, result)
+    if run is not None:
+        try:
+            await daemon.declare_run(run)
+        except BaseException:
+            await daemon.aclose()
+            raise
+    return daemon
 
 
 # ---------------------------------------------------------------- events
@@ -297,7 +351,14 @@ class _Feed:
     Use it as ``async with``: it unsubscribes on the way out.
     """
 
-    def __init__(self, daemon: AsyncDaemon, filters: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        daemon: AsyncDaemon,
+        filters: dict[str, Any],
+        *,
+        until_head: bool = False,
+        run: str | None = None,
+    ) -> None:
         self._daemon = daemon
         self._filters = filters
         self.inbox = _Inbox()
@@ -306,6 +367,12 @@ class _Feed:
         self._seen: int | None = None  # the newest seq handed out, or known to be past
         self.gapped = False  # whether the daemon skipped events, replacing them with a snapshot
         self._opened = False
+        self._until_head = until_head
+        self._until: int | None = None  # with until_head: the head when it subscribed
+        self._run = run
+        self.head: int | None = None  # the newest seq when it first subscribed
+        # The state as of the subscription (when asked for with `snapshot`), replaced by each resync.
+        self.snapshot: Snapshot | None = None
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -318,17 +385,42 @@ class _Feed:
 
     async def open(self) -> None:
         """Subscribe (once; later calls do nothing)."""
-        if not self._opened:
-            self._opened = True
-            await self._subscribe(self._start)
+        if self._opened:
+            return
+        if self._run is not None:
+            # The run's sessions (as of now): its events are theirs.
+            await self._daemon.get_run(self._run)  # RunNotFound, rather than silence
+            of_run = [
+                s.id for s in await self._daemon.sessions(run=self._run, include_closed=True, brief=True)
+            ]
+            wanted = self._filters.get("sessions")
+            sessions = [s for s in of_run if wanted is None or s in wanted]
+            self._filters = {**self._filters, "sessions": sessions}
+            if not sessions:
+                self._opened = True
+                return  # nothing of it to read (with until_head: ended at once)
+        self._opened = True
+        await self._subscribe(self._start)
 
     async def close(self) -> None:
         """Unsubscribe, if subscribed."""
         await self._unsubscribe()
 
+    @property
+    def ended(self) -> bool:
+        """With ``until_head``: whether every matching event up to the head has been handed out."""
+        if not self._until_head or not self._opened:
+            return False
+        if self._until is None:
+            return True  # nothing to read (a run without sessions)
+        at = self._seen if self._seen is not None else self._start
+        return at is not None and at >= self._until
+
     async def get(self) -> Event | None:
-        """The next event, or None when the inbox was woken."""
+        """The next event, or None when the inbox was woken or (with ``until_head``) the head is reached."""
         while True:
+            if self.ended:
+                return None
             item = await self.inbox.get()
             if isinstance(item, _Wake):
                 return None
@@ -348,6 +440,10 @@ class _Feed:
             head = control.resync.get("head")
             if isinstance(head, int):
                 self._seen = max(self._seen or 0, head)
+            try:
+                self.snapshot = Snapshot.model_validate(control.resync)
+            except ValidationError as e:
+                log.warning("a resync snapshot this client cannot read: %s", _validation_summary(e))
         if control.through is not None:
             self._seen = max(self._seen or 0, control.through)
         if control.overflow is not None:
@@ -357,9 +453,19 @@ class _Feed:
 
     async def _subscribe(self, since: int | None) -> None:
         daemon = self._daemon
-        subscribed = await daemon._call(m.EVENTS_SUBSCRIBE, Subscription, **{**self._filters, "since": since})
+        filters = {**self._filters, "since": since}
+        if self.head is not None:
+            # Resubscribing after an overflow: the replay brings the state forward, no snapshot needed.
+            filters.pop("snapshot", None)
+        subscribed = await daemon._call(m.EVENTS_SUBSCRIBE, Subscription, **filters)
         daemon._router.claim(subscribed.subscription, self.inbox)
         self._subscription = subscribed.subscription
+        if self.head is None:
+            self.head = subscribed.head
+            if self._until_head:
+                self._until = subscribed.head
+        if subscribed.snapshot is not None:
+            self.snapshot = subscribed.snapshot
         if self._start is None:
             self._start = subscribed.head
 
@@ -415,12 +521,32 @@ class AsyncEventStream(_AsyncStream):
 
     ``async with`` subscribes on entry, so nothing that happens inside the
     block is missed; a stream iterated without it subscribes at its first step.
-    Raises ``ConnectionLost`` when the daemon goes away.
+    Raises ``ConnectionLost`` when the daemon goes away. A stream from
+    ``trace()`` ends by itself once it has given every matching event up to
+    the head (the newest event when it subscribed).
     """
 
-    def __init__(self, daemon: AsyncDaemon, filters: dict[str, Any]) -> None:
-        self._feed = _Feed(daemon, filters)
+    def __init__(
+        self,
+        daemon: AsyncDaemon,
+        filters: dict[str, Any],
+        *,
+        until_head: bool = False,
+        run: str | None = None,
+    ) -> None:
+        self._feed = _Feed(daemon, filters, until_head=until_head, run=run)
         super().__init__()
+
+    @property
+    def head(self) -> int | None:
+        """The seq of the newest event when the stream subscribed; None before."""
+        return self._feed.head
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """With ``snapshot=True``: the state of the matching sessions and the fleet as of ``head``;
+        replaced by a newer one when the daemon resynchronises a client that fell behind."""
+        return self._feed.snapshot
 
     async def _open(self) -> None:
         await self._feed.open()
@@ -433,7 +559,7 @@ class AsyncEventStream(_AsyncStream):
 
     async def _run(self) -> AsyncGenerator[Event, None]:
         async with self._feed as feed:
-            while True:
+            while not feed.ended:
                 event = await feed.get()
                 if event is not None:
                     yield event
@@ -530,6 +656,7 @@ class AsyncDaemon:
         self._turns: dict[str, str] = {}  # turn id -> session id, for turns awaited now
         self._cleanups: set[asyncio.Task[Any]] = set()
         self._closing: asyncio.Task[None] | None = None
+        self._run: RunInfo | None = None  # the run this connection declared, as last heard of
 
     def __repr__(self) -> str:
         return f"<AsyncDaemon {self._socket}{' closed' if self.closed else ''}>"
@@ -547,13 +674,18 @@ class AsyncDaemon:
     def closed(self) -> bool:
         return self._connection.closed
 
+    @property
+    def run(self) -> RunInfo | None:
+        """The run this connection declared (as the daemon last described it), or None."""
+        return self._run
+
     async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.aclose()
+        await self.aclose(outcome_of(error))
 
     # ------------------------------------------------------------ public
 
@@ -662,20 +794,150 @@ class AsyncDaemon:
         sessions: Sequence[str] | None = None,
         agents: Sequence[str] | None = None,
         kinds: Sequence[EventKind | str] | None = None,
+        snapshot: bool = False,
     ) -> AsyncEventStream:
-        """Events as they happen (after replaying those after seq ``since``, if given)."""
-        filters = {"since": since, "sessions": sessions, "agents": agents, "kinds": kinds}
-        return AsyncEventStream(self, {key: value for key, value in filters.items() if value is not None})
+        """Events as they happen (after replaying those after seq ``since``, if given).
 
-    async def aclose(self) -> None:
-        """Cancel this client's outstanding turns, say goodbye, close the connection. Idempotent."""
+        With ``snapshot=True`` the stream's ``snapshot`` holds the state of the matching
+        sessions and the fleet as of its ``head``, once it has subscribed (``async with``).
+        """
+        filters = {"since": since, "sessions": sessions, "agents": agents, "kinds": kinds}
+        chosen = {key: value for key, value in filters.items() if value is not None}
+        if snapshot:
+            chosen["snapshot"] = True
+        return AsyncEventStream(self, chosen)
+
+    def trace(
+        self,
+        *,
+        since: int = 0,
+        sessions: Sequence[str] | None = None,
+        agents: Sequence[str] | None = None,
+        kinds: Sequence[EventKind | str] | None = None,
+        run: str | None = None,
+        follow: bool = False,
+    ) -> AsyncEventStream:
+        """The stored log: every matching event after seq ``since`` up to the newest one, then
+        the stream ends; with ``follow``, it goes on with new events until closed.
+
+        ``run`` keeps the events of the sessions that run opened (as it has them when the
+        stream subscribes); an unknown run raises ``RunNotFound``.
+        """
+        filters = {"since": since, "sessions": sessions, "agents": agents, "kinds": kinds}
+        chosen = {key: value for key, value in filters.items() if value is not None}
+        return AsyncEventStream(self, chosen, until_head=not follow, run=run)
+
+    # ------------------------------------------------------------ runs
+
+    async def declare_run(
+        self, name: str, *, argv: Sequence[str] | None = None, cwd: StrPath | None = None
+    ) -> RunInfo:
+        """Declare this connection's run (``argv`` defaults to ``sys.argv``, ``cwd`` to the current
+        directory): the sessions it opens from now on carry it. ``aconnect(run=name)`` does this."""
+        self._run = await self._call(
+            m.RUN_DECLARE,
+            RunInfo,
+            name=name,
+            argv=list(sys.argv if argv is None else argv),
+            cwd=os.path.abspath(os.fspath(cwd if cwd is not None else os.getcwd())),
+        )
+        return self._run
+
+    async def end_run(self, outcome: RunOutcome = "completed") -> RunInfo:
+        """End this connection's run: ``completed``, ``failed``, or ``stopped`` (by hand)."""
+        self._run = await self._call(m.RUN_END, RunInfo, outcome=outcome)
+        return self._run
+
+    async def runs(self) -> list[RunInfo]:
+        """Every run, oldest first, each with its wall time beside its serial time."""
+        return (await self._call(m.RUN_LIST, RunList)).runs
+
+    async def get_run(self, id: str) -> RunInfo:
+        """One run; raises ``RunNotFound``."""
+        return await self._call(m.RUN_GET, RunInfo, run=id)
+
+    # ------------------------------------------------------------ merges, tasks, threads
+
+    async def merges(self) -> list[MergeEntry]:
+        """The merge queues: every merge waiting (with its position), running or done."""
+        return (await self._call(m.MERGE_LIST, MergeList)).entries
+
+    async def tasks(
+        self, *, agent: str | None = None, status: str | Iterable[str] | None = None
+    ) -> list[TaskInfo]:
+        """Suggested tasks, newest first: of one agent's inbox, in some states (``suggested``, ...)."""
+        statuses = [status] if isinstance(status, str) else None if status is None else list(status)
+        return (await self._call(m.TASK_LIST, TaskList, agent=agent, status=statuses)).tasks
+
+    async def suggest_task(
+        self,
+        title: str,
+        prompt: str,
+        *,
+        agent: str | None = None,
+        why: str | None = None,
+        placement: str | None = None,
+        root: StrPath | None = None,
+        from_session: AsyncSession | str | None = None,
+    ) -> TaskInfo:
+        """Put a task in an agent's inbox (default: the agent of ``from_session``)."""
+        return await self._call(
+            m.TASK_SUGGEST,
+            TaskInfo,
+            agent=agent,
+            title=title,
+            prompt=prompt,
+            why=why,
+            placement=placement,
+            root=_absolute(root),
+            from_session=_session_id(from_session) if from_session is not None else None,
+        )
+
+    async def accept_task(self, task: str) -> TaskInfo:
+        """Accept a suggested task: it runs in a session of its own (``TaskInfo.session``),
+        once the agent's ``max_running_tasks`` allow. Raises ``TaskNotFound``."""
+        return await self._call(m.TASK_ACCEPT, TaskInfo, task=task)
+
+    async def dismiss_task(self, task: str, reason: str) -> TaskInfo:
+        """Dismiss a suggested task, saying why."""
+        return await self._call(m.TASK_DISMISS, TaskInfo, task=task, reason=reason)
+
+    async def broadcast(
+        self,
+        prompt: str,
+        *,
+        sessions: Iterable[AsyncSession | str] | None = None,
+        threads_of: AsyncSession | str | None = None,
+    ) -> list[str]:
+        """Queue ``prompt`` as the next turn of each session (or of every thread of the coordinator
+        ``threads_of``), without waiting for the turns; the ids of the sessions it was queued on."""
+        result = await self._call(
+            m.SESSION_BROADCAST,
+            BroadcastResult,
+            prompt=prompt,
+            sessions=None if sessions is None else [_session_id(s) for s in sessions],
+            threads_of=None if threads_of is None else _session_id(threads_of),
+        )
+        return result.sessions
+
+    async def wait_threads(
+        self, threads: Iterable[AsyncSession | str], *, timeout: float | None = None
+    ) -> list[ThreadReport]:
+        """Wait until every thread is done; their reports, in the order given. With ``timeout``
+        (seconds), the reports as they are when it runs out (``done`` says which ended)."""
+        ids = [_session_id(t) for t in threads]
+        return (await self._call(m.THREAD_WAIT, ThreadReports, threads=ids, timeout=timeout)).reports
+
+    async def aclose(self, outcome: RunOutcome | None = None) -> None:
+        """Cancel this client's outstanding turns, end its run (with ``outcome``, default
+        ``completed``), say goodbye, close the connection. Idempotent."""
         if self._closing is None:
-            self._closing = asyncio.ensure_future(self._close())
+            self._closing = asyncio.ensure_future(self._close(outcome or "completed"))
         await asyncio.shield(self._closing)
 
     # ------------------------------------------------------------ internal
 
-    async def _close(self) -> None:
+    async def _close(self, outcome: RunOutcome) -> None:
         connection = self._connection
         try:
             if not connection.closed:
@@ -689,6 +951,8 @@ class AsyncDaemon:
                 )
                 if self._cleanups:
                     await asyncio.wait(self._cleanups, timeout=CLEANUP_TIMEOUT)
+                if self._run is not None and self._run.outcome is None:
+                    await self._cleanup(self.end_run(outcome))
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(CLEANUP_TIMEOUT):
                         await connection.request("shutdown")
@@ -736,6 +1000,51 @@ class AsyncDaemon:
             raise InvalidParams(
                 ErrorCode.INVALID_PARAMS, f"agent options: {_validation_summary(e)}"
             ) from None
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """Where a batch stands: its prompts counted by status."""
+
+    total: int
+    waiting: int = 0  # not sent yet (held back by max_concurrency)
+    running: int = 0  # sent: queued in the daemon or working
+    done: int = 0  # answered
+    failed: int = 0  # failed (AgentError, ...)
+    stopped: int = 0  # answered with stop reason `cancelled`
+    elapsed: float = 0.0  # seconds since the batch started
+
+    @property
+    def landed(self) -> int:
+        """Prompts answered one way or another."""
+        return self.done + self.failed + self.stopped
+
+
+class _BatchCounter:
+    def __init__(self, total: int, report: Callable[[BatchProgress], object] | None) -> None:
+        self._report = report
+        self._started = time.monotonic()
+        self._counts = {"waiting": total, "running": 0, "done": 0, "failed": 0, "stopped": 0}
+        self._total = total
+        self._emit()
+
+    def sent(self) -> None:
+        self._counts["waiting"] -= 1
+        self._counts["running"] += 1
+        self._emit()
+
+    def answered(self, how: Literal["done", "failed", "stopped"]) -> None:
+        self._counts["running"] -= 1
+        self._counts[how] += 1
+        self._emit()
+
+    def _emit(self) -> None:
+        if self._report is not None:
+            elapsed = time.monotonic() - self._started
+            try:
+                self._report(BatchProgress(self._total, **self._counts, elapsed=elapsed))
+            except Exception:  # a progress display's bug must not fail the prompts
+                log.exception("the on_progress callback of a batch failed")
 
 
 class AsyncAgent:
@@ -795,6 +1104,7 @@ class AsyncAgent:
         placement: str | None = ...,
         max_concurrency: int | None = ...,
         suppress: Literal[False] = ...,
+        on_progress: Callable[[BatchProgress], object] | None = ...,
     ) -> list[Reply]: ...
 
     @overload
@@ -806,6 +1116,7 @@ class AsyncAgent:
         placement: str | None = ...,
         max_concurrency: int | None = ...,
         suppress: Literal[True],
+        on_progress: Callable[[BatchProgress], object] | None = ...,
     ) -> list[Reply | Exception]: ...
 
     async def abatch(
@@ -816,6 +1127,7 @@ class AsyncAgent:
         placement: str | None = None,
         max_concurrency: int | None = None,
         suppress: bool = False,
+        on_progress: Callable[[BatchProgress], object] | None = None,
     ) -> list[Reply] | list[Reply | Exception]:
         """Run each prompt in a session of its own (closed after its turn); answers in prompt order.
 
@@ -826,6 +1138,9 @@ class AsyncAgent:
         replies. Cancelling the batch (Ctrl-C in the sync twin) cancels every
         outstanding turn in the daemon and propagates: being stopped is not a
         failure, and ``suppress`` does not catch it.
+
+        ``on_progress`` is called with a ``BatchProgress`` (counts by status)
+        whenever a prompt is sent or answered; it must not block.
         """
         prompts = list(prompts)
         if max_concurrency is not None and max_concurrency < 1:
@@ -835,13 +1150,17 @@ class AsyncAgent:
         sessions = await self.sessions(len(prompts), root, placement=placement)
         outcomes: list[Reply | Exception | None] = [None] * len(prompts)
         width = asyncio.Semaphore(max_concurrency or len(prompts))
+        progress = _BatchCounter(len(prompts), on_progress)
 
         async def run(index: int, session: AsyncSession, prompt: str) -> None:
             try:
                 async with width:
-                    outcomes[index] = await session.asend(prompt)
+                    progress.sent()
+                    outcomes[index] = reply = await session.asend(prompt)
+                    progress.answered("stopped" if reply.stop_reason == "cancelled" else "done")
             except Exception as e:  # a failed turn; cancellation is not caught
                 outcomes[index] = e
+                progress.answered("failed")
             finally:
                 await self._daemon._cleanup(session.aclose())
 
@@ -937,3 +1256,119 @@ class AsyncSession:
         return await self._daemon._call(
             m.SESSION_TRANSCRIPT, Transcript, session=self.id, offset=offset, limit=limit
         )
+
+    async def aside(self, question: str | None = None, *, writable: bool = False) -> AsyncSideChat:
+        """Open a side chat beside this session, asking ``question`` at once when given.
+
+        The side chat is a session of its own that starts from this one's context
+        and adds nothing to it; its ``reply`` holds the answer. Ask it more with
+        ``asend``, close it with ``aclose``. It may not write files unless ``writable``.
+        To bring an answer back, send it to this session yourself.
+        """
+        daemon = self._daemon
+        result = await daemon._call(
+            m.SESSION_SIDE, SideResult, session=self.id, question=question, writable=writable
+        )
+        return AsyncSideChat(daemon, result)
+
+    async def atree(self) -> TreeNode:
+        """This session with its side chats, tasks and threads, tokens and cost rolled up."""
+        return await self._daemon._call(m.SESSION_TREE, TreeNode, session=self.id)
+
+    async def athread(
+        self, prompt: str, *, placement: str | None = None, title: str | None = None
+    ) -> AsyncSession:
+        """Start a thread of this (coordinator) session: a session of its own (a worktree apiece
+        in git, by default) whose first turn, ``prompt``, starts at once. Wait for it with
+        ``daemon.wait_threads``; raises ``LimitReached`` past ``max_threads`` or a budget."""
+        daemon = self._daemon
+        info = await daemon._call(
+            m.THREAD_START, SessionInfo, parent=self.id, prompt=prompt, placement=placement, title=title
+        )
+        return AsyncSession(daemon, info)
+
+    async def areport(self) -> ThreadReport:
+        """This thread's report: its status, whether it is done, last reply, plan and changes."""
+        return await self._daemon._call(m.THREAD_STATUS, ThreadReport, thread=self.id)
+
+    async def amerge(
+        self,
+        *,
+        strategy: Literal["merge", "rebase"] = "merge",
+        gate: str | None = None,
+        keep: bool = False,
+        base_branch: str | None = None,
+        hand_back: bool = False,
+        wait: bool = True,
+        on_step: Callable[[Event], object] | None = None,
+    ) -> MergeEntry:
+        """Merge this worktree session's branch into its base, through its repository's merge
+        queue (one merge at a time), after ``gate`` (a shell command) passes on the result.
+
+        With ``wait`` (the default) returns once it is done: ``status`` is ``merged``, or
+        ``failed`` with ``conflicts`` or ``gate_output`` (the base is left as it was), or
+        ``cancelled``; a failure is an outcome here, not an exception. ``on_step`` is called
+        with each ``merge.step`` event. Without ``wait`` returns the queued entry at once.
+        """
+        daemon = self._daemon
+        params: dict[str, Any] = {
+            "session": self.id,
+            "strategy": strategy,
+            "gate": gate,
+            "keep": keep,
+            "base_branch": base_branch,
+            "hand_back": hand_back,
+        }
+        if not wait:
+            return await daemon._call(m.MERGE_REQUEST, MergeEntry, **params)
+        last: dict[str, Any] = {}
+        # Subscribed before asking, so no step can be missed.
+        async with _Feed(daemon, {"sessions": [self.id], "kinds": [EventKind.MERGE_STEP]}) as feed:
+            entry = await daemon._call(m.MERGE_REQUEST, MergeEntry, **params)
+            while entry.status not in MERGE_DONE:
+                event = await feed.get()
+                if event is None or event.data.get("branch") not in (None, entry.branch):
+                    continue
+                if on_step is not None:
+                    on_step(event)
+                last.update(event.data)
+                if event.data.get("step") in MERGE_DONE:
+                    break
+        for listed in await daemon.merges():
+            if listed.session == self.id and listed.branch == entry.branch and listed.status in MERGE_DONE:
+                return listed
+        # Not listed (a daemon that keeps no history): the entry as its steps told it.
+        status = str(last.get("step", entry.status))
+        return entry.model_copy(
+            update={
+                "status": status if status in MERGE_DONE else entry.status,
+                "reason": last.get("reason", entry.reason),
+                "conflicts": last.get("conflicts") or last.get("files") or entry.conflicts,
+                "gate_output": last.get("gateOutput", last.get("output", entry.gate_output)),
+                "commit": last.get("commit", entry.commit),
+                "position": None,
+            }
+        )
+
+
+class AsyncSideChat(AsyncSession):
+    """A side chat beside a session (``info.parent``): a session of its own, with the answer to
+    the question it was opened with (``reply``) and whether the agent forked the main session."""
+
+    def __init__(self, daemon: AsyncDaemon, result: SideResult) -> None:
+        super().__init__(daemon, result.session)
+        self._reply = result.reply
+        self._forked = result.forked
+
+    def __repr__(self) -> str:
+        return f"<AsyncSideChat {self.id} of {self.info.parent}>"
+
+    @property
+    def reply(self) -> Reply | None:
+        """The answer to the question the side chat was opened with (None without one)."""
+        return self._reply
+
+    @property
+    def forked(self) -> bool:
+        """True when the agent forked the main session; else it was given an account of it."""
+        return self._forked

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import selectors
+import shlex
 import socket as socketlib
 import sys
 import time
@@ -23,6 +24,7 @@ from typing import Any, TextIO
 from pydantic import BaseModel
 
 from sessiond.client import launch
+from sessiond.client.aio import BatchProgress
 from sessiond.client.errors import (
     AgentError,
     AgentNotFound,
@@ -34,11 +36,26 @@ from sessiond.client.errors import (
     SessionClosed,
     SessiondError,
     SessionNotFound,
+    TaskNotFound,
 )
 from sessiond.client.sync import Daemon, connect
-from sessiond.protocol.models import AgentInfo, EventKind, SessionInfo, SessionStatus
+from sessiond.protocol.models import (
+    AgentInfo,
+    ContextFill,
+    Event,
+    EventKind,
+    Fleet,
+    MergeEntry,
+    RunInfo,
+    SessionInfo,
+    SessionStatus,
+    TaskInfo,
+    Transcript,
+    TreeNode,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+PLACEMENTS = ["here", "worktree", "sandbox", "container", "ssh"]
 # After the editor closes stdin, wait this long for the daemon to close its side.
 STDIO_DRAIN_SECONDS = 10.0
 
@@ -46,6 +63,7 @@ HINTS: dict[type[SessiondError], str] = {
     SessionNotFound: "list sessions with `sessiond ls --all`",
     SessionClosed: "open a new one with `sessiond new`",
     AgentNotFound: "list agents with `sessiond agents`",
+    TaskNotFound: "list tasks with `sessiond tasks`",
 }
 
 
@@ -215,7 +233,9 @@ def cmd_new(args: argparse.Namespace) -> int:
         raise UsageError(f"--count must be at least 1, got {args.count}")
     with _daemon(args, start=True) as daemon:
         agent = daemon.agent(args.agent)
-        sessions = agent.sessions(args.count, args.root or os.getcwd(), title=args.title)
+        sessions = agent.sessions(
+            args.count, args.root or os.getcwd(), placement=args.placement, title=args.title
+        )
     if args.json:
         _emit_json([s.info for s in sessions])
     else:
@@ -226,7 +246,9 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     with _daemon(args) as daemon:
-        sessions = daemon.sessions(agent=args.agent, status=args.status, include_closed=args.all)
+        sessions = daemon.sessions(
+            agent=args.agent, status=args.status, include_closed=args.all, kind=args.kind, run=args.run
+        )
     infos = [s.info for s in sessions]
     if args.json:
         _emit_json(infos)
@@ -236,27 +258,117 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    if args.lines < 0:
+        raise UsageError(f"--lines must be 0 or more, got {args.lines}")
     with _daemon(args) as daemon:
-        info = daemon.session(args.session).info
+        session = daemon.session(args.session)
+        info = session.info
+        transcript = session.transcript(limit=args.lines) if args.lines else None
     if args.json:
-        _emit_json([info])
+        shown = info.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if transcript is not None:
+            shown["transcript"] = transcript.model_dump(mode="json", by_alias=True, exclude_none=True)
+        _emit_json([shown])
         return EXIT_OK
-    _pairs(
-        [
-            ("id", info.id),
-            ("agent", info.agent),
-            ("root", info.root),
-            ("placement", info.placement),
-            ("title", info.title or "-"),
-            ("status", f"{info.status.value} since {_when(info.status_since)}"),
-            ("turns", f"{info.turns} ended, {info.queued_turns} queued"),
-            ("last stop", info.last_stop_reason or "-"),
-            ("last error", info.last_error or "-"),
-            ("recap", info.recap or "-"),
-            ("created", _when(info.created_at)),
-        ]
-    )
+    for line in show_lines(info, transcript):
+        _line(sys.stdout, line)
     return EXIT_OK
+
+
+def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
+    """A session as ``sessiond show`` (and the open view of ``sessiond watch``) shows it."""
+    pairs = [
+        ("id", info.id),
+        ("agent", info.agent),
+        ("root", info.root),
+        ("placement", _where(info)),
+        ("title", info.title or "-"),
+        ("status", f"{info.status.value} since {_when(info.status_since)}"),
+        ("turns", f"{info.turns} ended, {info.queued_turns} queued"),
+    ]
+    if info.kind != "main" or info.parent:
+        pairs.append(("kind", f"{info.kind} of {info.parent}" if info.parent else info.kind))
+    if info.run:
+        pairs.append(("run", info.run))
+    pairs += [
+        ("context", _context(info.context)),
+        ("usage", _usage(info)),
+        ("attention", ", ".join(a.value for a in info.attention) or "-"),
+        ("last stop", info.last_stop_reason or "-"),
+        ("last error", info.last_error or "-"),
+        ("recap", info.recap or "-"),
+        ("created", _when(info.created_at)),
+    ]
+    width = max(len(key) for key, _ in pairs)
+    lines = [f"{key.ljust(width)}  {value}" for key, value in pairs]
+    plan = info.plan
+    if plan is not None and plan.entries:
+        lines += ["", f"plan ({plan.done} of {plan.total} done)"]
+        marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+        lines += [f"  {marks.get(e.status, '[?]')} {e.content}" for e in plan.entries]
+    changes = info.changes
+    if changes is not None and changes.files:
+        lines += ["", f"changed files ({len(changes.files)}, +{changes.added} -{changes.removed})"]
+        path_width = max(len(f.path) for f in changes.files)
+        for f in changes.files:
+            kind = CHANGE_MARKS.get(f.kind, "?")
+            where = f"  (was {f.old_path})" if f.old_path else ""
+            outside = "  (outside the root)" if f.outside_root else ""
+            lines.append(f"  {kind} {f.path.ljust(path_width)}  +{f.added} -{f.removed}{where}{outside}")
+    if transcript is not None and transcript.lines:
+        total = max(transcript.total, transcript.lines[-1].n + 1)
+        lines += ["", f"transcript (last {len(transcript.lines)} of {total} lines)"]
+        lines += [f"  {line.role.ljust(7)} {line.text}" for line in transcript.lines]
+    return lines
+
+
+CHANGE_MARKS = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R"}
+
+
+def _where(info: SessionInfo) -> str:
+    where = info.where
+    if where is None:
+        return info.placement
+    parts: list[str] = [info.placement]
+    if where.branch:
+        parts.append(f"branch {where.branch}")
+    if where.root != info.root:
+        parts.append(f"at {where.host + ':' if where.host else ''}{where.root}")
+    return ", ".join(parts)
+
+
+def _context(context: ContextFill | None) -> str:
+    if context is None:
+        return "-"
+    percent = context.percent if context.percent is not None else 100 * context.used / max(context.size, 1)
+    text = f"{context.used:,} of {context.size:,} tokens ({percent:.1f}%)"
+    if context.cost is not None:
+        text += f", {_money(context.cost.amount, context.cost.currency)}"
+    return text + (" (estimated)" if context.estimated else "")
+
+
+def _usage(info: SessionInfo) -> str:
+    usage = info.usage
+    if usage is None or not usage.turns:
+        return "-"
+    return (
+        f"{usage.total_tokens:,} tokens over {usage.turns} turn{'s' if usage.turns != 1 else ''} "
+        f"({usage.input_tokens:,} in, {usage.output_tokens:,} out), busy {_duration(usage.busy_seconds)}"
+    )
+
+
+def _money(amount: float, currency: str = "USD") -> str:
+    return f"${amount:.4f}" if currency == "USD" else f"{amount:.4f} {currency}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -315,6 +427,404 @@ def cmd_close(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------- the log and runs
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    if args.since < 0:
+        raise UsageError(f"--since must be 0 or more, got {args.since}")
+    with _daemon(args) as daemon:
+        stream = daemon.trace(
+            since=args.since,
+            sessions=args.session,
+            agents=args.agent,
+            kinds=args.kind,
+            run=args.run,
+            follow=args.follow,
+        )
+        with stream:
+            for event in stream:
+                _line(sys.stdout, json.dumps(event.wire(), ensure_ascii=False, separators=(",", ":")))
+                if args.follow:
+                    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _run_row(run: RunInfo) -> list[str]:
+    return [
+        run.id,
+        run.outcome or "running",
+        str(run.sessions),
+        str(run.turns),
+        _duration(run.wall_seconds),
+        _duration(run.serial_seconds),
+        _when(run.started_at),
+        _short(run.name, 40),
+    ]
+
+
+def serial_sentence(serial: float, wall: float) -> str:
+    """ "32 min if they went one after another; took 2 min"."""
+    return f"{_duration(serial)} if they went one after another; took {_duration(wall)}"
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    with _daemon(args) as daemon:
+        runs = [daemon.get_run(args.run)] if args.run else daemon.runs()
+    if args.json:
+        _emit_json(runs)
+    elif args.run:
+        (run,) = runs
+        _pairs(
+            [
+                ("id", run.id),
+                ("name", run.name),
+                ("command", shlex.join(run.argv) or "-"),
+                ("directory", run.cwd),
+                ("outcome", run.outcome or "running"),
+                ("started", _when(run.started_at)),
+                ("ended", _when(run.ended_at) if run.ended_at else "-"),
+                ("sessions", str(run.sessions)),
+                ("turns", str(run.turns)),
+                ("time", serial_sentence(run.serial_seconds, run.wall_seconds)),
+                ("cost", _money(run.cost)),
+            ]
+        )
+    elif runs:
+        headers = ["ID", "OUTCOME", "SESSIONS", "TURNS", "WALL", "SERIAL", "STARTED", "NAME"]
+        _table(headers, [_run_row(r) for r in runs])
+    return EXIT_OK
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    with _daemon(args) as daemon:
+        fleet = daemon.fleet()
+    if args.json:
+        _emit_json([fleet])
+        return EXIT_OK
+    _pairs(
+        [
+            ("fleet", fleet_line(fleet)),
+            ("by status", " · ".join(f"{n} {k.value}" for k, n in fleet.by_status.items() if n) or "-"),
+            ("attention", " · ".join(f"{n} {k.value}" for k, n in fleet.attention.items() if n) or "-"),
+            ("turns", str(fleet.turns)),
+            ("time", serial_sentence(fleet.serial_seconds, fleet.wall_seconds)),
+            ("cost", _money(fleet.cost)),
+        ]
+    )
+    return EXIT_OK
+
+
+def fleet_line(fleet: Fleet) -> str:
+    """The status line: "3 working · 1 needs you · 200 open"."""
+    parts = [f"{fleet.working} working"]
+    if fleet.needs_you:
+        parts.append(f"{fleet.needs_you} needs you")
+    failed = fleet.by_status.get(SessionStatus.FAILED, 0)
+    if failed:
+        parts.append(f"{failed} failed")
+    parts.append(f"{fleet.open} open")
+    return " · ".join(parts)
+
+
+# ---------------------------------------------------------------- batches
+
+
+def read_prompts(source: TextIO) -> list[str]:
+    """One prompt per line, or JSON lines ``{"prompt": ...}``; blank lines are skipped."""
+    prompts = []
+    for number, raw in enumerate(source, start=1):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("{"):
+            try:
+                item = json.loads(line)
+            except ValueError as e:
+                raise UsageError(f"line {number}: not JSON ({e}); write one prompt per line") from None
+            if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"]:
+                raise UsageError(f'line {number}: a JSON line must be an object with a "prompt" string')
+            prompts.append(item["prompt"])
+        else:
+            prompts.append(line)
+    return prompts
+
+
+class ProgressBar:
+    """Counts by status on stderr: redrawn in place on a terminal, a last line otherwise."""
+
+    WIDTH = 24
+
+    def __init__(self, stream: TextIO, *, interval: float = 0.1) -> None:
+        self._stream = stream
+        self._live = stream.isatty()
+        self._interval = interval
+        self._shown_at = 0.0
+        self._last: BatchProgress | None = None
+
+    def update(self, progress: BatchProgress) -> None:
+        self._last = progress
+        now = time.monotonic()
+        if self._live and (now - self._shown_at >= self._interval or progress.landed == progress.total):
+            self._shown_at = now
+            self._stream.write("\r\033[K" + self.text(progress))
+            self._stream.flush()
+
+    def finish(self, note: str = "") -> bool:
+        """Show the last counts for good, with a note; False when there were none to show."""
+        if self._last is None:
+            return False
+        text = self.text(self._last) + (f"  {note}" if note else "")
+        self._stream.write(("\r\033[K" if self._live else "") + text + "\n")
+        self._stream.flush()
+        return True
+
+    @classmethod
+    def text(cls, p: BatchProgress) -> str:
+        filled = cls.WIDTH * p.landed // max(p.total, 1)
+        bar = "#" * filled + "-" * (cls.WIDTH - filled)
+        counts = f"done {p.done} · failed {p.failed} · stopped {p.stopped} · running {p.running}"
+        counts += f" · waiting {p.waiting}"
+        return f"[{bar}] {p.landed}/{p.total}  {counts}  {_duration(p.elapsed)}"
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    if args.max_concurrency is not None and args.max_concurrency < 1:
+        raise UsageError(f"--max-concurrency must be at least 1, got {args.max_concurrency}")
+    if args.file == "-":
+        prompts = read_prompts(sys.stdin)
+    else:
+        try:
+            with open(args.file, encoding="utf-8") as source:
+                prompts = read_prompts(source)
+        except OSError as e:
+            raise UsageError(f"cannot read {args.file}: {e.strerror}") from None
+    if not prompts:
+        raise UsageError(f"no prompts in {'stdin' if args.file == '-' else args.file}")
+    bar = ProgressBar(sys.stderr)
+    name = f"batch {'stdin' if args.file == '-' else os.path.basename(args.file)}"
+    run_id = "?"
+    try:
+        with connect(args.socket, start=True, run=name) as daemon:
+            run_id = daemon.run.id if daemon.run else "?"
+            agent = daemon.agent(args.agent)
+            results = agent.batch(
+                prompts,
+                args.root or os.getcwd(),
+                placement=args.placement,
+                max_concurrency=args.max_concurrency,
+                suppress=True,
+                on_progress=bar.update,
+            )
+            failures = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
+            if failures and not args.suppress:
+                index, first = failures[0]
+                bar.finish(f"run {run_id} failed")
+                _fail(
+                    f"prompt {index + 1} of {len(prompts)} failed: {first} "
+                    f"({len(failures)} of {len(prompts)} failed); --suppress prints every answer "
+                    "with the failures in place"
+                )
+                daemon.close("failed")
+                return EXIT_FAILED
+    except KeyboardInterrupt:
+        note = f"stopped: every outstanding turn was cancelled; run {run_id} recorded as stopped"
+        if not bar.finish(note):
+            _fail(f"interrupted; {note}")
+        return EXIT_INTERRUPTED
+    bar.finish(f"run {run_id}")
+    for index, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
+        if args.json:
+            if isinstance(result, Exception):
+                code = getattr(result, "code", None)
+                item: dict[str, Any] = {"index": index, "prompt": prompt, "error": str(result)}
+                if code is not None:
+                    item["code"] = int(code)
+            else:
+                item = {"index": index, "prompt": prompt, **result.wire()}
+            _line(sys.stdout, json.dumps(item, ensure_ascii=False, separators=(",", ":")))
+        elif isinstance(result, Exception):
+            _line(sys.stdout, f"error: {result}")
+        else:
+            _line(sys.stdout, result.text)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- merging
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    if args.queue:
+        if args.session:
+            raise UsageError("give a SESSION to merge, or --queue to show the queue, not both")
+        with _daemon(args) as daemon:
+            entries = daemon.merges()
+        if args.json:
+            _emit_json(entries)
+        elif entries:
+            headers = ["SESSION", "STATUS", "POSITION", "BRANCH", "BASE", "GATE", "REASON"]
+            rows = [
+                [
+                    e.session,
+                    e.status,
+                    "-" if e.position is None else str(e.position),
+                    e.branch,
+                    e.base,
+                    e.gate or "-",
+                    _short(e.reason, 50),
+                ]
+                for e in entries
+            ]
+            _table(headers, rows)
+        return EXIT_OK
+    if not args.session:
+        raise UsageError("give the SESSION to merge, or --queue to show the merge queue")
+
+    def step(event: Event) -> None:
+        data = event.data
+        detail = data.get("command") or data.get("commit") or data.get("reason") or ""
+        if data.get("position"):
+            detail = f"position {data['position']}"
+        _line(sys.stderr, f"merge {args.session}: {data.get('step')}{f' ({detail})' if detail else ''}")
+        sys.stderr.flush()
+
+    with _daemon(args) as daemon:
+        entry = daemon.session(args.session).merge(
+            strategy=args.strategy, gate=args.gate, keep=args.keep, hand_back=args.hand_back, on_step=step
+        )
+    if args.json:
+        _emit_json([entry])
+    else:
+        for line in merge_outcome(entry):
+            _line(sys.stdout, line)
+    return EXIT_OK if entry.status == "merged" else EXIT_FAILED
+
+
+def merge_outcome(entry: MergeEntry) -> list[str]:
+    if entry.status == "merged":
+        commit = f" at {entry.commit[:12]}" if entry.commit else ""
+        after = f"worktree kept: {entry.kept}" if isinstance(entry.kept, str) else "worktree removed"
+        if entry.kept is True:
+            after = "worktree and branch kept"
+        return [f"merged {entry.session} ({entry.branch}) into {entry.base}{commit}; {after}"]
+    lines = [
+        f"merge of {entry.session} ({entry.branch}) into {entry.base} {entry.status}: {entry.reason or '-'}"
+    ]
+    if entry.conflicts:
+        lines.append("conflicts:")
+        lines += [f"  {path}" for path in entry.conflicts]
+    if entry.gate_output:
+        lines.append(f"gate output ({entry.gate}):")
+        lines += [f"  {line}" for line in entry.gate_output.rstrip().splitlines()]
+    if entry.status == "failed":
+        lines.append(f"{entry.base} and the working copy are as they were")
+    return lines
+
+
+# ---------------------------------------------------------------- side chats, tasks, trees
+
+
+def cmd_side(args: argparse.Namespace) -> int:
+    question = " ".join(args.question)
+    with _daemon(args, start=True) as daemon:
+        side = daemon.session(args.session).side(question, writable=args.writable)
+        if args.close:
+            side.close()
+    if args.json:
+        shown: dict[str, Any] = {"session": side.info.wire(), "forked": side.forked}
+        if side.reply is not None:
+            shown["reply"] = side.reply.wire()
+        _emit_json([shown])
+        return EXIT_OK
+    reply = side.reply
+    _line(sys.stdout, reply.text if reply is not None else "")
+    how = "forked from" if side.forked else "given an account of"
+    if args.close:
+        _line(sys.stderr, f"side chat {side.id} ({how} {args.session}) closed")
+    else:
+        _line(
+            sys.stderr,
+            f"side chat {side.id} ({how} {args.session}); ask more with `sessiond send {side.id} ...`, "
+            f"close it with `sessiond close {side.id}`",
+        )
+    return EXIT_OK if reply is None or reply.stop_reason == "end_turn" else EXIT_FAILED
+
+
+def _task_rows(tasks: Sequence[TaskInfo]) -> list[list[str]]:
+    return [
+        [
+            t.id,
+            t.agent,
+            t.status,
+            t.from_session or "-",
+            t.session or "-",
+            _short(t.title, 50),
+        ]
+        for t in tasks
+    ]
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    with _daemon(args) as daemon:
+        if args.action == "accept":
+            tasks = [daemon.accept_task(args.task)]
+        elif args.action == "dismiss":
+            tasks = [daemon.dismiss_task(args.task, args.reason)]
+        else:
+            tasks = daemon.tasks(agent=args.agent, status=args.status)
+    if args.json:
+        _emit_json(tasks)
+    elif args.action == "accept":
+        task = tasks[0]
+        where = f"in session {task.session}" if task.session else "queued until a running task ends"
+        _line(sys.stdout, f"accepted {task.id} ({task.status}): {task.title}; {where}")
+    elif args.action == "dismiss":
+        _line(sys.stdout, f"dismissed {tasks[0].id}: {tasks[0].reason}")
+    elif tasks:
+        _table(["ID", "AGENT", "STATUS", "FROM", "SESSION", "TITLE"], _task_rows(tasks))
+    return EXIT_OK
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    with _daemon(args) as daemon:
+        root = daemon.session(args.session).tree()
+        suggested = [t for t in daemon.tasks(status=["suggested", "dismissed"]) if t.from_session is not None]
+    if args.json:
+        _emit_json([root])
+        return EXIT_OK
+    rows: list[list[str]] = []
+
+    def walk(node: TreeNode, depth: int) -> None:
+        info = node.session
+        rows.append(
+            [
+                "  " * depth + info.id,
+                info.kind,
+                info.status.value,
+                f"{node.tokens:,}",
+                _money(node.cost),
+                _short(info.title or info.recap, 50),
+            ]
+        )
+        for task in suggested:
+            if task.from_session == info.id:
+                rows.append(
+                    ["  " * (depth + 1) + task.id, "task", task.status, "-", "-", _short(task.title, 50)]
+                )
+        for child in node.children:
+            walk(child, depth + 1)
+
+    walk(root, 0)
+    _table(["SESSION", "KIND", "STATUS", "TOKENS", "COST", "TITLE"], rows)
+    return EXIT_OK
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from sessiond.client.watch import watch
+
+    return watch(args.socket, agent=args.agent)
+
+
 # ---------------------------------------------------------------- parsing
 
 
@@ -352,6 +862,7 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--agent", default="demo", help="agent name (default: demo)")
     new.add_argument("--root", metavar="DIR", help="the session's directory (default: the current one)")
     new.add_argument("--title", metavar="T")
+    new.add_argument("--placement", choices=PLACEMENTS, help="where its work lands (default: the agent's)")
     new.add_argument("--count", metavar="N", type=int, default=1, help="open N sessions alike")
 
     ls = command("ls", cmd_ls, "list sessions (open ones, unless --all)", as_json)
@@ -364,9 +875,88 @@ def build_parser() -> argparse.ArgumentParser:
         help="only in these states",
     )
     ls.add_argument("--all", action="store_true", help="closed sessions too")
+    ls.add_argument("--kind", metavar="K", nargs="+", choices=["main", "side", "task", "thread"])
+    ls.add_argument("--run", metavar="ID", help="only the sessions of this run")
 
-    show = command("show", cmd_show, "show one session", as_json)
+    show = command(
+        "show", cmd_show, "show one session: plan, context, changed files, recap, transcript tail", as_json
+    )
     show.add_argument("session", metavar="SESSION")
+    show.add_argument("--lines", metavar="N", type=int, default=20, help="transcript lines (default 20)")
+
+    watch = command("watch", cmd_watch, "a live view of every session (q quits)")
+    watch.add_argument("--agent", metavar="A", help="only this agent's sessions")
+
+    trace = command(
+        "trace", cmd_trace, "print the event log as JSON lines, from --since to the newest event, then exit"
+    )
+    trace.add_argument("--session", metavar="S", action="append", help="only this session's (repeatable)")
+    trace.add_argument("--agent", metavar="A", action="append", help="only this agent's (repeatable)")
+    trace.add_argument(
+        "--kind",
+        metavar="K",
+        action="append",
+        choices=[k.value for k in EventKind],
+        help="only events of this kind (repeatable)",
+    )
+    trace.add_argument("--since", metavar="N", type=int, default=0, help="after this seq (default 0: all)")
+    trace.add_argument("--run", metavar="ID", help="only the sessions of this run")
+    trace.add_argument("--follow", action="store_true", help="keep printing new events until Ctrl-C")
+
+    runs = command("runs", cmd_runs, "list runs, or show one: wall time beside serial time", as_json)
+    runs.add_argument("run", metavar="ID", nargs="?")
+
+    command("fleet", cmd_fleet, "every session at a glance: counts, attention, cost, time", as_json)
+
+    batch = command(
+        "batch",
+        cmd_batch,
+        "run one prompt per line (or JSON lines with a prompt), a session apiece; answers in order",
+        as_json,
+    )
+    batch.add_argument("file", metavar="FILE", help="the prompts, or - for stdin")
+    batch.add_argument("--agent", default="demo", help="agent name (default: demo)")
+    batch.add_argument("--root", metavar="DIR", help="the sessions' directory (default: the current one)")
+    batch.add_argument("--placement", choices=PLACEMENTS, help="where each session's work lands")
+    batch.add_argument("--max-concurrency", metavar="N", type=int, help="turns at once (default: all)")
+    batch.add_argument("--suppress", action="store_true", help="print failures in place, exit 0")
+
+    merge = command(
+        "merge", cmd_merge, "merge a worktree session into its base and wait for the outcome", as_json
+    )
+    merge.add_argument("session", metavar="SESSION", nargs="?")
+    merge.add_argument("--queue", action="store_true", help="show the merge queue instead")
+    merge.add_argument("--strategy", choices=["merge", "rebase"], default="merge")
+    merge.add_argument("--gate", metavar="CMD", help="a shell command that must pass on the merged result")
+    merge.add_argument("--keep", action="store_true", help="keep the worktree and branch after merging")
+    merge.add_argument(
+        "--hand-back", action="store_true", help="on a conflict or failed gate, send it to the session"
+    )
+
+    side = command("side", cmd_side, "ask a question beside a session, leaving it untouched", as_json)
+    side.add_argument("session", metavar="SESSION")
+    side.add_argument("question", metavar="QUESTION", nargs="+")
+    side.add_argument("--writable", action="store_true", help="let the side chat write files")
+    side.add_argument("--close", action="store_true", help="close the side chat after the answer")
+
+    tasks = command("tasks", cmd_tasks, "suggested tasks: list, accept, dismiss", as_json)
+    tasks.set_defaults(action=None)
+    tasks.add_argument("--agent", metavar="A", help="only this agent's inbox")
+    tasks.add_argument(
+        "--status",
+        metavar="S",
+        nargs="+",
+        choices=["suggested", "queued", "running", "done", "failed", "dismissed"],
+    )
+    task_actions = tasks.add_subparsers(dest="action", metavar="ACTION")
+    accept = task_actions.add_parser("accept", help="run a suggested task", parents=[common, as_json])
+    accept.add_argument("task", metavar="ID")
+    dismiss = task_actions.add_parser("dismiss", help="dismiss a suggested task", parents=[common, as_json])
+    dismiss.add_argument("task", metavar="ID")
+    dismiss.add_argument("--reason", metavar="R", required=True, help="why")
+
+    tree = command("tree", cmd_tree, "a session with its side chats, tasks and threads", as_json)
+    tree.add_argument("session", metavar="SESSION")
 
     send = command("send", cmd_send, "run a turn, printing the reply as it arrives")
     send.add_argument("session", metavar="SESSION")

@@ -102,6 +102,26 @@ class DaemonStopping(SessiondError):
     code_value = ErrorCode.DAEMON_STOPPING
 
 
+class RunNotFound(SessiondError):
+    code_value = ErrorCode.RUN_NOT_FOUND
+
+
+class PlacementFailed(SessiondError):
+    """The session's placement (worktree, sandbox, container, ssh) could not be set up."""
+
+    code_value = ErrorCode.PLACEMENT_FAILED
+
+
+class TaskNotFound(SessiondError):
+    code_value = ErrorCode.TASK_NOT_FOUND
+
+
+class LimitReached(SessiondError):
+    """A budget or ``max_threads`` was reached, or the user declined a helper."""
+
+    code_value = ErrorCode.LIMIT_REACHED
+
+
 ERROR_CLASSES: dict[int, type[SessiondError]] = {
     cls.code_value: cls for cls in SessiondError.__subclasses__() if cls.code_value is not None
 }

@@ -3,9 +3,10 @@
 Nothing here talks to the daemon or holds logic of its own. Each sync client
 owns one private ``asyncio.Runner`` and, on that loop, one ``AsyncDaemon``.
 Every method below is a signature under ``@twin(AsyncX.amethod)``: the
-decorator runs the async method on the client's loop and wraps the handles it
-returns (``AsyncSession`` → ``Session``). A test holds the twins to the same
-names and signatures, so they cannot drift apart.
+decorator runs the async method on the client's loop, hands it the async
+handles behind the sync ones it is given (``Session`` → ``AsyncSession``), and
+wraps the handles it returns (``AsyncSession`` → ``Session``). A test holds the
+twins to the same names and signatures, so they cannot drift apart.
 
 - Ctrl-C: during a call, SIGINT cancels the call (as ``asyncio.Runner`` does,
   see ``_CtrlC`` for why not Runner's own handler), so the async code's cleanup
@@ -35,6 +36,7 @@ import inspect
 import logging
 import signal
 import socket
+import sys
 import threading
 import weakref
 from asyncio import events
@@ -50,11 +52,14 @@ from sessiond.client.aio import (
     AsyncDaemon,
     AsyncEventStream,
     AsyncSession,
+    AsyncSideChat,
     AsyncTurnStream,
+    BatchProgress,
     Reply,
     StrPath,
     _AsyncStream,
     _open_daemon,
+    outcome_of,
 )
 from sessiond.client.errors import ConnectionLost, SyncCallInEventLoop
 from sessiond.protocol.models import (
@@ -63,9 +68,16 @@ from sessiond.protocol.models import (
     Event,
     EventKind,
     Fleet,
+    MergeEntry,
+    RunInfo,
+    RunOutcome,
     SessionInfo,
     SessionStatus,
+    Snapshot,
+    TaskInfo,
+    ThreadReport,
     Transcript,
+    TreeNode,
 )
 
 log = logging.getLogger(__name__)
@@ -86,59 +98,74 @@ class _Loop:
         self.pumps: set[asyncio.Task[None]] = set()
         self.closed = False
         self.wakeup: _Wakeup | None = None
+        # How the client's run ended, when it was closed by hand; None: closed when forgotten.
+        self.outcome: RunOutcome | None = None
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        with self.lock:
-            if self.closed:
-                coro.close()
-                raise ConnectionLost(
-                    "this sessiond client is closed; connect again with sessiond.client.connect()"
-                )
-            loop = self.runner.get_loop()
-            in_main_thread = threading.current_thread() is threading.main_thread()
-            if in_main_thread and self.wakeup is None:
-                self.wakeup = _Wakeup(loop)
-            previous_wakeup_fd = self.wakeup.arm() if in_main_thread and self.wakeup else None
-            ctrl_c = _CtrlC.install(loop) if in_main_thread else None
-            call: list[asyncio.Task[Any]] = []
+    def run(self, work: Coroutine[Any, Any, T] | Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run a call on the loop: a coroutine, or better a function that makes one, so that a
+        Ctrl-C landing before the call starts leaves no coroutine behind that was never awaited."""
+        made: list[Coroutine[Any, Any, T]] = [work] if isinstance(work, Coroutine) else []
+        started = abandoned = False
+        try:
+            with self.lock:
+                if self.closed:
+                    raise ConnectionLost(
+                        "this sessiond client is closed; connect again with sessiond.client.connect()"
+                    )
+                loop = self.runner.get_loop()
+                in_main_thread = threading.current_thread() is threading.main_thread()
+                if in_main_thread and self.wakeup is None:
+                    self.wakeup = _Wakeup(loop)
+                previous_wakeup_fd = self.wakeup.arm() if in_main_thread and self.wakeup else None
+                ctrl_c = _CtrlC.install(loop) if in_main_thread else None
+                call: list[asyncio.Task[Any]] = []
 
-            async def main() -> T:
-                task = asyncio.current_task()
-                assert task is not None
-                call.append(task)
-                if ctrl_c is not None:
-                    if ctrl_c.pressed:
-                        coro.close()
+                async def main() -> T:
+                    nonlocal started
+                    task = asyncio.current_task()
+                    assert task is not None
+                    call.append(task)
+                    if abandoned or (ctrl_c is not None and ctrl_c.pressed):
                         raise asyncio.CancelledError
-                    ctrl_c.task = task
-                return await coro
+                    if not made:
+                        assert not isinstance(work, Coroutine)
+                        made.append(work())
+                    started = True
+                    if ctrl_c is not None:
+                        ctrl_c.task = task
+                    return await made[0]
 
-            try:
-                result = self.runner.run(main())
-            except asyncio.CancelledError:
+                try:
+                    result = self.runner.run(main())
+                except asyncio.CancelledError:
+                    if ctrl_c is not None and ctrl_c.pressed:
+                        raise KeyboardInterrupt from None
+                    raise
+                except KeyboardInterrupt:
+                    if call and not call[0].done():
+                        # Raised inside the loop (a SIGINT handler of the program's own, or Ctrl-C
+                        # pressed twice): cancel the call now, so its cleanup still runs.
+                        call[0].cancel()
+                        loop.run_until_complete(asyncio.wait(call))
+                    else:
+                        # Raised as the call ended (or before it began): the loop still holds the
+                        # callback that would have stopped it. Run it now, or it would stop the
+                        # next call early; a call that had not begun ends at once.
+                        abandoned = True
+                        loop.call_soon(loop.stop)
+                        loop.run_forever()
+                    raise
+                finally:
+                    if ctrl_c is not None:
+                        ctrl_c.remove()
+                    if previous_wakeup_fd is not None:
+                        signal.set_wakeup_fd(previous_wakeup_fd)
                 if ctrl_c is not None and ctrl_c.pressed:
-                    raise KeyboardInterrupt from None
-                raise
-            except KeyboardInterrupt:
-                if call and not call[0].done():
-                    # Raised inside the loop (a SIGINT handler of the program's own, or Ctrl-C
-                    # pressed twice): cancel the call now, so its cleanup still runs.
-                    call[0].cancel()
-                    loop.run_until_complete(asyncio.wait(call))
-                else:
-                    # Raised as the call ended: the loop still holds the callback that would
-                    # have stopped it. Run it now, or it would stop the next call early.
-                    loop.call_soon(loop.stop)
-                    loop.run_forever()
-                raise
-            finally:
-                if ctrl_c is not None:
-                    ctrl_c.remove()
-                if previous_wakeup_fd is not None:
-                    signal.set_wakeup_fd(previous_wakeup_fd)
-            if ctrl_c is not None and ctrl_c.pressed:
-                raise KeyboardInterrupt  # pressed as the call ended; it ended, and Ctrl-C still stops
-            return result
+                    raise KeyboardInterrupt  # pressed as the call ended; it ended, and Ctrl-C still stops
+                return result
+        finally:
+            if not started and made:
+                made[0].close()
 
     def shutdown(self) -> None:
         """Close the open streams (cancelling their turns), the connection and the loop. Idempotent."""
@@ -175,7 +202,14 @@ class _Loop:
         if pumps:
             await asyncio.wait(pumps)
         if self.daemon is not None:
-            await self.daemon.aclose()
+            await self.daemon.aclose(self.outcome or _outcome_at_exit())
+
+
+def _outcome_at_exit() -> RunOutcome:
+    """The outcome of a run whose client was never closed: at interpreter exit after an
+    uncaught exception (``sys.last_value``), failed, or stopped after Ctrl-C; else completed."""
+    error = getattr(sys, "last_value", None)
+    return outcome_of(error) if isinstance(error, BaseException) else "completed"
 
 
 class _CtrlC:
@@ -276,6 +310,15 @@ def _to_sync(client: _Client, value: Any) -> Any:
     return value
 
 
+def _to_async(value: Any) -> Any:
+    """An argument as the async method takes it: sync handles (``Session``, ...) become theirs."""
+    if isinstance(value, _Twin):
+        return value._async
+    if isinstance(value, list | tuple) and any(isinstance(item, _Twin) for item in value):
+        return [_to_async(item) for item in value]
+    return value
+
+
 def _refuse_in_loop(owner: str, sync_name: str, instead: str) -> None:
     if events._get_running_loop() is not None:
         raise SyncCallInEventLoop(
@@ -298,9 +341,13 @@ def twin(async_method: Callable[..., Any]) -> Callable[[F], F]:
                 owner = type(self).__name__
                 instead = f"{owner.lower()}.{async_name}(...)"
                 _refuse_in_loop(owner, sync_name, f"await {instead}" if awaited else instead)
-            result = getattr(self._async, async_name)(*args, **kwargs)
+            args = tuple(_to_async(arg) for arg in args)
+            kwargs = {key: _to_async(value) for key, value in kwargs.items()}
+            method = getattr(self._async, async_name)
             if awaited:
-                result = self._client.loop.run(result)
+                result = self._client.loop.run(functools.partial(method, *args, **kwargs))
+            else:
+                result = method(*args, **kwargs)
             return _to_sync(self._client, result)
 
         call.__doc__ = sync_method.__doc__ or async_method.__doc__
@@ -364,7 +411,7 @@ class _SyncStream(_Twin[S]):
             type(self).__name__, "__iter__", "async with ...astream(...) as stream: async for ..."
         )
         try:
-            while not isinstance(item := self._client.loop.run(self._next()), _End):
+            while not isinstance(item := self._client.loop.run(self._next), _End):
                 yield item
         finally:
             self.close()
@@ -374,11 +421,11 @@ class _SyncStream(_Twin[S]):
         _refuse_in_loop(type(self).__name__, "close", "await stream.aclose()")
         self._closed = True
         if not self._client.loop.closed:
-            self._client.loop.run(self._stop())
+            self._client.loop.run(self._stop)
 
     def __enter__(self) -> Self:
         _refuse_in_loop(type(self).__name__, "__enter__", "async with ...")
-        self._client.loop.run(self._async.__aenter__())
+        self._client.loop.run(self._async.__aenter__)
         return self
 
     def __exit__(
@@ -416,7 +463,16 @@ class _SyncStream(_Twin[S]):
 
 @_twin_of(AsyncEventStream)
 class EventStream(_SyncStream[AsyncEventStream]):
-    """Events as they happen, until closed; raises ``ConnectionLost`` when the daemon goes away."""
+    """Events as they happen, until closed; raises ``ConnectionLost`` when the daemon goes away.
+    One from ``trace()`` ends by itself at the head."""
+
+    @property
+    def head(self) -> int | None:
+        return self._async.head
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._async.snapshot
 
 
 @_twin_of(AsyncTurnStream)
@@ -455,13 +511,17 @@ class Daemon(_Twin[AsyncDaemon]):
     def closed(self) -> bool:
         return self._async.closed
 
+    @property
+    def run(self) -> RunInfo | None:
+        return self._async.run
+
     def __enter__(self) -> Self:
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        self.close(outcome_of(error))
 
     @twin(AsyncDaemon.agent)
     def agent(
@@ -506,10 +566,81 @@ class Daemon(_Twin[AsyncDaemon]):
         sessions: Sequence[str] | None = None,
         agents: Sequence[str] | None = None,
         kinds: Sequence[EventKind | str] | None = None,
+        snapshot: bool = False,
     ) -> EventStream: ...
 
-    def close(self) -> None:
-        """Cancel this client's open streams and turns, close the connection and the loop. Idempotent."""
+    @twin(AsyncDaemon.trace)
+    def trace(
+        self,
+        *,
+        since: int = 0,
+        sessions: Sequence[str] | None = None,
+        agents: Sequence[str] | None = None,
+        kinds: Sequence[EventKind | str] | None = None,
+        run: str | None = None,
+        follow: bool = False,
+    ) -> EventStream: ...
+
+    @twin(AsyncDaemon.declare_run)
+    def declare_run(
+        self, name: str, *, argv: Sequence[str] | None = None, cwd: StrPath | None = None
+    ) -> RunInfo: ...
+
+    @twin(AsyncDaemon.end_run)
+    def end_run(self, outcome: RunOutcome = "completed") -> RunInfo: ...
+
+    @twin(AsyncDaemon.runs)
+    def runs(self) -> list[RunInfo]: ...
+
+    @twin(AsyncDaemon.get_run)
+    def get_run(self, id: str) -> RunInfo: ...
+
+    @twin(AsyncDaemon.merges)
+    def merges(self) -> list[MergeEntry]: ...
+
+    @twin(AsyncDaemon.tasks)
+    def tasks(
+        self, *, agent: str | None = None, status: str | Iterable[str] | None = None
+    ) -> list[TaskInfo]: ...
+
+    @twin(AsyncDaemon.suggest_task)
+    def suggest_task(
+        self,
+        title: str,
+        prompt: str,
+        *,
+        agent: str | None = None,
+        why: str | None = None,
+        placement: str | None = None,
+        root: StrPath | None = None,
+        from_session: Session | str | None = None,
+    ) -> TaskInfo: ...
+
+    @twin(AsyncDaemon.accept_task)
+    def accept_task(self, task: str) -> TaskInfo: ...
+
+    @twin(AsyncDaemon.dismiss_task)
+    def dismiss_task(self, task: str, reason: str) -> TaskInfo: ...
+
+    @twin(AsyncDaemon.broadcast)
+    def broadcast(
+        self,
+        prompt: str,
+        *,
+        sessions: Iterable[Session | str] | None = None,
+        threads_of: Session | str | None = None,
+    ) -> list[str]: ...
+
+    @twin(AsyncDaemon.wait_threads)
+    def wait_threads(
+        self, threads: Iterable[Session | str], *, timeout: float | None = None
+    ) -> list[ThreadReport]: ...
+
+    def close(self, outcome: RunOutcome | None = None) -> None:
+        """Cancel this client's open streams and turns, end its run (with ``outcome``, default
+        ``completed``), close the connection and the loop. Idempotent."""
+        if self._client.loop.outcome is None:
+            self._client.loop.outcome = outcome or "completed"
         self._client.close()
 
 
@@ -549,6 +680,7 @@ class Agent(_Twin[AsyncAgent]):
         placement: str | None = ...,
         max_concurrency: int | None = ...,
         suppress: Literal[False] = ...,
+        on_progress: Callable[[BatchProgress], object] | None = ...,
     ) -> list[Reply]: ...
 
     @overload
@@ -560,6 +692,7 @@ class Agent(_Twin[AsyncAgent]):
         placement: str | None = ...,
         max_concurrency: int | None = ...,
         suppress: Literal[True],
+        on_progress: Callable[[BatchProgress], object] | None = ...,
     ) -> list[Reply | Exception]: ...
 
     @twin(AsyncAgent.abatch)
@@ -571,6 +704,7 @@ class Agent(_Twin[AsyncAgent]):
         placement: str | None = None,
         max_concurrency: int | None = None,
         suppress: bool = False,
+        on_progress: Callable[[BatchProgress], object] | None = None,
     ) -> list[Reply] | list[Reply | Exception]: ...
 
     @twin(AsyncAgent.aget)
@@ -610,20 +744,68 @@ class Session(_Twin[AsyncSession]):
     @twin(AsyncSession.atranscript)
     def transcript(self, offset: int | None = None, limit: int | None = None) -> Transcript: ...
 
+    @twin(AsyncSession.aside)
+    def side(self, question: str | None = None, *, writable: bool = False) -> SideChat: ...
+
+    @twin(AsyncSession.atree)
+    def tree(self) -> TreeNode: ...
+
+    @twin(AsyncSession.athread)
+    def thread(self, prompt: str, *, placement: str | None = None, title: str | None = None) -> Session: ...
+
+    @twin(AsyncSession.areport)
+    def report(self) -> ThreadReport: ...
+
+    @twin(AsyncSession.amerge)
+    def merge(
+        self,
+        *,
+        strategy: Literal["merge", "rebase"] = "merge",
+        gate: str | None = None,
+        keep: bool = False,
+        base_branch: str | None = None,
+        hand_back: bool = False,
+        wait: bool = True,
+        on_step: Callable[[Event], object] | None = None,
+    ) -> MergeEntry: ...
+
+
+@_twin_of(AsyncSideChat)
+class SideChat(Session):
+    """A side chat beside a session: a session of its own, with the answer to its question."""
+
+    @property
+    def reply(self) -> Reply | None:
+        return cast(AsyncSideChat, self._async).reply
+
+    @property
+    def forked(self) -> bool:
+        return cast(AsyncSideChat, self._async).forked
+
 
 def connect(
-    socket: StrPath | None = None, *, start: bool = True, timeout: float = launch.START_TIMEOUT
+    socket: StrPath | None = None,
+    *,
+    start: bool = True,
+    timeout: float = launch.START_TIMEOUT,
+    run: str | None = None,
 ) -> Daemon:
     """Connect to the daemon at ``socket`` (default: ``sessiond.protocol.paths.socket_path()``).
 
     When nothing accepts there and ``start`` is true, a daemon is started in
     the background and awaited for up to ``timeout`` seconds. Use it as
     ``with connect() as daemon:`` or call ``daemon.close()``.
+
+    With ``run="name"`` the connection declares a run (the command line is
+    ``sys.argv``, the directory the current one): every session it opens
+    carries the run, and closing the client ends it: ``completed`` when the
+    ``with`` block ends normally (or on ``close()``), ``failed`` when an
+    exception leaves it, ``stopped`` on Ctrl-C (KeyboardInterrupt).
     """
     _refuse_in_loop("sessiond.client", "connect", "async with sessiond.client.aconnect() as daemon: ...")
     loop = _Loop()
     try:
-        loop.daemon = loop.run(_open_daemon(socket, start, timeout))
+        loop.daemon = loop.run(functools.partial(_open_daemon, socket, start, timeout, run))
     except BaseException:
         loop.shutdown()
         raise

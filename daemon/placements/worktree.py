@@ -14,6 +14,7 @@ removes it with the branch.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 
@@ -79,9 +80,12 @@ class WorktreePlacement(LocalPlacement):
         repo = await find_repo(self.session_root)
         await self._check_branch_name(repo)
         path = worktree_dir(repo, self.session_id)
-        if not await self._registered(repo, path):
-            await self._add(repo, path)
-        self.base = await self._recorded_base(repo)
+        # git writes the repository's config and worktree list under a lock file:
+        # sessions of one repository setting up at once take turns.
+        async with _repo_lock(repo.common_dir):
+            if not await self._registered(repo, path):
+                await self._add(repo, path)
+            self.base = await self._recorded_base(repo)
         self.repo = repo
         self.worktree = path
         self.root = os.path.join(path, repo.prefix) if repo.prefix else path
@@ -181,3 +185,10 @@ async def remove_worktree(git_dir: str, path: str, branch: str) -> str | None:
     if not deleted.ok and "not found" not in deleted.err:
         return f"branch {branch} kept: git could not delete it ({deleted.reason()})"
     return None
+
+
+_REPO_LOCKS: dict[str, asyncio.Lock] = {}
+
+
+def _repo_lock(common_dir: str) -> asyncio.Lock:
+    return _REPO_LOCKS.setdefault(common_dir, asyncio.Lock())

@@ -57,6 +57,7 @@ class Peer:
         self.answers: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         self.ids = itertools.count(1000)
         self.sent = 0  # events sent, for the overflow knob
+        self.run: str | None = None  # the run this connection declared
 
     def send(self, message: dict[str, Any]) -> None:
         body = json.dumps({"jsonrpc": "2.0", **message}).encode()
@@ -84,6 +85,8 @@ class Peer:
             for task in self.tasks:
                 task.cancel()
             self.daemon.peers.discard(self)
+            if self.run is not None:
+                self.daemon.end_run(self.run, "stopped")  # gone without saying how it went
             self.writer.close()
 
     def dispatch(self, message: dict[str, Any]) -> None:
@@ -179,6 +182,13 @@ class FakeDaemon:
         self.supersede: set[m.EventKind] = set()  # send a `resync` snapshot in place of these events
         self.ask_client = False  # before a turn, send the client requests and record the answers
         self.client_answers: list[dict[str, Any]] = []
+        self.runs: dict[str, m.RunInfo] = {}
+        self.merges: list[m.MergeEntry] = []
+        self.merge_release = asyncio.Event()  # merges wait for it when hold_merges is set
+        self.hold_merges = False
+        self.tasks: dict[str, m.TaskInfo] = {}
+        self.background: set[asyncio.Task[Any]] = set()
+        self.turn_ended = asyncio.Condition()  # notified on the fake's loop whenever a turn ends
 
     # ------------------------------------------------------------ running
 
@@ -273,7 +283,11 @@ class FakeDaemon:
 
     @staticmethod
     def matches(params: m.EventsSubscribeParams, event: m.Event) -> bool:
-        return params.sessions is None or event.session in params.sessions
+        return (
+            (params.sessions is None or event.session in params.sessions)
+            and (params.agents is None or event.agent in params.agents)
+            and (params.kinds is None or event.kind in params.kinds)
+        )
 
     @staticmethod
     def notify(peer: Peer, subscription: str, events: list[m.Event], **extra: Any) -> None:
@@ -301,13 +315,20 @@ class FakeDaemon:
         else:
             head = self.seq
         peer.subscriptions[subscription] = p
-        if p.since is not None:
-            replay = [e for e in self.log if e.seq > p.since and self.matches(p, e)]
-            if replay:
-                # After the answer, as the daemon does.
-                send = lambda: self.send_events(peer, subscription, replay)  # noqa: E731
-                asyncio.get_running_loop().call_soon(send)
-        return m.Subscription(subscription=subscription, head=head)
+        if p.since is not None and p.since < head:
+            replay = [e for e in self.log if p.since < e.seq <= head and self.matches(p, e)]
+            # After the answer, as the daemon does; ending with `through` the head, as it does.
+            send = lambda: self.notify(peer, subscription, replay, through=head)  # noqa: E731
+            asyncio.get_running_loop().call_soon(send)
+        snapshot = None
+        if p.snapshot:
+            open_sessions = [
+                s
+                for s in self.sessions.values()
+                if s.status is not m.SessionStatus.CLOSED and (p.sessions is None or s.id in p.sessions)
+            ]
+            snapshot = m.Snapshot(head=head, sessions=open_sessions, fleet=m.Fleet(open=len(open_sessions)))
+        return m.Subscription(subscription=subscription, head=head, snapshot=snapshot)
 
     async def do_events_unsubscribe(self, peer: Peer, p: m.SubscriptionRef) -> m.Removed:
         peer.subscriptions.pop(p.subscription, None)
@@ -406,23 +427,29 @@ class FakeDaemon:
         info.status_since = now()
         self.emit(m.EventKind.SESSION_STATUS, session=info.id, status=status.value)
 
+    def _new_session(
+        self, agent: str, root: str | None, placement: str | None, **fields: Any
+    ) -> m.SessionInfo:
+        info = m.SessionInfo(
+            id=f"s-{uuid.uuid4().hex[:8]}",
+            agent=agent,
+            root=root or "/",
+            placement=placement or "here",  # type: ignore[arg-type]
+            status=m.SessionStatus.IDLE,
+            status_since=now(),
+            created_at=now(),
+            **fields,
+        )
+        self.sessions[info.id] = info
+        self.session_locks[info.id] = asyncio.Lock()
+        return info
+
     async def do_session_open(self, peer: Peer, p: m.SessionOpenParams) -> m.SessionOpenResult:
         self._agent(p.agent)
-        opened = []
-        for _ in range(p.count):
-            info = m.SessionInfo(
-                id=f"s-{uuid.uuid4().hex[:8]}",
-                agent=p.agent,
-                root=p.root or "/",
-                placement="here",
-                title=p.title,
-                status=m.SessionStatus.IDLE,
-                status_since=now(),
-                created_at=now(),
-            )
-            self.sessions[info.id] = info
-            self.session_locks[info.id] = asyncio.Lock()
-            opened.append(info)
+        opened = [
+            self._new_session(p.agent, p.root, p.placement, title=p.title, run=peer.run)
+            for _ in range(p.count)
+        ]
         return m.SessionOpenResult(sessions=opened)
 
     async def do_session_list(self, peer: Peer, p: m.SessionListParams) -> m.SessionPage:
@@ -432,6 +459,8 @@ class FakeDaemon:
             if (p.agent is None or s.agent == p.agent)
             and (p.status is None or s.status in p.status)
             and (p.include_closed or s.status is not m.SessionStatus.CLOSED)
+            and (p.run is None or s.run == p.run)
+            and (p.kind is None or s.kind in p.kind)
         ]
         start = int(p.cursor or 0)
         size = min(p.limit, self.page_size)
@@ -496,11 +525,14 @@ class FakeDaemon:
         finally:
             del self.turns[turn.id]
             self.touch()
+            async with self.turn_ended:
+                self.turn_ended.notify_all()
 
     async def _run_turn(self, peer: Peer, info: m.SessionInfo, turn: Turn) -> m.TurnResult:
         started = now()
         self.active += 1
         self.most_active = max(self.most_active, self.active)
+        info.queued_turns = 0
         self._set_status(info, m.SessionStatus.WORKING)
         self.emit(m.EventKind.TURN_STARTED, session=info.id, turn=turn.id)
         self.touch()
@@ -533,6 +565,8 @@ class FakeDaemon:
             self.emit(m.EventKind.TURN_ENDED, session=info.id, turn=turn.id, error=error)
             raise RpcError(ErrorCode.AGENT_ERROR, error, {"agentCode": -1})
         info.turns += 1
+        busy = (info.usage.busy_seconds if info.usage else 0.0) + (now() - started).total_seconds()
+        info.usage = m.SessionUsage(turns=info.turns, total_tokens=10 * info.turns, busy_seconds=busy)
         self._transcribe(info.id, turn.id, "user", turn.prompt)
         self._transcribe(info.id, turn.id, "agent", text)
         info.recap = text.splitlines()[0] if text else None
@@ -547,3 +581,222 @@ class FakeDaemon:
         else:
             self.emit(m.EventKind.TURN_ENDED, session=info.id, turn=turn.id, stopReason=stop)
         return result
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def prompt_in_background(self, peer: Peer, session: str, prompt: str) -> None:
+        params = m.SessionPromptParams(session=session, prompt=prompt, turn_id=uuid.uuid4().hex)
+        with contextlib.suppress(RpcError):
+            await self.do_session_prompt(peer, params)
+
+    # ------------------------------------------------------------ runs
+
+    async def do_run_declare(self, peer: Peer, p: m.RunDeclareParams) -> m.RunInfo:
+        if peer.run is not None and self.runs[peer.run].outcome is None:
+            raise RpcError(ErrorCode.CONFLICT, f"this connection's run {peer.run!r} has not ended")
+        run = m.RunInfo(id=f"r-{uuid.uuid4().hex[:8]}", name=p.name, argv=p.argv, cwd=p.cwd, started_at=now())
+        self.runs[run.id] = run
+        peer.run = run.id
+        return self.run_info(run.id)
+
+    def end_run(self, run_id: str, outcome: str) -> None:
+        run = self.runs[run_id]
+        if run.outcome is None:
+            run.outcome = outcome  # type: ignore[assignment]
+            run.ended_at = now()
+        self.touch()
+
+    def run_info(self, run_id: str) -> m.RunInfo:
+        run = self.runs[run_id]
+        mine = [s for s in self.sessions.values() if s.run == run_id]
+        end = run.ended_at or now()
+        return run.model_copy(
+            update={
+                "sessions": len(mine),
+                "turns": sum(s.turns for s in mine),
+                "serial_seconds": sum(s.usage.busy_seconds for s in mine if s.usage),
+                "wall_seconds": (end - run.started_at).total_seconds(),
+            }
+        )
+
+    async def do_run_end(self, peer: Peer, p: m.RunEndParams) -> m.RunInfo:
+        if peer.run is None:
+            raise RpcError(ErrorCode.CONFLICT, "this connection declared no run")
+        run_id, peer.run = peer.run, None
+        self.end_run(run_id, p.outcome)
+        return self.run_info(run_id)
+
+    async def do_run_list(self, peer: Peer, p: m.Empty) -> m.RunList:
+        return m.RunList(runs=[self.run_info(r) for r in self.runs])
+
+    async def do_run_get(self, peer: Peer, p: m.RunRef) -> m.RunInfo:
+        if p.run not in self.runs:
+            raise RpcError(ErrorCode.RUN_NOT_FOUND, f"no run {p.run!r}")
+        return self.run_info(p.run)
+
+    # ------------------------------------------------------------ merges
+
+    async def do_merge_request(self, peer: Peer, p: m.MergeParams) -> m.MergeEntry:
+        info = self._session(p.session)
+        if info.placement != "worktree":
+            raise RpcError(
+                ErrorCode.CONFLICT, f"session {info.id!r} works {info.placement}, not in a worktree"
+            )
+        entry = m.MergeEntry(
+            session=info.id,
+            branch=f"sessiond/{info.id}-1",
+            base="main",
+            strategy=p.strategy,
+            gate=p.gate,
+            status="queued",
+            position=1,
+        )
+        self.merges.append(entry)
+        self.emit(m.EventKind.MERGE_STEP, session=info.id, step="queued", branch=entry.branch, position=1)
+        self.spawn(self._merge(entry, p))
+        return entry.model_copy()
+
+    async def _merge(self, entry: m.MergeEntry, p: m.MergeParams) -> None:
+        def step(name: str, **data: Any) -> None:
+            self.emit(m.EventKind.MERGE_STEP, session=entry.session, step=name, branch=entry.branch, **data)
+
+        if self.hold_merges:
+            await self.merge_release.wait()
+        entry.status, entry.position = "running", 0
+        step("started", base="main", strategy=p.strategy, gate=p.gate)
+        title = self.sessions[entry.session].title or ""
+        if "conflict" in title:
+            entry.conflicts = ["app.py"]
+            step("conflict", files=entry.conflicts, base="main")
+            entry.status, entry.reason = "failed", "app.py conflicts with main"
+        else:
+            step("integrated", commit="c0ffee", strategy=p.strategy)
+            if p.gate:
+                step("gate-started", command=p.gate)
+                if "false" in p.gate:
+                    entry.gate_output = "the gate said no"
+                    step("gate-failed", command=p.gate, exitCode=1, output=entry.gate_output)
+                    entry.status, entry.reason = "failed", f"the gate `{p.gate}` failed (exit code 1)"
+                else:
+                    step("gate-passed", command=p.gate)
+        entry.position = None
+        if entry.status == "failed":
+            step("failed", reason=entry.reason, conflicts=entry.conflicts, gateOutput=entry.gate_output)
+            return
+        entry.commit = "c0ffee"
+        step("landed", base="main", commit="c0ffee")
+        entry.kept = None if not p.keep else True
+        step("kept" if p.keep else "cleaned", reason=None)
+        entry.status = "merged"
+        step("merged", base="main", commit="c0ffee")
+
+    async def do_merge_list(self, peer: Peer, p: m.Empty) -> m.MergeList:
+        return m.MergeList(entries=list(self.merges))
+
+    # ------------------------------------------------------------ side chats, tasks, threads
+
+    async def do_session_side(self, peer: Peer, p: m.SideParams) -> m.SideResult:
+        main = self._session(p.session)
+        side = self._new_session(main.agent, main.root, "here", kind="side", parent=main.id, title="side")
+        reply = None
+        if p.question is not None:
+            params = m.SessionPromptParams(session=side.id, prompt=p.question, turn_id=uuid.uuid4().hex)
+            reply = await self.do_session_prompt(peer, params)
+        return m.SideResult(session=side, forked=True, reply=reply)
+
+    def _tree(self, info: m.SessionInfo) -> m.TreeNode:
+        children = [self._tree(s) for s in self.sessions.values() if s.parent == info.id]
+        tokens = (info.usage.total_tokens if info.usage else 0) + sum(c.tokens for c in children)
+        return m.TreeNode(session=info, children=children, tokens=tokens, cost=sum(c.cost for c in children))
+
+    async def do_session_tree(self, peer: Peer, p: m.SessionRef) -> m.TreeNode:
+        return self._tree(self._session(p.session))
+
+    async def do_session_broadcast(self, peer: Peer, p: m.BroadcastParams) -> m.BroadcastResult:
+        if p.threads_of is not None:
+            targets = [
+                s.id for s in self.sessions.values() if s.parent == p.threads_of and s.kind == "thread"
+            ]
+        else:
+            targets = [self._session(s).id for s in p.sessions or []]
+        for session in targets:
+            self.spawn(self.prompt_in_background(peer, session, p.prompt))
+        return m.BroadcastResult(sessions=targets)
+
+    async def do_task_suggest(self, peer: Peer, p: m.TaskSuggestParams) -> m.TaskInfo:
+        agent = p.agent or (self._session(p.from_session).agent if p.from_session else "demo")
+        task = m.TaskInfo(
+            id=f"k-{uuid.uuid4().hex[:8]}",
+            agent=agent,
+            title=p.title,
+            prompt=p.prompt,
+            why=p.why,
+            placement=p.placement,
+            root=p.root,
+            from_session=p.from_session,
+            status="suggested",
+            created_at=now(),
+        )
+        self.tasks[task.id] = task
+        return task
+
+    def _task(self, task_id: str) -> m.TaskInfo:
+        if task_id not in self.tasks:
+            raise RpcError(ErrorCode.TASK_NOT_FOUND, f"no task {task_id!r}")
+        return self.tasks[task_id]
+
+    async def do_task_list(self, peer: Peer, p: m.TaskListParams) -> m.TaskList:
+        found = [
+            t
+            for t in reversed(self.tasks.values())
+            if (p.agent is None or t.agent == p.agent) and (p.status is None or t.status in p.status)
+        ]
+        return m.TaskList(tasks=found)
+
+    async def do_task_accept(self, peer: Peer, p: m.TaskRef) -> m.TaskInfo:
+        task = self._task(p.task)
+        session = self._new_session(
+            task.agent, task.root, task.placement, kind="task", parent=task.from_session
+        )
+        task.status, task.session = "running", session.id
+
+        async def run() -> None:
+            await self.prompt_in_background(peer, session.id, task.prompt)
+            task.status = "done"
+
+        self.spawn(run())
+        return task
+
+    async def do_task_dismiss(self, peer: Peer, p: m.TaskDismissParams) -> m.TaskInfo:
+        task = self._task(p.task)
+        task.status, task.reason = "dismissed", p.reason
+        return task
+
+    async def do_thread_start(self, peer: Peer, p: m.ThreadStartParams) -> m.SessionInfo:
+        parent = self._session(p.parent)
+        thread = self._new_session(
+            parent.agent, parent.root, p.placement or "here", kind="thread", parent=parent.id, title=p.title
+        )
+        thread.queued_turns = 1
+        self.spawn(self.prompt_in_background(peer, thread.id, p.prompt))
+        return thread
+
+    def _report(self, session: str) -> m.ThreadReport:
+        info = self._session(session)
+        busy = any(t.session == info.id for t in self.turns.values()) or info.queued_turns > 0
+        return m.ThreadReport(session=info.id, status=info.status, done=not busy, reply=info.recap)
+
+    async def do_thread_status(self, peer: Peer, p: m.ThreadRef) -> m.ThreadReport:
+        return self._report(p.thread)
+
+    async def do_thread_wait(self, peer: Peer, p: m.ThreadWaitParams) -> m.ThreadReports:
+        async def done() -> None:
+            async with self.turn_ended:
+                await self.turn_ended.wait_for(lambda: all(self._report(t).done for t in p.threads))
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done(), p.timeout)
+        return m.ThreadReports(reports=[self._report(t) for t in p.threads])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 from fake_sessiond import FakeDaemon
 
+from sessiond.client import connect
 from sessiond.client.cli import main, relay
+from sessiond.protocol import models as m
 from sessiond.protocol import paths
 
 pytestmark = pytest.mark.timeout(60)
@@ -213,3 +216,239 @@ def test_relay_copies_both_ways_until_the_daemon_closes(tmp_path: Path) -> None:
         assert relay(ours, stdin.fileno(), stdout.fileno()) == 0
     thread.join(10)
     assert answers.read_bytes() == b"pong:ping"
+
+
+# ---------------------------------------------------------------- the newer commands
+
+
+def test_show_gives_plan_context_changes_recap_and_transcript_tail(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = new_session(capsys)
+    run(capsys, "send", session, "say all done")
+    info = fake.sessions[session]
+    info.plan = m.Plan(
+        entries=[
+            m.PlanEntry(content="Read", status="completed"),
+            m.PlanEntry(content="Fix", status="in_progress"),
+            m.PlanEntry(content="Test"),
+        ],
+        done=1,
+        total=3,
+    )
+    info.context = m.ContextFill(
+        used=41200, size=200000, percent=20.6, cost=m.Cost(amount=0.12, currency="USD")
+    )
+    info.changes = m.Changes(
+        files=[
+            m.ChangedFile(path="src/app.py", kind="modified", added=4, removed=1),
+            m.ChangedFile(path="new.py", kind="added", added=10),
+        ],
+        added=14,
+        removed=1,
+    )
+    code, out, _ = run(capsys, "show", session)
+    assert code == 0
+    lines = out.splitlines()
+    assert f"id          {session}" in lines
+    assert "context     41,200 of 200,000 tokens (20.6%), $0.1200" in lines
+    assert "recap       all done" in lines
+    plan = lines.index("plan (1 of 3 done)")
+    assert lines[plan + 1 : plan + 4] == ["  [x] Read", "  [>] Fix", "  [ ] Test"]
+    files = lines.index("changed files (2, +14 -1)")
+    assert lines[files + 1 : files + 3] == ["  M src/app.py  +4 -1", "  A new.py      +10 -0"]
+    tail = lines.index("transcript (last 2 of 2 lines)")
+    assert lines[tail + 1 :] == ["  user    say all done", "  agent   all done"]
+    code, out, _ = run(capsys, "show", session, "--json", "--lines", "1")
+    (shown,) = json_lines(out)
+    assert shown["plan"]["done"] == 1
+    assert shown["transcript"]["lines"] == [
+        {"n": 1, "role": "agent", "turn": shown["transcript"]["lines"][0]["turn"], "text": "all done"}
+    ]
+
+
+def test_trace_prints_the_log_as_json_lines_and_exits(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = new_session(capsys)
+    run(capsys, "send", session, "say a b")
+    code, out, _ = run(capsys, "trace")
+    events = json_lines(out)
+    assert code == 0
+    assert [e["seq"] for e in events] == list(range(1, fake.seq + 1))
+    code, out, _ = run(capsys, "trace", "--kind", "turn.chunk", "--session", session, "--since", "1")
+    assert [e["data"]["text"] for e in json_lines(out)] == ["a", " b"]
+    code, out, err = run(capsys, "trace", "--run", "r-nope")
+    assert (code, out) == (1, "")
+    assert "no run 'r-nope'" in err
+
+
+def test_runs_list_and_show_wall_beside_serial_time(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with connect(start=False, run="nightly") as daemon:
+        daemon.agent().batch(["sleep 0.05", "sleep 0.05"], "/")
+        assert daemon.run is not None
+        run_id = daemon.run.id
+    _, out, _ = run(capsys, "runs")
+    header, row = out.splitlines()
+    assert header.split() == ["ID", "OUTCOME", "SESSIONS", "TURNS", "WALL", "SERIAL", "STARTED", "NAME"]
+    assert row.split()[:4] == [run_id, "completed", "2", "2"]
+    assert row.endswith("nightly")
+    _code, out, _ = run(capsys, "runs", run_id)
+    pairs = dict(line.split(None, 1) for line in out.splitlines())
+    assert pairs["outcome"] == "completed"
+    assert pairs["time"].endswith(" s")
+    assert " if they went one after another; took " in pairs["time"]
+    _, out, _ = run(capsys, "runs", "--json")
+    (listed,) = json_lines(out)
+    assert listed["serialSeconds"] >= 0.1
+    assert listed["wallSeconds"] > 0
+
+
+def test_fleet(fake: FakeDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    new_session(capsys)
+    _code, out, _ = run(capsys, "fleet")
+    assert out.splitlines()[0] == "fleet      0 working · 1 open"
+    _, out, _ = run(capsys, "fleet", "--json")
+    assert json_lines(out)[0]["open"] == 1
+
+
+def write_prompts(home: Path, text: str) -> Path:
+    path = home / "prompts.txt"
+    path.write_text(text)
+    return path
+
+
+def test_batch_prints_answers_in_order_with_a_last_progress_line(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    prompts = write_prompts(home, 'sleep 0.2\nsay quick\n\n{"prompt": "say from json"}\n')
+    code, out, err = run(capsys, "batch", "--root", "/", str(prompts))
+    assert (code, out) == (0, "slept\nquick\nfrom json\n")
+    assert err.startswith("[########################] 3/3  done 3 · failed 0 · stopped 0 · running 0")
+    (run_info,) = fake.runs.values()
+    assert (run_info.name, run_info.outcome) == ("batch prompts.txt", "completed")
+    assert run_info.argv == sys.argv
+    code, out, err = run(capsys, "batch", "--root", "/", "--max-concurrency", "1", "--json", str(prompts))
+    answers = json_lines(out)
+    assert [(a["index"], a["text"]) for a in answers] == [(0, "slept"), (1, "quick"), (2, "from json")]
+    assert fake.most_active >= 1
+
+
+def test_batch_failures_exit_1_unless_suppressed(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("say fine\nfail broke\n"))
+    code, out, err = run(capsys, "batch", "--root", "/", "-")
+    assert (code, out) == (1, "")
+    assert "sessiond: prompt 2 of 2 failed: broke (1 of 2 failed)" in err
+    assert [r.outcome for r in fake.runs.values()] == ["failed"]
+    prompts = write_prompts(home, "say fine\nfail broke\n")
+    code, out, _ = run(capsys, "batch", "--root", "/", "--suppress", str(prompts))
+    assert (code, out) == (0, "fine\nerror: broke\n")
+    code, out, _ = run(capsys, "batch", "--root", "/", "--suppress", "--json", str(prompts))
+    assert json_lines(out)[1] == {"index": 1, "prompt": "fail broke", "error": "broke", "code": -33005}
+    code, _, err = run(capsys, "batch", str(write_prompts(home, "\n")))
+    assert (code, err) == (2, f"sessiond: no prompts in {home / 'prompts.txt'}\n")
+    code, _, err = run(capsys, "batch", str(write_prompts(home, '{"nope": 1}\n')))
+    assert (code, err) == (2, 'sessiond: line 1: a JSON line must be an object with a "prompt" string\n')
+
+
+def test_merge_waits_prints_the_outcome_and_fails_with_the_conflicts(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with connect(start=False) as daemon:
+        good = daemon.agent().session("/", placement="worktree").id
+        bad = daemon.agent().session("/", placement="worktree", title="conflict").id
+        gated = daemon.agent().session("/", placement="worktree").id
+    code, out, err = run(capsys, "merge", good, "--gate", "make test", "--keep")
+    assert (code, out) == (
+        0,
+        f"merged {good} (sessiond/{good}-1) into main at c0ffee; worktree and branch kept\n",
+    )
+    assert err.splitlines()[0] == f"merge {good}: queued (position 1)"
+    assert f"merge {good}: gate-passed (make test)" in err.splitlines()
+    code, out, _ = run(capsys, "merge", bad, "--strategy", "rebase")
+    assert code == 1
+    assert out.splitlines()[1:] == ["conflicts:", "  app.py", "main and the working copy are as they were"]
+    code, out, _ = run(capsys, "merge", gated, "--gate", "false", "--json")
+    (entry,) = json_lines(out)
+    assert (code, entry["status"], entry["gateOutput"]) == (1, "failed", "the gate said no")
+    code, out, _ = run(capsys, "merge", "--queue")
+    header, *rows = out.splitlines()
+    assert header.split()[:3] == ["SESSION", "STATUS", "POSITION"]
+    assert [row.split()[:2] for row in rows] == [[good, "merged"], [bad, "failed"], [gated, "failed"]]
+    code, _, err = run(capsys, "merge")
+    assert (code, err) == (2, "sessiond: give the SESSION to merge, or --queue to show the merge queue\n")
+
+
+def test_side_prints_the_answer_and_leaves_the_chat_open_unless_closed(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = new_session(capsys)
+    code, out, err = run(capsys, "side", session, "say", "an", "answer")
+    assert (code, out) == (0, "an answer\n")
+    (side,) = [s.id for s in fake.sessions.values() if s.kind == "side"]
+    assert err == (
+        f"side chat {side} (forked from {session}); ask more with `sessiond send {side} ...`, "
+        f"close it with `sessiond close {side}`\n"
+    )
+    assert fake.sessions[side].status is m.SessionStatus.IDLE
+    code, out, _ = run(capsys, "side", session, "say", "bye", "--close", "--json")
+    (shown,) = json_lines(out)
+    assert (shown["forked"], shown["reply"]["text"], shown["session"]["status"]) == (True, "bye", "closed")
+
+
+def test_tasks_listed_accepted_and_dismissed(fake: FakeDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    session = new_session(capsys)
+    with connect(start=False) as daemon:
+        first = daemon.suggest_task("Fix the flaky test", "say fixed", from_session=session)
+        second = daemon.suggest_task("Write docs", "say docs")
+    code, out, _ = run(capsys, "tasks")
+    header, *rows = out.splitlines()
+    assert header.split() == ["ID", "AGENT", "STATUS", "FROM", "SESSION", "TITLE"]
+    assert [row.split()[:4] for row in rows] == [
+        [second.id, "demo", "suggested", "-"],
+        [first.id, "demo", "suggested", session],
+    ]
+    code, out, _ = run(capsys, "tasks", "accept", first.id)
+    accepted = fake.tasks[first.id].session
+    assert out == f"accepted {first.id} (running): Fix the flaky test; in session {accepted}\n"
+    code, out, _ = run(capsys, "tasks", "dismiss", second.id, "--reason", "not now")
+    assert out == f"dismissed {second.id}: not now\n"
+    code, out, _ = run(capsys, "tasks", "--agent", "demo", "--json")
+    listed = json_lines(out)
+    assert (listed[0]["id"], listed[0]["status"]) == (second.id, "dismissed")
+    code, out, err = run(capsys, "tasks", "accept", "k-nope")
+    assert code == 1
+    assert err == "sessiond: no task 'k-nope'; list tasks with `sessiond tasks`\n"
+
+
+def test_tree_indents_side_chats_threads_and_suggested_tasks(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = new_session(capsys)
+    with connect(start=False) as daemon:
+        main = daemon.session(session)
+        side = main.side("say hi")
+        thread = main.thread("say part")
+        daemon.wait_threads([thread])
+        task = daemon.suggest_task("Later", "say later", from_session=main)
+    _code, out, _ = run(capsys, "tree", session)
+    header, *rows = out.splitlines()
+    assert header.split() == ["SESSION", "KIND", "STATUS", "TOKENS", "COST", "TITLE"]
+    assert [row.split()[:3] for row in rows] == [
+        [session, "main", "idle"],
+        [task.id, "task", "suggested"],
+        [side.id, "side", "idle"],
+        [thread.id, "thread", "idle"],
+    ]
+    assert rows[2].startswith(f"  {side.id}")
+    _, out, _ = run(capsys, "tree", session, "--json")
+    assert len(json_lines(out)[0]["children"]) == 2
+
+
+def test_watch_refuses_without_a_terminal(fake: FakeDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "watch")
+    assert (code, err) == (2, "sessiond: watch needs a terminal; for a log, use `sessiond trace --follow`\n")

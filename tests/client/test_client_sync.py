@@ -27,12 +27,14 @@ from sessiond.client import (
     AsyncDaemon,
     AsyncEventStream,
     AsyncSession,
+    AsyncSideChat,
     AsyncTurnStream,
     ConnectionLost,
     Daemon,
     EventStream,
     Session,
     SessionNotFound,
+    SideChat,
     SyncCallInEventLoop,
     TurnStream,
     aconnect,
@@ -47,6 +49,7 @@ TWINS = [
     (AsyncDaemon, Daemon),
     (AsyncAgent, Agent),
     (AsyncSession, Session),
+    (AsyncSideChat, SideChat),
     (AsyncTurnStream, TurnStream),
     (AsyncEventStream, EventStream),
 ]
@@ -56,7 +59,9 @@ ASYNC_PROTOCOL = {
     "__aiter__": "__iter__",
     "__anext__": None,
 }
-RENAMES = {f"Async{name}": name for name in ["Daemon", "Agent", "Session", "TurnStream", "EventStream"]}
+RENAMES = {
+    f"Async{name}": name for name in ["Daemon", "Agent", "SideChat", "Session", "TurnStream", "EventStream"]
+}
 
 
 def public_names(cls: type) -> set[str]:

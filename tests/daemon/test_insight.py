@@ -180,7 +180,7 @@ async def test_a_client_that_stops_reading_is_resynced_not_buffered(daemon: Daem
     async with aconnect(daemon.socket, start=False) as client:
         agent = await client.agent("demo")
         sessions = await agent.sessions(200, work)
-        chatty = "\n".join(f"say line {n} of a long reply that fills the socket" for n in range(60))
+        chatty = "\n".join(f"say line {n} of a long reply that fills the socket" for n in range(90))
         before = daemon.rss_kib()
         await asyncio.gather(*(s.asend(chatty) for s in sessions))
         after = daemon.rss_kib()

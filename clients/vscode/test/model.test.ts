@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ModelChange } from '../src/protocol/model';
-import { event, ManualScheduler, modelWith, session } from './helpers/fixtures';
+import { event, ManualScheduler, modelWith, session, task } from './helpers/fixtures';
 
 test('events at or below the last seq are duplicates and change nothing', () => {
   const model = modelWith([session('s1')], 0);
@@ -140,4 +140,38 @@ test('a snapshot (or a resync) replaces the sessions and carries on from its hea
   assert.equal(model.lastSeq, head);
   assert.equal(model.fleet().cost, 3);
   assert.equal(model.apply(event('session.status', { seq: head, session: 's3', data: { status: 'idle' } })).applied, false);
+});
+
+test('session.opened carries a side chat\'s kind and parent; childSessions lists the open ones', () => {
+  const model = modelWith([session('s1')], 0);
+  model.apply(event('session.opened', { session: 's2', data: { root: '/w/project', placement: 'here', title: 'side of s1', sessionKind: 'side', parent: 's1' } }));
+  model.apply(event('session.opened', { session: 's3', data: { root: '/w/project', placement: 'here' } }));
+  assert.equal(model.sessions.get('s2')?.kind, 'side');
+  assert.equal(model.sessions.get('s2')?.parent, 's1');
+  assert.equal(model.sessions.get('s3')?.kind, 'main');
+  assert.equal(model.sessions.get('s3')?.parent, null);
+  assert.deepEqual(model.childSessions('s1').map((s) => s.id), ['s2']);
+  model.apply(event('session.closed', { session: 's2' }));
+  assert.deepEqual(model.childSessions('s1'), []);
+});
+
+test('task.changed events keep the tasks current; suggestedTasks is the inbox, newest first', () => {
+  const scheduler = new ManualScheduler();
+  const model = modelWith([session('s1')], 0, scheduler);
+  const changes: ModelChange[] = [];
+  model.onDidChange((change) => changes.push(change));
+  model.setTasks([task('k-1', { fromSession: 's1' })]);
+  model.apply(event('task.changed', { session: 's1', data: { task: task('k-2', { fromSession: 's1' }) } }));
+  assert.deepEqual(model.suggestedTasks().map((t) => t.id), ['k-2', 'k-1']);
+  model.apply(event('task.changed', { session: 's1', data: { task: task('k-2', { status: 'running', session: 's4' }) } }));
+  model.apply(event('task.changed', { session: 's1', data: { task: task('k-1', { status: 'dismissed', reason: 'not now' }) } }));
+  assert.deepEqual(model.suggestedTasks(), []);
+  assert.equal(model.tasks.get('k-1')?.reason, 'not now');
+  assert.equal(model.tasks.get('k-2')?.session, 's4');
+  model.apply(event('task.changed', { data: { task: { id: 'k-3' } } }));
+  assert.equal(model.tasks.has('k-3'), false, 'a task without a status is not taken');
+  scheduler.runAll();
+  assert.equal(changes.at(-1)?.tasks, true);
+  model.forget();
+  assert.equal(model.tasks.size, 0);
 });

@@ -3,13 +3,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { TranscriptLine } from '../src/protocol/types';
 import { appendEventLines } from '../src/protocol/transcripts';
+import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../src/ui/around';
 import { diffTarget } from '../src/ui/diff';
 import { permissionPrompt } from '../src/ui/permissions';
-import { sessionPickItems, step } from '../src/ui/quickpick';
+import { pickItem, sessionPickItems, step } from '../src/ui/quickpick';
 import { statusBar } from '../src/ui/status';
 import { renderTranscript, sessionOfTranscriptPath, transcriptPath } from '../src/ui/transcript';
 import { children, describe, parent } from '../src/ui/tree';
-import { event, modelWith, session } from './helpers/fixtures';
+import { event, modelWith, session, task } from './helpers/fixtures';
 
 const busy = () =>
   modelWith([
@@ -158,4 +159,109 @@ test('a changed file diffs its base content against the file now', () => {
   assert.equal(diffTarget(s, { path: 'n.txt', kind: 'added' }).base.path, null);
   assert.equal(diffTarget(s, { path: 'b.txt', kind: 'renamed', oldPath: 'a.txt' }).base.path, 'a.txt');
   assert.equal(diffTarget(s, { path: 'gone.txt', kind: 'deleted' }).deleted, true);
+});
+
+const family = () => {
+  const model = modelWith([
+    session('s1', { title: 'main work' }),
+    session('s2', { title: 'side of s1', kind: 'side', parent: 's1', recap: 'because of a race' }),
+    session('s3', { title: 'Fix the flaky test', kind: 'task', parent: 's1', status: 'working' }),
+    session('s4', { title: 'port the parser', kind: 'thread', parent: 's3' }),
+    session('s5', { status: 'closed' }),
+    session('s6', { title: 'orphan', kind: 'side', parent: 's5' }),
+    session('s7', { kind: 'side', parent: 's1', status: 'closed' }),
+  ]);
+  model.setTasks([
+    task('k-1', { title: 'Older idea', fromSession: 's1', why: 'it failed twice', root: '/w/project' }),
+    task('k-2', { title: 'Newer idea', fromSession: 's1', prompt: 'say newer\nsay more' }),
+    task('k-3', { title: 'Done already', status: 'done', session: 's3' }),
+    task('k-4', { title: 'Not wanted', status: 'dismissed', reason: 'not now' }),
+  ]);
+  return model;
+};
+
+test('side chats, tasks and threads show under their parent session, nested', () => {
+  const model = family();
+  const agentNode = { type: 'agent', agent: 'demo' } as const;
+  // Top level: main sessions, and a child whose parent is closed (it must not vanish).
+  assert.deepEqual(children(model, agentNode), [{ type: 'session', session: 's1' }, { type: 'session', session: 's6' }]);
+  const s1 = { type: 'session', session: 's1' } as const;
+  assert.deepEqual(children(model, s1), [{ type: 'session', session: 's2' }, { type: 'session', session: 's3' }], 'closed children are left out');
+  assert.deepEqual(children(model, { type: 'session', session: 's3' }), [{ type: 'session', session: 's4' }]);
+  assert.equal(describe(model, s1).collapsible, 'collapsed');
+  assert.equal(describe(model, agentNode).description, '5 open · 1 working');
+
+  const side = describe(model, { type: 'session', session: 's2' });
+  assert.equal(side.label, 'side of s1');
+  assert.equal(side.description, 's2 · side chat · idle');
+  assert.equal(side.contextValue, 'session-idle', 'the session menus (send prompt, side chat, close) apply');
+  assert.match(side.tooltip ?? '', /side chat of s1/);
+  assert.equal(describe(model, { type: 'session', session: 's3' }).description, 's3 · task · working');
+  assert.equal(describe(model, { type: 'session', session: 's4' }).description, 's4 · thread · idle');
+
+  assert.deepEqual(parent(model, { type: 'session', session: 's4' }), { type: 'session', session: 's3' });
+  assert.deepEqual(parent(model, { type: 'session', session: 's2' }), s1);
+  assert.deepEqual(parent(model, { type: 'session', session: 's6' }), agentNode);
+  assert.deepEqual(parent(model, s1), agentNode);
+});
+
+test('suggested tasks: a node at the top, one item each, with accept and dismiss on suggested ones', () => {
+  const model = family();
+  const roots = children(model);
+  assert.deepEqual(roots, [{ type: 'tasks' }, { type: 'agent', agent: 'demo' }]);
+  const node = describe(model, roots[0]);
+  assert.equal(node.label, 'Suggested tasks');
+  assert.equal(node.description, '2');
+  assert.equal(node.contextValue, 'tasks');
+  const tasks = children(model, roots[0]);
+  assert.deepEqual(tasks, [{ type: 'task', task: 'k-2' }, { type: 'task', task: 'k-1' }], 'suggested only, newest first');
+  const older = describe(model, tasks[1]);
+  assert.equal(older.label, 'Older idea');
+  assert.equal(older.description, 'demo · from s1');
+  assert.equal(older.contextValue, 'task-suggested');
+  assert.equal(older.icon?.id, 'lightbulb');
+  assert.equal(older.command, undefined, 'a click does not accept');
+  assert.match(older.tooltip ?? '', /why: it failed twice/);
+  assert.match(older.tooltip ?? '', /runs in \/w\/project/);
+  assert.match(older.tooltip ?? '', /say done$/);
+  assert.deepEqual(parent(model, tasks[0]), { type: 'tasks' });
+  const done = describe(model, { type: 'task', task: 'k-3' });
+  assert.equal(done.contextValue, 'task-done');
+  assert.equal(done.description, 'done · demo · in s3');
+  assert.equal(describe(model, { type: 'task', task: 'k-9' }).description, 'gone');
+
+  const empty = modelWith([session('s1')]);
+  assert.deepEqual(children(empty), [{ type: 'agent', agent: 'demo' }], 'no node while the inbox is empty');
+});
+
+test('task quick picks, the dismiss and side chat input boxes, and their messages', () => {
+  const model = family();
+  assert.deepEqual(taskPickItems(model), [
+    { label: '$(lightbulb) Newer idea', description: 'demo · from s1', detail: 'say newer', task: 'k-2' },
+    { label: '$(lightbulb) Older idea', description: 'demo · from s1', detail: 'it failed twice', task: 'k-1' },
+  ]);
+  assert.deepEqual(taskPickItems(modelWith([])), []);
+
+  const dismiss = dismissPrompt(model.tasks.get('k-1'), 'k-1');
+  assert.equal(dismiss.title, 'Dismiss "Older idea"');
+  assert.equal(dismiss.value, 'not now');
+  assert.equal(dismissPrompt(undefined, 'k-9').title, 'Dismiss k-9');
+
+  const side = sideChatPrompt(model.sessions.get('s1'), 's1');
+  assert.equal(side.title, 'Side chat beside main work (s1)');
+  assert.match(side.prompt, /untouched/);
+
+  const answer = sideAnswerMessage({
+    session: model.sessions.get('s2')!,
+    forked: false,
+    reply: { session: 's2', turnId: 't1', text: 'because of a race\nand more', stopReason: 'end_turn', startedAt: '', endedAt: '' },
+  });
+  assert.equal(answer, 'sessiond side chat s2 (from an account of the session): because of a race');
+
+  assert.equal(acceptedMessage(task('k-1', { title: 'X', status: 'running', session: 's8' })), 'Task "X" is running in session s8.');
+  assert.match(acceptedMessage(task('k-1', { title: 'X', status: 'queued' })), /queued/);
+  assert.equal(acceptedMessage(task('k-1', { title: 'X', status: 'failed', reason: 'no git' })), 'Task "X" is failed: no git.');
+
+  // The session quick pick says what a session around a main one is.
+  assert.equal(pickItem(model.sessions.get('s2')!).description, 's2 · demo · side chat of s1 · idle');
 });

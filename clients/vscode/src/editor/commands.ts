@@ -2,6 +2,7 @@ import * as vscode from 'vscode';
 import { describeError } from '../protocol/errors';
 import type { Sessiond } from '../protocol/live';
 import { Methods } from '../protocol/methods';
+import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../ui/around';
 import { sessionName } from '../ui/format';
 import { sessionPickItems, step } from '../ui/quickpick';
 import type { TreeNode } from '../ui/tree';
@@ -103,6 +104,56 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     await sendPrompt(session.id);
   }
 
+  /** A command's task: from a tree node or an id, else picked among the suggested ones. */
+  async function taskOf(arg: string | TreeNode | undefined, placeHolder: string): Promise<string | undefined> {
+    if (typeof arg === 'string') return arg;
+    if (arg?.type === 'task') return arg.task;
+    const items = taskPickItems(model);
+    if (!items.length) {
+      void vscode.window.showInformationMessage('sessiond: no suggested tasks are waiting.');
+      return undefined;
+    }
+    return (await vscode.window.showQuickPick(items, { placeHolder, matchOnDescription: true, matchOnDetail: true }))?.task;
+  }
+
+  async function sideChat(arg?: SessionArg): Promise<void> {
+    const session = await sessionOf(arg, 'Open a side chat beside which session?');
+    if (!session) return;
+    const question = await vscode.window.showInputBox({ ...sideChatPrompt(model.sessions.get(session), session), ignoreFocusOut: true });
+    if (!question) return;
+    const result = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `sessiond: side chat beside ${session}`, cancellable: true },
+      (_progress, token) => run(Methods.sessionSide, () => sessiond.side(session, question, false, token)),
+    );
+    if (!result) return;
+    model.flushChanges();
+    vscode.window.setStatusBarMessage(sideAnswerMessage(result), 10000);
+    setCurrent(result.session.id);
+    await run(Methods.sessionTranscript, () => transcripts.open(result.session.id));
+  }
+
+  async function acceptTask(arg?: string | TreeNode): Promise<void> {
+    const task = await taskOf(arg, 'Accept which suggested task? (it runs in a session of its own)');
+    if (!task) return;
+    const info = await run(Methods.taskAccept, () => sessiond.acceptTask(task));
+    if (!info) return;
+    const open = info.session ? 'Open Transcript' : undefined;
+    const answer = await vscode.window.showInformationMessage(acceptedMessage(info), ...(open ? [open] : []));
+    if (answer && info.session) {
+      setCurrent(info.session);
+      await run(Methods.sessionTranscript, () => transcripts.open(info.session!));
+    }
+  }
+
+  async function dismissTask(arg?: string | TreeNode): Promise<void> {
+    const task = await taskOf(arg, 'Dismiss which suggested task?');
+    if (!task) return;
+    const reason = await vscode.window.showInputBox({ ...dismissPrompt(model.tasks.get(task), task), ignoreFocusOut: true });
+    if (!reason) return;
+    const info = await run(Methods.taskDismiss, () => sessiond.dismissTask(task, reason));
+    if (info) vscode.window.setStatusBarMessage(`sessiond: dismissed "${info.title}": ${reason}`, 5000);
+  }
+
   async function stepTo(direction: 1 | -1): Promise<void> {
     const next = step(model, statusBar.current, direction);
     if (!next) {
@@ -117,6 +168,9 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
   const commands: Record<string, (...args: never[]) => unknown> = {
     'sessiond.newSession': newSession,
     'sessiond.sendPrompt': sendPrompt,
+    'sessiond.sideChat': sideChat,
+    'sessiond.acceptTask': acceptTask,
+    'sessiond.dismissTask': dismissTask,
     'sessiond.cancel': async (arg?: SessionArg) => {
       const session = await sessionOf(arg, 'Cancel the turns of which session?');
       if (!session) return;

@@ -14,7 +14,9 @@ import {
   StreamMessageReader,
   StreamMessageWriter,
   type Event,
+  type Message,
   type MessageConnection,
+  type MessageWriter,
 } from 'vscode-jsonrpc/node';
 import { ErrorCodes } from './errors';
 import { ClientRequests, Lsp, Notifications } from './methods';
@@ -118,11 +120,12 @@ export class SessiondClient {
 
   /** Open a connection over `transport` and run the `initialize` handshake. */
   static async connect(transport: Transport, options: ClientOptions): Promise<SessiondClient> {
+    const made: { client?: SessiondClient } = {};
     const connection = createMessageConnection(
       new StreamMessageReader(transport.input),
-      new StreamMessageWriter(transport.output),
+      new ClosingWriter(new StreamMessageWriter(transport.output), () => made.client?.dispose()),
     );
-    const client = new SessiondClient(connection, transport);
+    const client = (made.client = new SessiondClient(connection, transport));
     try {
       await client.initialize(options);
     } catch (error) {
@@ -205,3 +208,38 @@ export class SessiondClient {
   }
 }
 
+
+/**
+ * The stream writer, except that a failed write closes the connection instead
+ * of rejecting. vscode-jsonrpc 8 rethrows a request's failed write inside an
+ * async Promise executor, where no caller can catch it: a write racing the
+ * socket's close (the daemon going away, a reconnect) became an unhandled
+ * rejection. A write that fails means the connection is gone; disposing it
+ * rejects every pending request, as any dropped connection does.
+ */
+class ClosingWriter implements MessageWriter {
+  constructor(
+    private readonly inner: MessageWriter,
+    private readonly onFailure: (error: unknown) => void,
+  ) {}
+
+  get onError(): MessageWriter['onError'] {
+    return this.inner.onError;
+  }
+
+  get onClose(): MessageWriter['onClose'] {
+    return this.inner.onClose;
+  }
+
+  write(message: Message): Promise<void> {
+    return this.inner.write(message).catch((error: unknown) => this.onFailure(error));
+  }
+
+  end(): void {
+    this.inner.end();
+  }
+
+  dispose(): void {
+    this.inner.dispose();
+  }
+}

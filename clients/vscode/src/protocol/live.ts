@@ -22,6 +22,8 @@ import type {
   ResultOf,
   SessionInfo,
   SessionStatus,
+  SideResult,
+  TaskInfo,
   TurnResult,
 } from './types';
 
@@ -158,6 +160,30 @@ export class Sessiond {
     this.model.removePermission(id);
   }
 
+  /**
+   * Open a side chat beside `session` and ask it `question`: a session of its own
+   * (`kind: side`, `parent: session`) whose answer comes back; the main session is untouched.
+   */
+  async side(session: string, question: string, writable = false, token?: CancellationToken): Promise<SideResult> {
+    const result = await this.request(Methods.sessionSide, { session, question, writable }, token);
+    this.model.upsertSession(result.session);
+    return result;
+  }
+
+  /** Accept a suggested task: it runs in a session of its own (`kind: task`); task.changed events follow it. */
+  async acceptTask(task: string): Promise<TaskInfo> {
+    const info = await this.request(Methods.taskAccept, { task });
+    this.model.upsertTask(info);
+    return info;
+  }
+
+  /** Dismiss a suggested task, saying why. */
+  async dismissTask(task: string, reason: string): Promise<TaskInfo> {
+    const info = await this.request(Methods.taskDismiss, { task, reason });
+    this.model.upsertTask(info);
+    return info;
+  }
+
   cancelProgress(token: string | number): void {
     this.client?.cancelProgress(token);
   }
@@ -243,6 +269,7 @@ export class Sessiond {
     }
     this.subscription = subscribed.subscription;
     await this.refreshAgents(client);
+    await this.refreshTasks(client);
     if (!resuming) {
       if (subscribed.snapshot) this.model.applySnapshot(subscribed.snapshot);
       else this.model.replaceSessions(await this.listSessions(client), subscribed.head);
@@ -259,7 +286,11 @@ export class Sessiond {
     }
     if (notice.subscription !== this.subscription) return;
     const model = this.model;
-    if (notice.resync) model.applySnapshot(notice.resync);
+    if (notice.resync) {
+      // A snapshot has no tasks: list them again.
+      model.applySnapshot(notice.resync);
+      void this.refreshTasks();
+    }
     for (const event of notice.events) {
       const result = model.apply(event);
       for (const id of result.staleSessions) this.staleSessions.add(id);
@@ -304,6 +335,16 @@ export class Sessiond {
       this.model.setAgents((await client.request(Methods.agentList, {})).agents);
     } catch (error) {
       if (!client.isClosed) this.lastErrorValue = `agent/list failed: ${String(error)}`;
+    }
+  }
+
+  /** Every task the daemon keeps (a daemon without task/list has none). */
+  private async refreshTasks(client = this.client): Promise<void> {
+    if (!client || client.isClosed || !client.server.methods.includes(Methods.taskList)) return;
+    try {
+      this.model.setTasks((await client.request(Methods.taskList, {})).tasks);
+    } catch (error) {
+      if (!client.isClosed) this.lastErrorValue = `task/list failed: ${String(error)}`;
     }
   }
 

@@ -1,6 +1,6 @@
 /**
- * One local model of the daemon's agents and sessions, kept current from the
- * event log. No I/O: `Sessiond` (live.ts) feeds it lists, snapshots and
+ * One local model of the daemon's agents, sessions and suggested tasks, kept
+ * current from the event log. No I/O: `Sessiond` (live.ts) feeds it lists, snapshots and
  * events; the UI reads it. Changes are coalesced into one `onDidChange` per
  * `coalesceMs`, naming what changed.
  *
@@ -25,8 +25,13 @@ import type {
   SessionStatus,
   SessionUsage,
   Snapshot,
+  TaskInfo,
   ToolCallView,
 } from './types';
+
+export type TaskStatus = TaskInfo['status'];
+/** `main`, or a side chat, task or thread of its `parent`. */
+export type SessionKind = NonNullable<SessionInfo['kind']>;
 
 /** A permission request waiting for a person. */
 export interface PendingPermission {
@@ -45,6 +50,8 @@ export interface ModelChange {
   sessions: Set<string>;
   agents: boolean;
   permissions: boolean;
+  /** Suggested tasks (task/list, task.changed). */
+  tasks: boolean;
   /** The whole model was replaced (first load, resync). */
   reset: boolean;
 }
@@ -66,6 +73,8 @@ export class FleetModel {
   readonly agents = new Map<string, AgentInfo>();
   readonly sessions = new Map<string, SessionInfo>();
   readonly permissions = new Map<string, PendingPermission>();
+  /** Every task the daemon told of (task/list, task.changed), by id: suggested, running, done or dismissed. */
+  readonly tasks = new Map<string, TaskInfo>();
   /** The daemon's own fleet summary, when it sends one (fleet.summary, snapshots). */
   daemonFleet: Fleet | undefined;
   /** The newest event seq reflected in this model. */
@@ -135,9 +144,24 @@ export class FleetModel {
     this.dropPermissionsOf(id);
   }
 
+  /** Replace every task with a task/list answer. */
+  setTasks(tasks: TaskInfo[]): void {
+    this.tasks.clear();
+    for (const task of tasks) this.tasks.set(task.id, task);
+    this.touch('tasks');
+  }
+
+  /** A task as the daemon gave it (an answer to task/accept or task/dismiss, a task.changed event). */
+  upsertTask(task: TaskInfo): void {
+    this.tasks.set(task.id, task);
+    this.touch('tasks');
+  }
+
   /** Called when the daemon's log started over (a new home): everything known is void. */
   forget(): void {
     this.sessions.clear();
+    this.tasks.clear();
+    this.touch('tasks');
     for (const id of [...this.permissions.keys()]) this.removePermission(id);
     this.daemonFleet = undefined;
     this.lastSeq = 0;
@@ -214,6 +238,8 @@ export class FleetModel {
             root: str(data.root) ?? '',
             placement: 'here',
             title: str(data.title) ?? null,
+            kind: isKind(data.sessionKind) ? data.sessionKind : 'main',
+            parent: str(data.parent) ?? null,
             status: 'idle',
             statusSince: created,
             createdAt: created,
@@ -265,6 +291,11 @@ export class FleetModel {
         const attention = Array.isArray(data.attention) ? (data.attention as Attention[]) : undefined;
         if (session && attention) session.attention = attention;
         else stale();
+        break;
+      }
+      case EventKinds.taskChanged: {
+        const task = obj(data.task) as TaskInfo | undefined;
+        if (task && typeof task.id === 'string' && typeof task.status === 'string') this.upsertTask(task);
         break;
       }
       case EventKinds.fleetSummary: {
@@ -322,6 +353,20 @@ export class FleetModel {
     return [...this.sessions.values()].filter((session) => session.status !== 'closed').sort(byCreation);
   }
 
+  /** The open side chats, tasks and threads started from `session`, oldest first. */
+  childSessions(session: string): SessionInfo[] {
+    return [...this.sessions.values()]
+      .filter((child) => child.parent === session && child.status !== 'closed')
+      .sort(byCreation);
+  }
+
+  /** Tasks waiting in an inbox (`suggested`), newest first, as task/list gives them. */
+  suggestedTasks(): TaskInfo[] {
+    return [...this.tasks.values()]
+      .filter((task) => task.status === 'suggested')
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || naturalCompare(b.id, a.id));
+  }
+
   /** The fleet at a glance, counted from this model; the daemon's cost and timings when it sent them. */
   fleet(): Fleet {
     const byStatus: Record<string, number> = {};
@@ -374,11 +419,12 @@ export class FleetModel {
 }
 
 function toChange(keys: Set<string>): ModelChange {
-  const change: ModelChange = { sessions: new Set(), agents: false, permissions: false, reset: false };
+  const change: ModelChange = { sessions: new Set(), agents: false, permissions: false, tasks: false, reset: false };
   for (const key of keys) {
     if (key.startsWith('session:')) change.sessions.add(key.slice('session:'.length));
     else if (key === 'agents') change.agents = true;
     else if (key === 'permissions') change.permissions = true;
+    else if (key === 'tasks') change.tasks = true;
     else if (key === 'reset') change.reset = true;
   }
   return change;
@@ -395,6 +441,12 @@ export function naturalCompare(a: string, b: string): number {
 
 function isStatus(value: unknown): value is SessionStatus {
   return typeof value === 'string' && (ALL_STATUSES as string[]).includes(value);
+}
+
+const KINDS: SessionKind[] = ['main', 'side', 'task', 'thread'];
+
+function isKind(value: unknown): value is SessionKind {
+  return typeof value === 'string' && (KINDS as string[]).includes(value);
 }
 
 function str(value: unknown): string | undefined {

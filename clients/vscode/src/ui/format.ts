@@ -29,6 +29,13 @@ export const STATUS_LABELS: Record<SessionStatus, string> = {
   closed: 'closed',
 };
 
+/** What a session started from another one is, in words (`main` sessions say nothing). */
+export const KIND_LABELS: Record<'side' | 'task' | 'thread', string> = {
+  side: 'side chat',
+  task: 'task',
+  thread: 'thread',
+};
+
 export function sessionName(session: SessionInfo): string {
   return session.title ? `${session.title} (${session.id})` : session.id;
 }

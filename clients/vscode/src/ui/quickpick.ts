@@ -1,7 +1,7 @@
 /** Quick pick entries for choosing a session: those with a turn in hand first. */
 import { ACTIVE_STATUSES } from '../protocol/model';
 import type { SessionInfo, SessionStatus } from '../protocol/types';
-import { formatPercent, planProgress, STATUS_ICONS, STATUS_LABELS } from './format';
+import { formatPercent, KIND_LABELS, planProgress, STATUS_ICONS, STATUS_LABELS } from './format';
 import type { ModelView } from './view';
 
 export interface SessionPickItem {
@@ -34,7 +34,14 @@ export function pickItem(session: SessionInfo): SessionPickItem {
   const percent = formatPercent(session.context);
   return {
     label: `$(${STATUS_ICONS[session.status]}) ${session.title || session.id}`,
-    description: [session.title ? session.id : undefined, session.agent, STATUS_LABELS[session.status], plan ? `plan ${plan}` : undefined, percent]
+    description: [
+      session.title ? session.id : undefined,
+      session.agent,
+      session.kind && session.kind !== 'main' ? `${KIND_LABELS[session.kind]}${session.parent ? ` of ${session.parent}` : ''}` : undefined,
+      STATUS_LABELS[session.status],
+      plan ? `plan ${plan}` : undefined,
+      percent,
+    ]
       .filter(Boolean)
       .join(' · '),
     detail: session.recap ?? session.plan?.current ?? undefined,

@@ -1,10 +1,12 @@
 /**
- * The "Sessions" tree: agents → sessions → the session's pending permissions,
- * plan entries and changed files. `children` and `describe` are pure
+ * The "Sessions" tree: suggested tasks (when there are any), then agents →
+ * sessions → the session's pending permissions, its side chats, tasks and
+ * threads (sessions whose `parent` it is, nested the same way), plan entries
+ * and changed files. `children` and `describe` are pure
  * functions of the model; the extension turns a `TreeNodeView` into a
  * `vscode.TreeItem` field by field.
  */
-import type { ChangedFile } from '../protocol/types';
+import type { ChangedFile, SessionInfo } from '../protocol/types';
 import { byCreation } from '../protocol/model';
 import {
   CHANGE_LETTERS,
@@ -13,14 +15,18 @@ import {
   formatPercent,
   planProgress,
   PLAN_MARKS,
+  KIND_LABELS,
   sessionName,
   STATUS_COLORS,
   STATUS_ICONS,
   STATUS_LABELS,
 } from './format';
+import { taskDescription, taskTooltip } from './around';
 import type { ModelView } from './view';
 
 export type TreeNode =
+  | { type: 'tasks' }
+  | { type: 'task'; task: string }
   | { type: 'agent'; agent: string }
   | { type: 'session'; session: string }
   | { type: 'permission'; session: string; permission: string }
@@ -52,12 +58,17 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
   if (!node) {
     const names = new Set(model.agents.keys());
     for (const session of model.openSessions()) names.add(session.agent);
-    return [...names].sort((a, b) => (a === 'demo' ? -1 : b === 'demo' ? 1 : a.localeCompare(b))).map((agent) => ({ type: 'agent', agent }));
+    const agents: TreeNode[] = [...names]
+      .sort((a, b) => (a === 'demo' ? -1 : b === 'demo' ? 1 : a.localeCompare(b)))
+      .map((agent) => ({ type: 'agent', agent }));
+    return model.suggestedTasks().length ? [{ type: 'tasks' }, ...agents] : agents;
   }
   switch (node.type) {
+    case 'tasks':
+      return model.suggestedTasks().map((task) => ({ type: 'task', task: task.id }));
     case 'agent':
       return [...model.sessions.values()]
-        .filter((session) => session.agent === node.agent && session.status !== 'closed')
+        .filter((session) => session.agent === node.agent && session.status !== 'closed' && !parentSession(model, session))
         .sort(byCreation)
         .map((session) => ({ type: 'session', session: session.id }));
     case 'session': {
@@ -66,6 +77,7 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
       const out: TreeNode[] = model
         .permissionsOf(session.id)
         .map((permission) => ({ type: 'permission', session: session.id, permission: permission.id }));
+      for (const child of model.childSessions(session.id)) out.push({ type: 'session', session: child.id });
       if (session.plan?.entries?.length) out.push({ type: 'plan', session: session.id });
       if (session.changes?.files?.length) out.push({ type: 'changes', session: session.id });
       return out;
@@ -89,6 +101,31 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
 
 export function describe(model: ModelView, node: TreeNode): TreeNodeView {
   switch (node.type) {
+    case 'tasks': {
+      const count = model.suggestedTasks().length;
+      return {
+        id: 'tasks',
+        label: 'Suggested tasks',
+        description: String(count),
+        tooltip: `${count} task${count === 1 ? '' : 's'} suggested by sessions, waiting to be accepted or dismissed`,
+        icon: { id: 'lightbulb' },
+        contextValue: 'tasks',
+        collapsible: 'expanded',
+      };
+    }
+    case 'task': {
+      const task = model.tasks.get(node.task);
+      if (!task) return { id: `task:${node.task}`, label: node.task, description: 'gone', contextValue: 'gone', collapsible: 'none' };
+      return {
+        id: `task:${task.id}`,
+        label: task.title,
+        description: taskDescription(task),
+        tooltip: taskTooltip(task),
+        icon: { id: task.status === 'suggested' ? 'lightbulb' : task.status === 'dismissed' ? 'circle-slash' : 'tasklist' },
+        contextValue: `task-${task.status}`,
+        collapsible: 'none',
+      };
+    }
     case 'agent': {
       const agent = model.agents.get(node.agent);
       const open = [...model.sessions.values()].filter((s) => s.agent === node.agent && s.status !== 'closed');
@@ -111,7 +148,9 @@ export function describe(model: ModelView, node: TreeNode): TreeNodeView {
       if (!session) return gone(node.session);
       const plan = planProgress(session.plan);
       const percent = formatPercent(session.context);
+      const kind = session.kind && session.kind !== 'main' ? KIND_LABELS[session.kind] : undefined;
       const description = [
+        kind,
         STATUS_LABELS[session.status],
         plan ? `plan ${plan}` : undefined,
         percent,
@@ -121,6 +160,7 @@ export function describe(model: ModelView, node: TreeNode): TreeNodeView {
         .join(' · ');
       const tooltip = [
         sessionName(session),
+        kind && session.parent ? `${kind} of ${session.parent}` : undefined,
         `${STATUS_LABELS[session.status]} since ${session.statusSince}`,
         `${session.placement} in ${session.root}`,
         session.plan?.current ? `now: ${session.plan.current}` : undefined,
@@ -130,7 +170,11 @@ export function describe(model: ModelView, node: TreeNode): TreeNodeView {
       ]
         .filter(Boolean)
         .join('\n');
-      const hasChildren = model.permissionsOf(session.id).length || session.plan?.entries?.length || session.changes?.files?.length;
+      const hasChildren =
+        model.permissionsOf(session.id).length ||
+        model.childSessions(session.id).length ||
+        session.plan?.entries?.length ||
+        session.changes?.files?.length;
       return {
         id: `session:${session.id}`,
         label: session.title || session.id,
@@ -214,6 +258,12 @@ function fileDescription(file: ChangedFile): string {
     .join(' · ');
 }
 
+/** The open session `session` was started from, when the model has it (else it shows under its agent). */
+function parentSession(model: ModelView, session: SessionInfo): SessionInfo | undefined {
+  const parent = session.parent ? model.sessions.get(session.parent) : undefined;
+  return parent && parent.status !== 'closed' && parent.id !== session.id ? parent : undefined;
+}
+
 function gone(id: string): TreeNodeView {
   return { id: `session:${id}`, label: id, description: 'gone', contextValue: 'gone', collapsible: 'none' };
 }
@@ -226,11 +276,16 @@ export function nodeKey(node: TreeNode): string {
 /** The parent of a node (for TreeView.reveal). */
 export function parent(model: ModelView, node: TreeNode): TreeNode | undefined {
   switch (node.type) {
+    case 'tasks':
     case 'agent':
       return undefined;
+    case 'task':
+      return { type: 'tasks' };
     case 'session': {
       const session = model.sessions.get(node.session);
-      return session ? { type: 'agent', agent: session.agent } : undefined;
+      if (!session) return undefined;
+      const above = parentSession(model, session);
+      return above ? { type: 'session', session: above.id } : { type: 'agent', agent: session.agent };
     }
     case 'permission':
     case 'plan':

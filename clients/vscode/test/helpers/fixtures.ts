@@ -1,6 +1,6 @@
 import { FleetModel } from '../../src/protocol/model';
 import type { Scheduler } from '../../src/protocol/coalesce';
-import type { AgentInfo, Event, SessionInfo } from '../../src/protocol/types';
+import type { AgentInfo, Event, SessionInfo, TaskInfo } from '../../src/protocol/types';
 
 let seq = 0;
 
@@ -15,6 +15,19 @@ export function session(id: string, fields: Partial<SessionInfo> = {}): SessionI
     status: 'idle',
     statusSince: created,
     createdAt: created,
+    ...fields,
+  };
+}
+
+export function task(id: string, fields: Partial<TaskInfo> = {}): TaskInfo {
+  const n = Number(id.replace(/\D/g, '')) || 0;
+  return {
+    id,
+    agent: 'demo',
+    title: `task ${id}`,
+    prompt: 'say done',
+    status: 'suggested',
+    createdAt: new Date(Date.UTC(2026, 10, 29, 11, 0, n)).toISOString(),
     ...fields,
   };
 }

@@ -1,0 +1,535 @@
+"""``sessiond watch``: a live terminal view of every session.
+
+One row per open session: status, plan progress, context fill, changed
+files, and the last line it said, kept current from the event log (a
+subscription with a snapshot, then its events), redrawn in place with curses.
+Keys step between the sessions that are working now and open one (the view
+of ``sessiond show``, kept current too); ``q`` quits.
+
+``WatchModel`` is the state and its event handling, with no terminal: the
+tests drive it directly. ``watch`` runs it under curses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import curses
+import os
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from sessiond.client.aio import AsyncDaemon, AsyncEventStream, StrPath, aconnect
+from sessiond.protocol.models import (
+    Attention,
+    Changes,
+    ContextFill,
+    Event,
+    EventKind,
+    Fleet,
+    Plan,
+    SessionInfo,
+    SessionStatus,
+    SessionUsage,
+    Snapshot,
+    Transcript,
+)
+
+KEYS_HELP = "j/k move · n/p next/prev working · enter open · esc back · q quit"
+REDRAW_INTERVAL = 0.1  # at most ten frames a second
+TRANSCRIPT_LINES = 200
+STATUS_LABELS = {
+    SessionStatus.IDLE: "idle",
+    SessionStatus.QUEUED: "queued",
+    SessionStatus.WORKING: "working",
+    SessionStatus.NEEDS_YOU: "NEEDS YOU",
+    SessionStatus.FAILED: "failed",
+    SessionStatus.STOPPED: "stopped",
+    SessionStatus.CLOSED: "closed",
+}
+
+
+class WatchModel:
+    """What the view shows: the open sessions in the order they were opened, the fleet,
+    each session's last line, which one is selected, and whether one is open."""
+
+    def __init__(self, agent: str | None = None) -> None:
+        self.agent = agent
+        self.sessions: dict[str, SessionInfo] = {}
+        self.last_line: dict[str, str] = {}
+        self.fleet: Fleet | None = None
+        self.head = 0
+        self.selected: str | None = None
+        self.opened: str | None = None  # the session whose view is shown, if any
+        self.transcript: Transcript | None = None
+        self.scroll = 0  # first line shown of the open view
+        self.missing: set[str] = set()  # sessions heard of and not yet read (session/get)
+        self.tails: set[str] = set()  # working sessions whose reply so far was said before we looked
+        self.transcript_stale = False
+        self.changed = True
+
+    # ------------------------------------------------------------ state
+
+    def load(self, snapshot: Snapshot) -> None:
+        """Start over from a snapshot (at subscription, or after a resync)."""
+        self.sessions = {s.id: s for s in snapshot.sessions if s.status is not SessionStatus.CLOSED}
+        self.fleet = snapshot.fleet
+        self.head = snapshot.head
+        for session in self.sessions.values():
+            self.last_line.setdefault(session.id, session.recap or "")
+            if session.status in (SessionStatus.WORKING, SessionStatus.NEEDS_YOU):
+                self.tails.add(session.id)
+        self._keep_selection()
+        self.transcript_stale = self.opened is not None
+        self.changed = True
+
+    def add(self, info: SessionInfo) -> None:
+        """A session read with session/get (after its ``session.opened``, or to catch up)."""
+        self.missing.discard(info.id)
+        if info.status is SessionStatus.CLOSED or (self.agent and info.agent != self.agent):
+            return
+        known = info.id in self.sessions
+        self.sessions[info.id] = info
+        if not known:
+            self.sessions = dict(sorted(self.sessions.items(), key=lambda item: item[1].created_at))
+        if not self.last_line.get(info.id):
+            self.last_line[info.id] = info.recap or ""
+        self._keep_selection()
+        self.changed = True
+
+    def apply(self, event: Event) -> None:
+        """Bring the state forward by one event."""
+        self.head = max(self.head, event.seq)
+        kind, data, sid = event.kind, event.data, event.session
+        if kind is EventKind.FLEET:
+            with contextlib.suppress(ValidationError):
+                self.fleet = Fleet.model_validate(data)
+                self.changed = True
+            return
+        if sid is None:
+            return
+        if kind is EventKind.SESSION_OPENED:
+            if sid not in self.sessions and (self.agent is None or event.agent == self.agent):
+                self.missing.add(sid)
+            return
+        if kind is EventKind.SESSION_CLOSED:
+            self.sessions.pop(sid, None)
+            self.last_line.pop(sid, None)
+            self._keep_selection()
+            self.changed = True
+            return
+        info = self.sessions.get(sid)
+        if info is None:
+            return
+        try:
+            self._apply_to(info, kind, data, event.time)
+        except (ValidationError, ValueError, TypeError):
+            self.missing.add(sid)  # something this client cannot read: read the session again
+        if sid == self.opened and kind in (EventKind.TURN_CHUNK, EventKind.TURN_ENDED, EventKind.TURN_QUEUED):
+            self.transcript_stale = True
+        self.changed = True
+
+    def tail(self, session: str, transcript: Transcript) -> None:
+        """What a working session said before we looked: the last line of its transcript."""
+        self.tails.discard(session)
+        said = [line.text for line in transcript.lines if line.role == "agent" and line.text.strip()]
+        if said and not self.last_line.get(session):
+            self.last_line[session] = said[-1]
+            self.changed = True
+
+    def _apply_to(self, info: SessionInfo, kind: EventKind, data: dict[str, Any], at: datetime) -> None:
+        if kind is EventKind.SESSION_STATUS:
+            status = SessionStatus(data["status"])
+            if status is SessionStatus.CLOSED:
+                self.sessions.pop(info.id, None)
+                self._keep_selection()
+                return
+            info.status = status
+            since = data.get("since")
+            info.status_since = datetime.fromtimestamp(since, UTC) if isinstance(since, int | float) else at
+        elif kind is EventKind.SESSION_PLAN:
+            plan = data.get("plan")
+            info.plan = Plan.model_validate(plan) if plan is not None else None
+        elif kind is EventKind.SESSION_USAGE:
+            if data.get("context") is not None:
+                info.context = ContextFill.model_validate(data["context"])
+            if data.get("usage") is not None:
+                info.usage = SessionUsage.model_validate(data["usage"])
+        elif kind is EventKind.SESSION_CHANGES:
+            changes = data.get("changes")
+            info.changes = Changes.model_validate(changes) if changes is not None else None
+        elif kind is EventKind.SESSION_ATTENTION:
+            info.attention = [Attention(a) for a in data.get("attention", [])]
+        elif kind is EventKind.TURN_STARTED:
+            self.last_line[info.id] = ""
+            info.queued_turns = max(info.queued_turns - 1, 0)
+        elif kind is EventKind.TURN_QUEUED:
+            info.queued_turns += 1
+        elif kind is EventKind.TURN_CHUNK:
+            text = self.last_line.get(info.id, "") + str(data.get("text", ""))
+            self.last_line[info.id] = text[-2000:]
+        elif kind is EventKind.TURN_ENDED:
+            info.turns += 1
+            if data.get("error"):
+                self.last_line[info.id] = f"error: {data['error']}"
+                info.last_error = str(data["error"])
+            elif data.get("stopReason"):
+                info.last_stop_reason = data["stopReason"]
+            reply = self.last_line.get(info.id, "")
+            first = next((line for line in reply.splitlines() if line.strip()), "")
+            if first and not data.get("error"):
+                info.recap = first
+            elif not reply:
+                self.missing.add(info.id)  # its reply was said before we looked: read its recap
+        elif kind is EventKind.PERMISSION_ASKED:
+            tool = data.get("toolCall") or {}
+            self.last_line[info.id] = f"asks: {tool.get('title', 'permission')}"
+
+    # ------------------------------------------------------------ selection
+
+    def rows(self) -> list[SessionInfo]:
+        return list(self.sessions.values())
+
+    def working(self) -> list[str]:
+        """The sessions working now (or needing you), in the listing's order."""
+        busy = (SessionStatus.WORKING, SessionStatus.NEEDS_YOU)
+        return [s.id for s in self.sessions.values() if s.status in busy]
+
+    def move(self, step: int) -> None:
+        ids = list(self.sessions)
+        if not ids:
+            return
+        index = ids.index(self.selected) if self.selected in ids else 0
+        self.selected = ids[max(0, min(len(ids) - 1, index + step))]
+        self.changed = True
+
+    def step_working(self, step: int) -> None:
+        """Select the next (or previous) working session after the selected one, wrapping."""
+        ids = list(self.sessions)
+        working = set(self.working())
+        if not working:
+            return
+        start = ids.index(self.selected) if self.selected in ids else -1 if step > 0 else 0
+        for offset in range(1, len(ids) + 1):
+            candidate = ids[(start + step * offset) % len(ids)]
+            if candidate in working:
+                self.selected = candidate
+                break
+        if self.opened is not None:
+            self.open()
+        self.changed = True
+
+    def open(self) -> None:
+        if self.selected in self.sessions:
+            self.opened = self.selected
+            self.transcript = None
+            self.transcript_stale = True
+            self.scroll = 0
+            self.changed = True
+
+    def back(self) -> None:
+        self.opened = None
+        self.transcript = None
+        self.changed = True
+
+    def _keep_selection(self) -> None:
+        if self.selected not in self.sessions:
+            self.selected = next(iter(self.sessions), None)
+        if self.opened is not None and self.opened not in self.sessions:
+            self.back()
+
+    # ------------------------------------------------------------ text
+
+    def header(self) -> str:
+        from sessiond.client.cli import fleet_line
+
+        fleet = fleet_line(self.fleet) if self.fleet else f"{len(self.sessions)} open"
+        if self.fleet is not None and self.fleet.cost:
+            fleet += f" · ${self.fleet.cost:.2f}"
+        working = self.working()
+        where = ""
+        if self.selected in working:
+            where = f"  [working {working.index(self.selected) + 1} of {len(working)}]"
+        return f"sessiond watch  {fleet}{where}"
+
+    def row(self, info: SessionInfo) -> str:
+        plan = f"{info.plan.done}/{info.plan.total}" if info.plan and info.plan.total else "-"
+        context = "-"
+        if info.context is not None:
+            percent = info.context.percent
+            if percent is None:
+                percent = 100 * info.context.used / max(info.context.size, 1)
+            context = f"{percent:.0f}%{'~' if info.context.estimated else ''}"
+        files = "-"
+        if info.changes is not None and info.changes.files:
+            files = f"{len(info.changes.files)} +{info.changes.added} -{info.changes.removed}"
+        said = self.last_line.get(info.id) or info.recap or ""
+        lines = [line for line in said.splitlines() if line.strip()]
+        last = " ".join((lines[-1] if lines else "").split())
+        if not last and info.plan is not None and info.plan.current:
+            last = f"({info.plan.current})"
+        mark = ">" if info.id == self.selected else " "
+        flags = "!" if info.attention else " "
+        label = STATUS_LABELS.get(info.status, info.status.value)
+        return (
+            f"{mark}{flags}{info.id:<8} {info.agent[:10]:<10} {label:<9} {plan:>5} {context:>5} {files:>12}"
+            f"  {last}"
+        )
+
+    COLUMNS = f"  {'SESSION':<8} {'AGENT':<10} {'STATUS':<9} {'PLAN':>5} {'CTX':>5} {'FILES':>12}  LAST LINE"
+
+    def detail(self, height: int | None = None) -> list[str]:
+        """The open session as ``sessiond show`` shows it; within ``height`` lines, the
+        transcript keeps its newest lines (the rest can be scrolled to)."""
+        from sessiond.client.cli import show_lines
+
+        info = self.sessions.get(self.opened or "")
+        if info is None:
+            return []
+        transcript = self.transcript
+        if height is not None and transcript is not None and transcript.lines:
+            room = height - len(show_lines(info, None)) - 2  # a blank line and the title
+            keep = max(room, 1)
+            if keep < len(transcript.lines):
+                transcript = transcript.model_copy(update={"lines": transcript.lines[-keep:]})
+        return show_lines(info, transcript)
+
+
+# ---------------------------------------------------------------- the terminal
+
+
+class _Screen:
+    """Draws the model with curses."""
+
+    def __init__(self, window: Any) -> None:
+        self.window = window
+        self.bold = curses.A_BOLD
+        self.reverse = curses.A_REVERSE
+        self.warn = curses.A_BOLD
+        self.dirty = True  # redraw even if nothing in the model changed (a new size)
+        with contextlib.suppress(curses.error):
+            curses.curs_set(0)
+        with contextlib.suppress(curses.error):
+            if curses.has_colors():
+                curses.start_color()
+                curses.use_default_colors()
+                curses.init_pair(1, curses.COLOR_YELLOW, -1)
+                curses.init_pair(2, curses.COLOR_RED, -1)
+                curses.init_pair(3, curses.COLOR_GREEN, -1)
+                self.warn = curses.color_pair(1) | curses.A_BOLD
+
+    def resized(self) -> None:
+        """Tell curses the terminal's size now."""
+        with contextlib.suppress(OSError, curses.error):
+            size = os.get_terminal_size(sys.__stdout__.fileno() if sys.__stdout__ else 1)
+            if (size.lines, size.columns) != self.window.getmaxyx():
+                curses.resizeterm(size.lines, size.columns)
+                self.window.clear()  # the terminal may have cleared itself: repaint every cell
+        self.dirty = True
+
+    def draw(self, model: WatchModel) -> None:
+        window = self.window
+        window.erase()
+        height, width = window.getmaxyx()
+        self._put(0, model.header(), width, self.bold)
+        if model.opened is not None:
+            body = height - 2
+            lines = model.detail(body)
+            model.scroll = max(0, min(model.scroll, len(lines) - body))
+            for y, line in enumerate(lines[model.scroll : model.scroll + body], start=1):
+                self._put(y, line, width)
+        else:
+            self._put(1, WatchModel.COLUMNS, width, self.bold)
+            rows = model.rows()
+            body = height - 3
+            index = next((i for i, s in enumerate(rows) if s.id == model.selected), 0)
+            top = max(0, index - body + 1)
+            for y, info in enumerate(rows[top : top + body], start=2):
+                attribute = 0
+                if info.status is SessionStatus.NEEDS_YOU:
+                    attribute = self.warn
+                elif info.status is SessionStatus.WORKING:
+                    attribute = self.bold
+                if info.id == model.selected:
+                    attribute |= self.reverse
+                self._put(y, model.row(info), width, attribute)
+            if not rows:
+                self._put(2, "no open sessions (open one with `sessiond new`)", width)
+        self._put(height - 1, KEYS_HELP, width, curses.A_DIM)
+        window.noutrefresh()
+        curses.doupdate()
+
+    def _put(self, y: int, text: str, width: int, attribute: int = 0) -> None:
+        height, _ = self.window.getmaxyx()
+        if 0 <= y < height and width > 1:
+            with contextlib.suppress(curses.error):  # the bottom-right cell cannot be written
+                self.window.addnstr(y, 0, text.ljust(width), width - 1, attribute)
+
+
+def handle_key(model: WatchModel, key: int) -> bool:
+    """Apply a key press; False when it asks to quit.
+
+    In the list, j/k (or the arrows) move and page keys move by ten; in an open
+    session they scroll. n/Tab and p/Shift-Tab step between the working sessions,
+    Enter opens the selected one, Esc goes back, q quits.
+    """
+    if key in (ord("q"), ord("Q")):
+        return False
+    steps = {
+        ord("j"): 1,
+        curses.KEY_DOWN: 1,
+        ord("k"): -1,
+        curses.KEY_UP: -1,
+        curses.KEY_NPAGE: 10,
+        ord(" "): 10,
+        curses.KEY_PPAGE: -10,
+    }
+    if key in (27, curses.KEY_LEFT, curses.KEY_BACKSPACE, 127, ord("h")) and model.opened is not None:
+        model.back()
+    elif key in steps:
+        if model.opened is not None:
+            model.scroll = max(0, model.scroll + steps[key])
+            model.changed = True
+        else:
+            model.move(steps[key])
+    elif key in (ord("n"), ord("\t")):
+        model.step_working(1)
+    elif key in (ord("p"), curses.KEY_BTAB):
+        model.step_working(-1)
+    elif key in (ord("\n"), ord("\r"), curses.KEY_ENTER, ord("o"), ord("l"), curses.KEY_RIGHT):
+        model.open()
+    elif key == curses.KEY_RESIZE:
+        model.changed = True
+    return True
+
+
+async def _run(window: Any, socket: StrPath | None, agent: str | None) -> None:
+    model = WatchModel(agent)
+    screen = _Screen(window)
+    window.nodelay(True)
+    window.keypad(True)
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+    keys: list[int] = []
+
+    def read_keys() -> None:
+        while (key := window.getch()) != -1:
+            keys.append(key)
+        wake.set()
+
+    async with aconnect(socket, start=False) as daemon:
+        stream = daemon.events(agents=[agent] if agent else None, snapshot=True)
+        async with stream:
+            if stream.snapshot is not None:
+                model.load(stream.snapshot)
+            loop.add_reader(sys.stdin.fileno(), read_keys)
+
+            # Python's handler replaces curses' own, so the new size is read here and told to curses.
+            def resized() -> None:
+                screen.resized()
+                wake.set()
+
+            loop.add_signal_handler(signal.SIGWINCH, resized)
+            screen.resized()  # the terminal may have changed size before the handler was there
+            reader = asyncio.create_task(_follow(stream, model, wake))
+            try:
+                await _frames(daemon, model, screen, keys, wake, reader)
+            finally:
+                loop.remove_reader(sys.stdin.fileno())
+                loop.remove_signal_handler(signal.SIGWINCH)
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader
+
+
+async def _follow(stream: AsyncEventStream, model: WatchModel, wake: asyncio.Event) -> None:
+    snapshot = stream.snapshot
+    async for event in stream:
+        if stream.snapshot is not snapshot and stream.snapshot is not None:  # a resync: start over
+            snapshot = stream.snapshot
+            model.load(snapshot)
+        model.apply(event)
+        wake.set()
+
+
+async def _frames(
+    daemon: AsyncDaemon,
+    model: WatchModel,
+    screen: _Screen,
+    keys: list[int],
+    wake: asyncio.Event,
+    reader: asyncio.Task[None],
+) -> None:
+    transcript_read_at = 0.0
+    while True:
+        wake.clear()  # before reading what woke it: a wake from here on is not lost
+        while keys:
+            if not handle_key(model, keys.pop(0)):
+                return
+        if reader.done():
+            reader.result()  # the connection was lost: raise it
+            return
+        if model.missing:
+            await _read_missing(daemon, model)
+        for sid in list(model.tails)[:50]:
+            model.tails.discard(sid)
+            with contextlib.suppress(Exception):
+                model.tail(sid, await (await daemon.session(sid)).atranscript(limit=5))
+        now = time.monotonic()
+        if model.opened is not None and model.transcript_stale and now - transcript_read_at > 0.5:
+            model.transcript_stale = False
+            transcript_read_at = now
+            with contextlib.suppress(Exception):
+                model.transcript = await (await daemon.session(model.opened)).atranscript(
+                    limit=TRANSCRIPT_LINES
+                )
+                model.changed = True
+        if model.changed or screen.dirty:
+            model.changed = screen.dirty = False
+            screen.draw(model)
+        timeout = 0.5 if model.transcript_stale else None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), timeout)
+        await asyncio.sleep(REDRAW_INTERVAL)  # pace the frames: events in between are drawn together
+
+
+async def _read_missing(daemon: AsyncDaemon, model: WatchModel) -> None:
+    """Read the sessions heard of by events alone: one by one, or all at once when many."""
+    missing, model.missing = set(model.missing), set()
+    if len(missing) > 20:
+        with contextlib.suppress(Exception):
+            for session in await daemon.sessions(agent=model.agent):
+                if session.id in missing:
+                    model.add(session.info)
+        return
+    for sid in missing:
+        with contextlib.suppress(Exception):
+            model.add((await daemon.session(sid)).info)
+
+
+def watch(socket: StrPath | None = None, *, agent: str | None = None) -> int:
+    """Run the live view until ``q``; its exit status."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(
+            "sessiond: watch needs a terminal; for a log, use `sessiond trace --follow`",
+            file=sys.stderr,
+        )
+        return 2
+    os.environ.setdefault("ESCDELAY", "25")  # Esc goes back at once, not after a second
+    failure: list[BaseException] = []
+
+    def main(window: Any) -> None:
+        try:
+            asyncio.run(_run(window, socket, agent))
+        except BaseException as e:  # shown after curses has given the terminal back
+            failure.append(e)
+
+    curses.wrapper(main)
+    if failure:
+        raise failure[0]
+    return 0

@@ -1,0 +1,297 @@
+"""Runs, stopping, wide batches and the newer CLI commands against the real daemon and demo agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon
+from sessiond.client import aconnect, connect
+from sessiond.protocol.models import EventKind, SessionStatus
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def real() -> Iterator[Daemon]:
+    """One daemon for the module: each test reads only what it made."""
+    daemon = Daemon().start()
+    yield daemon
+    daemon.stop()
+    shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def sessiond(
+    real: Daemon, *argv: str, cwd: Path | None = None, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sessiond.client", *argv],
+        env=real.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        input=input,
+    )
+
+
+def git(repo: Path, *args: str) -> str:
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    return subprocess.run(
+        ["git", *identity, *args], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "app.py").write_text("print('hello')\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "start")
+    return path
+
+
+# ---------------------------------------------------------------- stopping is not failing
+
+
+def test_ctrl_c_stops_a_cli_batch_and_the_run_reads_stopped(real: Daemon, work: Path) -> None:
+    prompts = work / "prompts.txt"
+    hanging = json.dumps({"prompt": "say waiting\nhang"})  # a prompt of two lines, as a JSON line
+    prompts.write_text("say quick\n" + f"{hanging}\n" * 4)
+    with (
+        connect(real.socket, start=False) as watcher,
+        watcher.events(kinds=[EventKind.TURN_STARTED, EventKind.TURN_ENDED]) as turns,
+    ):
+        batch = subprocess.Popen(
+            [sys.executable, "-m", "sessiond.client", "batch", "--root", str(work), str(prompts)],
+            env=real.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started = ended = 0
+        for event in turns:  # the quick one answered, the four others hang
+            started += event.kind is EventKind.TURN_STARTED
+            ended += event.kind is EventKind.TURN_ENDED
+            if (started, ended) == (5, 1):
+                break
+        batch.send_signal(signal.SIGINT)
+        out, err = batch.communicate(timeout=60)
+        assert batch.returncode == 130, err
+        assert out == ""
+        assert err.splitlines()[-1].endswith(
+            f"stopped: every outstanding turn was cancelled; run {watcher.runs()[-1].id} recorded as stopped"
+        )
+        run = watcher.runs()[-1]
+        assert (run.name, run.outcome, run.sessions) == ("batch prompts.txt", "stopped", 5)
+        sessions = [s.info for s in watcher.sessions(run=run.id, include_closed=True)]
+        assert sorted(s.last_stop_reason or "" for s in sessions) == ["cancelled"] * 4 + ["end_turn"]
+        assert {s.status for s in sessions} == {SessionStatus.CLOSED}
+        assert watcher.agent("demo").get().process.active_turns == 0
+        ended = [e for e in watcher.trace(run=run.id, kinds=[EventKind.TURN_ENDED])]
+        assert sorted(e.data.get("stopReason") for e in ended) == ["cancelled"] * 4 + ["end_turn"]
+
+
+async def test_cancelling_an_async_flow_stops_its_run_and_every_turn(real: Daemon, work: Path) -> None:
+    async with aconnect(real.socket, start=False) as watcher:
+        async with watcher.events(kinds=[EventKind.TURN_STARTED]) as started:
+
+            async def flow() -> None:
+                async with aconnect(real.socket, start=False, run="async flow") as daemon:
+                    await (await daemon.agent()).abatch(["hang"] * 3, work)
+
+            task = asyncio.create_task(flow())
+            count = 0
+            async for _ in started:
+                count += 1
+                if count == 3:
+                    break
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        run = (await watcher.runs())[-1]
+        assert (run.name, run.outcome) == ("async flow", "stopped")
+        sessions = await watcher.sessions(run=run.id, include_closed=True)
+        assert [(s.info.status, s.info.last_stop_reason) for s in sessions] == [
+            (SessionStatus.CLOSED, "cancelled")
+        ] * 3
+        assert (await (await watcher.agent("demo")).aget()).process.active_turns == 0
+
+
+async def test_five_hundred_prompts_land_in_order_and_the_run_has_its_times(real: Daemon, work: Path) -> None:
+    async with aconnect(real.socket, start=False, run="five hundred") as daemon:
+        prompts = [f"say answer {n}" for n in range(500)]
+        replies = await (await daemon.agent()).abatch(prompts, work, max_concurrency=None)
+        assert [r.text for r in replies] == [f"answer {n}" for n in range(500)]
+        assert daemon.run is not None
+        run_id = daemon.run.id
+    listed = sessiond(real, "runs")
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(run_id))
+    assert row.split()[:4] == [run_id, "completed", "500", "500"]
+    shown = sessiond(real, "runs", run_id, "--json")
+    run = json.loads(shown.stdout)
+    assert (run["sessions"], run["turns"], run["outcome"]) == (500, 500, "completed")
+    assert 0 < run["wallSeconds"] < run["serialSeconds"]  # they ran side by side
+    text = sessiond(real, "runs", run_id).stdout
+    assert " if they went one after another; took " in text
+
+
+async def test_answers_come_in_order_when_later_prompts_finish_first(real: Daemon, work: Path) -> None:
+    async with aconnect(real.socket, start=False) as daemon:
+        finished: list[str] = []
+        async with daemon.events(kinds=[EventKind.TURN_ENDED]) as ended:
+            prompts = ["sleep 0.4\nsay slow", "sleep 0.2\nsay middle", "say fast"]
+            batch = asyncio.create_task((await daemon.agent()).abatch(prompts, work))
+            async for event in ended:
+                finished.append(event.session or "")
+                if len(finished) == 3:
+                    break
+            replies = await batch
+        assert [r.text for r in replies] == ["slow", "middle", "fast"]
+        assert finished == [r.session for r in reversed(replies)]
+
+
+# ---------------------------------------------------------------- the commands
+
+
+def test_show_trace_fleet_and_the_run_of_a_cli_batch(real: Daemon, work: Path) -> None:
+    batch = sessiond(
+        real, "batch", "--root", str(work), "-", "--json", input='say one\n{"prompt": "say two"}\n'
+    )
+    assert batch.returncode == 0, batch.stderr
+    answers = [json.loads(line) for line in batch.stdout.splitlines()]
+    assert [a["text"] for a in answers] == ["one", "two"]
+    session = sessiond(real, "new", "--root", str(work)).stdout.strip()
+    script = "\n".join(
+        [
+            "plan Read | Write",
+            "progress 1 completed",
+            "write notes.txt a\\nb",
+            "usage 1000 200000 0.5",
+            "say wrote notes",
+        ]
+    )
+    assert sessiond(real, "send", session, script).returncode == 0
+    with connect(real.socket, start=False) as daemon:
+        # The changed files are counted after the turn: wait for them, from the log.
+        for event in daemon.trace(sessions=[session], kinds=[EventKind.SESSION_CHANGES], follow=True):
+            if event.data["changes"]["files"]:
+                break
+    shown = sessiond(real, "show", session).stdout.splitlines()
+    assert "context     1,000 of 200,000 tokens (0.5%), $0.5000" in shown
+    assert shown[shown.index("plan (1 of 2 done)") + 1 :][:2] == ["  [x] Read", "  [ ] Write"]
+    assert "  A notes.txt  +2 -0" in shown
+    assert shown[-1] == "  agent   wrote notes"
+    traced = sessiond(real, "trace", "--session", session, "--kind", "turn.ended")
+    (ended,) = [json.loads(line) for line in traced.stdout.splitlines()]
+    assert (ended["session"], ended["data"]["stopReason"]) == (session, "end_turn")
+    run_id = json.loads(sessiond(real, "runs", "--json").stdout.splitlines()[-1])["id"]
+    of_run = [json.loads(line) for line in sessiond(real, "trace", "--run", run_id).stdout.splitlines()]
+    assert {e["session"] for e in of_run} == {a["session"] for a in answers}
+    fleet = sessiond(real, "fleet").stdout.splitlines()
+    assert fleet[0].startswith("fleet      0 working · ")
+
+
+def test_side_tasks_and_tree(real: Daemon, work: Path) -> None:
+    session = sessiond(real, "new", "--root", str(work)).stdout.strip()
+    assert sessiond(real, "send", session, "say main work").returncode == 0
+    side = sessiond(real, "side", session, "say", "beside")
+    assert (side.returncode, side.stdout) == (0, "beside\n"), side.stderr
+    side_id = side.stderr.split()[2]
+    with connect(real.socket, start=False) as daemon:
+        transcript = daemon.session(session).transcript()
+        assert [line.text for line in transcript.lines] == ["say main work", "main work"]  # untouched
+        task = daemon.suggest_task("Tidy up", "say tidied", from_session=session)
+        other = daemon.suggest_task("Not this", "say no", from_session=session)
+    listed = sessiond(real, "tasks", "--json")
+    assert {t["id"] for t in map(json.loads, listed.stdout.splitlines())} >= {task.id, other.id}
+    accepted = sessiond(real, "tasks", "accept", task.id)
+    assert accepted.stdout.startswith(f"accepted {task.id} "), accepted.stderr
+    dismissed = sessiond(real, "tasks", "dismiss", other.id, "--reason", "out of scope")
+    assert dismissed.stdout == f"dismissed {other.id}: out of scope\n"
+    tree = sessiond(real, "tree", session).stdout.splitlines()
+    assert tree[1].split()[:2] == [session, "main"]
+    assert any(line.split()[:2] == [side_id, "side"] and line.startswith("  ") for line in tree)
+    assert any(line.split()[:3] == [other.id, "task", "dismissed"] for line in tree)
+
+
+def test_merge_a_worktree_session_then_a_conflict_then_the_queue(real: Daemon, work: Path) -> None:
+    repo = make_repo(work / "repo")
+    opened = sessiond(real, "new", "--root", str(repo), "--placement", "worktree", "--json")
+    assert json.loads(opened.stdout)["placement"] == "worktree", opened.stderr
+    with connect(real.socket, start=False) as daemon:
+        first = daemon.session(json.loads(opened.stdout)["id"])
+        second = daemon.agent("demo").session(repo, placement="worktree")
+        first.send("edit app.py hello => first\nsay edited")
+        second.send("edit app.py hello => second\nsay edited")
+    merged = sessiond(real, "merge", first.id, "--gate", "grep -q first app.py")
+    assert merged.returncode == 0, merged.stderr
+    assert merged.stdout.startswith(f"merged {first.id} (")
+    assert merged.stdout.rstrip().endswith("worktree removed")
+    assert f"merge {first.id}: gate-passed (grep -q first app.py)" in merged.stderr.splitlines()
+    assert git(repo, "show", "main:app.py") == "print('first')\n"
+    conflicted = sessiond(real, "merge", second.id)
+    assert conflicted.returncode == 1
+    lines = conflicted.stdout.splitlines()
+    assert lines[0].startswith(f"merge of {second.id} (")
+    assert lines[1:] == ["conflicts:", "  app.py", "main and the working copy are as they were"]
+    assert git(repo, "show", "main:app.py") == "print('first')\n"
+    queue = [json.loads(line) for line in sessiond(real, "merge", "--queue", "--json").stdout.splitlines()]
+    assert {(e["session"], e["status"]) for e in queue} >= {(first.id, "merged"), (second.id, "failed")}
+
+
+async def test_merge_with_a_failing_gate_reports_its_output(real: Daemon, work: Path) -> None:
+    repo = make_repo(work / "repo")
+    async with aconnect(real.socket, start=False) as daemon:
+        session = await (await daemon.agent()).session(repo, placement="worktree")
+        await session.asend("write extra.txt more\nsay wrote")
+        entry = await session.amerge(gate="echo the tests failed; exit 3")
+    assert entry.status == "failed"
+    assert "the tests failed" in (entry.gate_output or "")
+    assert git(repo, "ls-tree", "--name-only", "main").split() == ["app.py"]
+
+
+def test_trace_follow_prints_new_events_until_ctrl_c(real: Daemon, work: Path) -> None:
+    session = sessiond(real, "new", "--root", str(work)).stdout.strip()
+    follower = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sessiond.client",
+            "trace",
+            "--follow",
+            "--session",
+            session,
+            "--kind",
+            "turn.ended",
+        ],
+        env=real.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sessiond(real, "send", session, "say first").returncode == 0
+        assert follower.stdout is not None
+        first = json.loads(follower.stdout.readline())  # printed as it happened
+        assert (first["session"], first["kind"]) == (session, "turn.ended")
+        assert sessiond(real, "send", session, "say second").returncode == 0
+        second = json.loads(follower.stdout.readline())
+        assert second["seq"] > first["seq"]
+    finally:
+        follower.send_signal(signal.SIGINT)
+        follower.communicate(timeout=30)
+    assert follower.returncode == 130

@@ -1,0 +1,229 @@
+"""``sessiond watch``: its model driven by events, and the real thing in a terminal (tmux)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.harness import Daemon
+from sessiond.client import connect
+from sessiond.client.watch import WatchModel, handle_key
+from sessiond.protocol import models as m
+
+pytestmark = pytest.mark.timeout(120)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def info(sid: str, status: m.SessionStatus = m.SessionStatus.IDLE, **fields: Any) -> m.SessionInfo:
+    return m.SessionInfo(
+        id=sid,
+        agent="demo",
+        root="/",
+        placement="here",
+        status=status,
+        status_since=NOW,
+        created_at=NOW,
+        **fields,
+    )
+
+
+class Log:
+    def __init__(self) -> None:
+        self.seq = 100
+
+    def __call__(self, kind: m.EventKind, session: str | None = None, **data: Any) -> m.Event:
+        self.seq += 1
+        return m.Event(seq=self.seq, kind=kind, time=NOW, agent="demo", session=session, data=data)
+
+
+@pytest.fixture
+def model() -> WatchModel:
+    model = WatchModel()
+    sessions = [
+        info("s1"),
+        info("s2", m.SessionStatus.WORKING),
+        info("s3"),
+        info("s4", m.SessionStatus.WORKING),
+    ]
+    model.load(m.Snapshot(head=100, sessions=sessions, fleet=m.Fleet(open=4, working=2)))
+    return model
+
+
+def test_the_rows_show_status_plan_context_files_and_the_last_line(model: WatchModel) -> None:
+    event = Log()
+    model.apply(event(m.EventKind.SESSION_PLAN, "s2", plan={"entries": [], "done": 2, "total": 3}))
+    model.apply(event(m.EventKind.SESSION_USAGE, "s2", context={"used": 50, "size": 200, "percent": 25.0}))
+    changes = {
+        "files": [{"path": "a.py", "kind": "modified", "added": 3, "removed": 1}],
+        "added": 3,
+        "removed": 1,
+    }
+    model.apply(event(m.EventKind.SESSION_CHANGES, "s2", changes=changes))
+    model.apply(event(m.EventKind.TURN_STARTED, "s2"))
+    model.apply(event(m.EventKind.TURN_CHUNK, "s2", text="first line"))
+    model.apply(event(m.EventKind.TURN_CHUNK, "s2", text="\nnow this"))
+    row = model.row(model.sessions["s2"])
+    assert row.split() == ["s2", "demo", "working", "2/3", "25%", "1", "+3", "-1", "now", "this"]
+    model.apply(event(m.EventKind.SESSION_STATUS, "s2", status="needs_you", since=0))
+    model.apply(event(m.EventKind.SESSION_ATTENTION, "s2", attention=["needs_you"]))
+    assert model.row(model.sessions["s2"]).startswith(" !s2       demo       NEEDS YOU")
+    model.apply(event(m.EventKind.TURN_ENDED, "s2", stopReason="end_turn"))
+    assert model.sessions["s2"].recap == "first line"
+    model.apply(event(m.EventKind.FLEET, None, open=4, working=1, needsYou=1))
+    assert model.header() == "sessiond watch  1 working · 1 needs you · 4 open"
+
+
+def test_sessions_come_and_go_with_their_events(model: WatchModel) -> None:
+    event = Log()
+    model.apply(event(m.EventKind.SESSION_OPENED, "s5"))
+    assert model.missing == {"s5"}
+    model.add(info("s5"))
+    assert list(model.sessions) == ["s1", "s2", "s3", "s4", "s5"]
+    model.apply(event(m.EventKind.SESSION_CLOSED, "s1"))
+    model.apply(event(m.EventKind.SESSION_STATUS, "s3", status="closed"))
+    assert list(model.sessions) == ["s2", "s4", "s5"]
+    assert model.selected == "s2"  # the selected one went: the first takes its place
+    model.load(m.Snapshot(head=200, sessions=[info("s9")], fleet=m.Fleet(open=1)))  # a resync
+    assert list(model.sessions) == ["s9"]
+
+
+def test_keys_step_between_working_sessions_and_open_one(model: WatchModel) -> None:
+    assert model.selected == "s1"
+    assert model.working() == ["s2", "s4"]
+    handle_key(model, ord("n"))
+    assert model.selected == "s2"
+    assert model.header().endswith("[working 1 of 2]")
+    handle_key(model, ord("n"))
+    assert model.selected == "s4"
+    handle_key(model, ord("n"))
+    assert model.selected == "s2"  # wraps
+    handle_key(model, ord("p"))
+    assert model.selected == "s4"
+    handle_key(model, ord("k"))
+    assert model.selected == "s3"
+    handle_key(model, ord("\n"))
+    assert model.opened == "s3"
+    assert model.detail()[0] == "id          s3"
+    handle_key(model, ord("n"))  # stepping while one is open opens the next working one
+    assert (model.selected, model.opened) == ("s4", "s4")
+    handle_key(model, 27)
+    assert model.opened is None
+    assert handle_key(model, ord("q")) is False
+
+
+# ---------------------------------------------------------------- in a real terminal
+
+
+class Tmux:
+    """A detached tmux session of its own (its own server socket), read with capture-pane."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.socket = f"sd-test-{uuid.uuid4().hex[:8]}"
+        exports = [f"{key}={value}" for key, value in env.items() if key.startswith("SESSIOND_")]
+        self.run("new-session", "-d", "-s", "watch", "-x", "150", "-y", "30", "env", *exports, *command)
+
+    def run(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30)
+        return done.stdout
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "watch")
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", "watch", *keys)
+
+    def wait_for(self, check: Callable[[str], bool], timeout: float = 30.0) -> str:
+        """Poll the screen until ``check`` holds (the terminal has no event to wait on)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            if time.monotonic() > deadline:
+                size = self.run("display", "-p", "-t", "watch", "#{window_width}x#{window_height}")
+                raise AssertionError(f"the screen ({size.strip()}) never matched; it shows:\n{screen}")
+            time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return "watch" in self.run("list-sessions", "-F", "#{session_name}")
+
+    def kill(self) -> None:
+        self.run("kill-server")
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    running = Daemon().start()
+    yield running
+    running.stop()
+    shutil.rmtree(running.home, ignore_errors=True)
+
+
+def row_of(screen: str, session: str) -> str:
+    """The session's row, as shown (with its marker: ">" when selected)."""
+    return next(line for line in screen.splitlines() if line[2:].startswith(session + " "))
+
+
+def cells(screen: str, session: str) -> list[str]:
+    """The session's row without its marker, split: id, agent, status, plan, ..."""
+    return row_of(screen, session)[2:].split()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed: the terminal test needs it")
+def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, tmp_path: Path) -> None:
+    with connect(daemon.socket, start=False) as client:
+        agent = client.agent("demo")
+        idle, busy, other = agent.sessions(3, tmp_path)
+        idle.send("plan A | B\nprogress 1 completed\nsay first done")
+        tmux = Tmux([sys.executable, "-m", "sessiond.client", "watch"], daemon.env)
+        try:
+            screen = tmux.wait_for(lambda s: "first done" in s)
+            assert screen.splitlines()[0].startswith("sessiond watch  0 working · 3 open")
+            assert row_of(screen, idle.id).startswith(">")  # the first row is selected
+            assert cells(screen, idle.id)[:4] == [idle.id, "demo", "idle", "1/2"]
+            script = "plan Look | Fix\nprogress 1 in_progress\nsay looking now\nhang"
+            turn = subprocess.Popen(
+                [sys.executable, "-m", "sessiond.client", "send", busy.id, script],
+                env=daemon.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            screen = tmux.wait_for(lambda s: "looking now" in s)
+            assert cells(screen, busy.id)[2:4] == ["working", "0/2"]
+            assert "1 working · 3 open" in screen.splitlines()[0]
+            tmux.keys("n")  # to the one working session
+            screen = tmux.wait_for(lambda s: "[working 1 of 1]" in s)
+            assert row_of(screen, busy.id).startswith(">")
+            tmux.keys("Enter")  # open it: its plan and transcript, kept current
+            screen = tmux.wait_for(lambda s: "plan (0 of 2 done)" in s and "agent   looking now" in s)
+            assert f"id          {busy.id}" in screen
+            assert "  [>] Look" in screen
+            tmux.keys("Escape")
+            tmux.wait_for(lambda s: "LAST LINE" in s)
+            tmux.run("resize-window", "-t", "watch", "-x", "100", "-y", "20")  # redrawn at the new size
+            screen = tmux.wait_for(lambda s: len(s.splitlines()) == 20 and s.startswith("sessiond watch"))
+            assert screen.splitlines()[-1].startswith("j/k move")
+            assert cells(screen, busy.id)[2] == "working"
+            other.send("say the third one spoke")
+            tmux.wait_for(lambda s: "the third one spoke" in row_of(s, other.id))
+            assert busy.cancel() == 1
+            turn.wait(30)
+            screen = tmux.wait_for(lambda s: cells(s, busy.id)[2] == "stopped")
+            assert "0 working · 3 open" in screen.splitlines()[0]
+            tmux.keys("q")
+            deadline = time.monotonic() + 30
+            while tmux.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not tmux.alive(), tmux.screen()
+        finally:
+            tmux.kill()
