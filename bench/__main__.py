@@ -29,13 +29,19 @@ async def open_many(count: int) -> list[tuple[str, str, str]]:
             sessions = await agent.sessions(count, d.home)
             elapsed = time.perf_counter() - started
             after = d.rss_kib()
+            # A second batch: the first one's transient memory (the answer's JSON, the
+            # events on their way to the store) is reused, so what grows is what is kept.
+            await agent.sessions(count, d.home)
+            kept = d.rss_kib()
             info = await agent.aget()
             assert len(sessions) == count
             started_processes = len(d.children())
-    per_session = (after - before) * 1024 / count
+    first = (after - before) * 1024 / count
+    per_session = (kept - after) * 1024 / count
     return [
         (f"open {count} sessions in one call", f"{elapsed:.3f} s", "target < 0.5 s"),
-        ("daemon memory per session", f"{per_session:.0f} B", "target < 2048 B"),
+        ("daemon memory kept per session", f"{per_session:.0f} B", "target < 2048 B"),
+        ("daemon memory per session, first batch (with its transient peak)", f"{first:.0f} B", ""),
         ("agent processes started", f"{started_processes} (agent state: {info.process.state})", "target 0"),
     ]
 

@@ -49,6 +49,20 @@ async def _git(cwd: str, *args: str, env: dict[str, str] | None = None) -> str:
     return out.decode(errors="replace")
 
 
+_TOPLEVELS: dict[str, str | None] = {}
+
+
+async def _toplevel(root: str) -> str | None:
+    """The git work tree a root is in, if any; asked of git once per root (two hundred
+    sessions of one root start one git process, not two hundred)."""
+    if root not in _TOPLEVELS:
+        try:
+            _TOPLEVELS[root] = (await _git(root, "rev-parse", "--show-toplevel")).strip()
+        except (GitFailed, OSError):
+            _TOPLEVELS[root] = None
+    return _TOPLEVELS[root]
+
+
 def count_lines(old: str | None, new: str | None) -> tuple[int, int]:
     """(added, removed) lines between two texts."""
     added = removed = 0
@@ -71,10 +85,7 @@ class ChangeTracker:
     async def start(cls, root: str, base: str | None = None) -> ChangeTracker:
         """Record the root's state now (or carry on from a base recorded before a restart)."""
         tracker = cls(root)
-        try:
-            tracker.top = (await _git(root, "rev-parse", "--show-toplevel")).strip()
-        except (GitFailed, OSError):
-            tracker.top = None
+        tracker.top = await _toplevel(root)
         if tracker.top is not None:
             tracker.base = base if base and base != "snapshot" else await tracker._write_tree()
         else:
