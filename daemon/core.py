@@ -684,9 +684,9 @@ class Core:
             wait=False,
         )
         rt.queue.append(turn)
-        self.events.emit(
+        turn.queued_seq = self.events.emit(
             EventKind.TURN_QUEUED, agent=agent.name, session=session.id, turn=turn.id, prompt=turn.prompt
-        )
+        ).seq
         self._pump(session)
         self._set_status(session)
         # The turn belongs to the daemon, not to this request: a client that
@@ -784,7 +784,7 @@ class Core:
         self._set_status(session)
         if self.first_turn_at is None:
             self.first_turn_at = turn.started_at
-        await self._load_transcript(session)
+        await self._load_transcript(session, before=turn.queued_seq)
         ins = self._insight(session)
         ins.turn_began(turn.started_at)
         ins.add_text(turn.prompt)
@@ -1228,14 +1228,14 @@ class Core:
         except Exception as exc:
             log.warning("could not record the starting state of %s: %s", session.id, exc)
 
-    async def _load_transcript(self, session: SessionRecord) -> None:
-        """After a restart, number the transcript on from what the store holds."""
+    async def _load_transcript(self, session: SessionRecord, before: int) -> None:
+        """After a restart, number the transcript on from what the store holds before this turn."""
         ins = self._insight(session)
         if ins.transcript_loaded:
             return
         ins.transcript_loaded = True
         if session.turns:
-            ins.transcript = await self._stored_transcript(session.id, keep=TRANSCRIPT_LINES)
+            ins.transcript = await self._stored_transcript(session.id, keep=TRANSCRIPT_LINES, upto=before - 1)
 
     async def _stored_transcript(
         self, session_id: str, keep: int | None, upto: int | None = None

@@ -203,7 +203,7 @@ class EventLog:
             self.emit(kind, **fields)
 
     def _flush(self) -> None:
-        """Queue every event emitted in this loop iteration as one write, fan out on commit."""
+        """Store every event emitted in this turn of the loop, then fan them out."""
         batch, self._pending = self._pending, []
         self._flushing = False
         rows = [event.row() for event in batch]
@@ -211,15 +211,10 @@ class EventLog:
         def op(conn: sqlite3.Connection) -> None:
             conn.executemany("INSERT INTO events VALUES (?,?,?,?,?,?,?)", rows)
 
-        future = self._store.write(op)
-        if future is None:
-            self._deliver(batch)
-        else:
-            future.add_done_callback(lambda f: self._on_commit(f, batch))
-
-    def _on_commit(self, future: asyncio.Future[None], batch: list[Event]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            log.error("events %d..%d were not stored: %s", batch[0].seq, batch[-1].seq, future)
+        # Committed here and now, not a turn of the loop later: clients see an
+        # event one turn after it happened, and never before it is stored.
+        self._store.write(op, wait=False)
+        self._store.commit_now()
         self._deliver(batch)
 
     def _deliver(self, batch: list[Event]) -> None:

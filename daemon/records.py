@@ -95,6 +95,7 @@ class Turn:
     listeners: list[Any] = field(default_factory=list)
     limit: str | None = None  # why a budget ended it
     touched: bool = False  # it wrote, edited or ran something: its changes need counting
+    queued_seq: int = 0  # the seq of its turn.queued event
 
     @property
     def text(self) -> str:
