@@ -200,7 +200,8 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             )
             screen = tmux.wait_for(lambda s: "looking now" in s)
             assert cells(screen, busy.id)[2:4] == ["working", "0/2"]
-            assert "1 working · 3 open" in screen.splitlines()[0]
+            # The header is the fleet summary, sent at most ten times a second: wait for it.
+            screen = tmux.wait_for(lambda s: "1 working · 3 open" in s.splitlines()[0])
             tmux.keys("n")  # to the one working session
             screen = tmux.wait_for(lambda s: "[working 1 of 1]" in s)
             assert row_of(screen, busy.id).startswith(">")
@@ -218,8 +219,8 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             tmux.wait_for(lambda s: "the third one spoke" in row_of(s, other.id))
             assert busy.cancel() == 1
             turn.wait(30)
-            screen = tmux.wait_for(lambda s: cells(s, busy.id)[2] == "stopped")
-            assert "0 working · 3 open" in screen.splitlines()[0]
+            tmux.wait_for(lambda s: cells(s, busy.id)[2] == "stopped")
+            tmux.wait_for(lambda s: "0 working · 3 open" in s.splitlines()[0])  # the fleet follows
             tmux.keys("q")
             deadline = time.monotonic() + 30
             while tmux.alive() and time.monotonic() < deadline:
