@@ -94,7 +94,11 @@ async def run(count: int, root: Path) -> list[tuple[str, str, str]]:
             sampler = asyncio.create_task(sample())
             streamed = await _turns(driver, root, count)
             stop.set()
-            await asyncio.wait_for(asyncio.gather(*readers), 120)
+            # A reader that fell behind is resynced (its backlog dropped): it may never
+            # count every chunk, so give the readers a bounded while to catch up.
+            _, late = await asyncio.wait(readers, timeout=30)
+            for reader in late:
+                reader.cancel()
             sampling = False
             await sampler
             head = (await driver.status()).head
@@ -114,7 +118,7 @@ async def run(count: int, root: Path) -> list[tuple[str, str, str]]:
         (
             "chunk events delivered per reading client",
             f"{counts[0][0] / streamed:.0f}/s",
-            f"{head} events in the log",
+            f"{min(c[0] for c in counts)} of {expected} delivered; {head} events in the log",
         ),
         ("emit-to-client delay, median / p99", f"{p50:.1f} / {p99:.1f} ms", "target p99 < 50 ms"),
         (
