@@ -45,10 +45,3 @@ class Throttle:
         for key, handle in list(self._due.items()):
             handle.cancel()
             self._fire(key)
-
-    def forget(self, key: Hashable) -> None:
-        handle = self._due.pop(key, None)
-        if handle is not None:
-            handle.cancel()
-        self._latest.pop(key, None)
-        self._last.pop(key, None)
