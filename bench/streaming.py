@@ -36,14 +36,13 @@ def _stalled_subscriber(path: Path) -> socket.socket:
     return sock
 
 
-async def _read_chunks(
-    client: AsyncDaemon, delays: list[float], counted: list[int], stop: asyncio.Event
-) -> None:
+async def _read_chunks(client: AsyncDaemon, delays: list[float], counted: list[int]) -> None:
+    """Count chunk events until all `counted[1]` of them came."""
     async with client.events(kinds=["turn.chunk"]) as events:
         async for event in events:
             delays.append(time.time() - event.time.timestamp())
             counted[0] += 1
-            if stop.is_set() and counted[0] >= counted[1]:
+            if counted[0] >= counted[1]:
                 return
 
 
@@ -76,9 +75,8 @@ async def run(count: int, root: Path) -> list[tuple[str, str, str]]:
             expected = count * LINES
             delays: list[float] = []
             counts = [[0, expected], [0, expected]]
-            stop = asyncio.Event()
             readers = [
-                asyncio.create_task(_read_chunks(r, delays, c, stop))
+                asyncio.create_task(_read_chunks(r, delays, c))
                 for r, c in ((reader_a, counts[0]), (reader_b, counts[1]))
             ]
             await asyncio.sleep(0.5)  # both subscriptions are in place
@@ -93,7 +91,6 @@ async def run(count: int, root: Path) -> list[tuple[str, str, str]]:
 
             sampler = asyncio.create_task(sample())
             streamed = await _turns(driver, root, count)
-            stop.set()
             # A reader that fell behind is resynced (its backlog dropped): it may never
             # count every chunk, so give the readers a bounded while to catch up.
             _, late = await asyncio.wait(readers, timeout=30)

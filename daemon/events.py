@@ -6,6 +6,10 @@ order and are handled before any await) keep it. Subscribers receive events
 only after the store has committed them, in seq order, through a bounded
 queue each; a subscriber that falls behind is cut off with a reason rather
 than allowed to grow the daemon's memory.
+
+A subscriber whose client keeps up is handed its events in the same turn of
+the loop that committed them (its `push`); only one that is backed up, or
+still replaying, waits for its pump task to be woken, a turn later.
 """
 
 from __future__ import annotations
@@ -101,6 +105,9 @@ class Filter:
         return (" AND " + " AND ".join(clauses) if clauses else ""), args
 
 
+BATCH = 500  # events in one notification at most
+
+
 class SubscriberOverflow(Exception):
     pass
 
@@ -124,8 +131,12 @@ class Subscriber:
         self._wakeup = asyncio.Event()
         self.overflowed = False
         self.closed = False
+        # Set by the consumer: sends what is queued now, without waiting; False when it
+        # cannot (backed up, or cut off), and the pump is woken to do it instead.
+        self.push: Callable[[], bool] | None = None
 
     def offer(self, event: Event) -> None:
+        """Queue one event; `offered` ends a batch of them."""
         if self.closed or self.overflowed or not self.filter.matches(event):
             return
         if len(self._queue) >= self.limit:
@@ -136,6 +147,16 @@ class Subscriber:
             self._queue.append(event)
             if event.kind in SUPERSEDED:
                 self._latest[(event.session, event.kind)] = event.seq
+
+    def offered(self) -> None:
+        if not self._queue and not self.overflowed:
+            return
+        if not self.overflowed and self.push is not None:
+            try:
+                if self.push():
+                    return
+            except Exception:  # one client's failure must not stop the others' delivery
+                log.exception("pushing events to a subscriber failed; its pump takes over")
         self._wakeup.set()
 
     def reset(self) -> None:
@@ -150,7 +171,20 @@ class Subscriber:
     def pending(self) -> int:
         return len(self._queue)
 
-    async def next_batch(self, most: int = 500) -> list[Event]:
+    def take(self, most: int = BATCH) -> list[Event]:
+        """The events queued now, in order, at most `most` (fewer when newer states superseded some)."""
+        batch: list[Event] = []
+        while self._queue and len(batch) < most:
+            event = self._queue.popleft()
+            if event.kind in SUPERSEDED:
+                key = (event.session, event.kind)
+                if self._latest.get(key, event.seq) > event.seq:
+                    continue  # a newer state of the same thing is queued behind it
+                self._latest.pop(key, None)
+            batch.append(event)
+        return batch
+
+    async def next_batch(self, most: int = BATCH) -> list[Event]:
         """The next events in order; [] once closed. Raises SubscriberOverflow when it fell behind."""
         batch: list[Event] = []
         while not batch and not self.closed:
@@ -159,14 +193,7 @@ class Subscriber:
                 await self._wakeup.wait()
             if self.overflowed:
                 raise SubscriberOverflow(f"more than {self.limit} events were waiting unread")
-            while self._queue and len(batch) < most:
-                event = self._queue.popleft()
-                if event.kind in SUPERSEDED:
-                    key = (event.session, event.kind)
-                    if self._latest.get(key, event.seq) > event.seq:
-                        continue  # a newer state of the same thing is queued behind it
-                    self._latest.pop(key, None)
-                batch.append(event)
+            batch = self.take(most)
         return batch
 
 
@@ -223,6 +250,7 @@ class EventLog:
         for subscriber in list(self._subscribers):
             for event in batch:
                 subscriber.offer(event)
+            subscriber.offered()
 
     def subscribe(self, event_filter: Filter, *, limit: int = 10_000) -> Subscriber:
         subscriber = Subscriber(event_filter, limit)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import faulthandler
 import fcntl
+import gc
 import ipaddress
 import logging
 import os
@@ -124,6 +125,10 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        # Everything built so far (modules, schemas, the loaded sessions) lives as long as the
+        # daemon: keep it out of the collector's full passes, which otherwise stall the loop.
+        gc.collect()
+        gc.freeze()
         where = str(socket_path) + (f" and tcp {server.tcp_address}" if server.tcp_address else "")
         print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
         attention = asyncio.create_task(core.watch_attention(), name="attention")

@@ -214,6 +214,9 @@ class Connection:
                 through = page[-1].seq if len(page) == REPLAY_PAGE else head
                 await self._send_events(subscription, page, through)
                 after = through
+            # Replayed: from here on, events committed while the client keeps up are
+            # written as they are committed; the loop below sends the rest.
+            subscriber.push = lambda: self._push(subscription, subscriber)
             while True:
                 try:
                     batch = await subscriber.next_batch()
@@ -226,12 +229,33 @@ class Connection:
                     continue
                 if not batch:
                     return
-                through = batch[-1].seq if subscriber.pending else max(events.committed, batch[-1].seq)
-                await self._send_events(subscription, batch, through)
+                self._write_events(subscription, batch, self._through(subscriber, batch))
+                # Back-pressure: a client that reads slowly holds this pump, not the daemon.
+                await self.writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             raise
         except Exception:
             log.exception("subscription %s failed", subscription)
+        finally:
+            subscriber.push = None
+
+    def _push(self, subscription: str, subscriber: Subscriber) -> bool:
+        """Write what `subscriber` has queued, now, while the socket takes it; False leaves it to the pump."""
+        transport = self.writer.transport
+        while subscriber.pending:
+            if (
+                transport.is_closing()
+                or transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
+            ):
+                return False
+            batch = subscriber.take()
+            if batch:
+                self._write_events(subscription, batch, self._through(subscriber, batch))
+        return True
+
+    def _through(self, subscriber: Subscriber, batch: list[Event]) -> int:
+        # With nothing left queued the client has seen everything committed that matches it.
+        return batch[-1].seq if subscriber.pending else max(self.core.events.committed, batch[-1].seq)
 
     async def _send_events(
         self, subscription: str, events: list[Event], through: int, resync: m.Snapshot | None = None
@@ -242,15 +266,17 @@ class Connection:
             )
             self.notify(names.EVENTS_NOTIFY, payload.wire())
         else:
-            # The hot path: each event's JSON is made once, whatever the number of clients.
-            body = (
-                f'{{"jsonrpc":"2.0","method":"{names.EVENTS_NOTIFY}","params":{{"subscription":'
-                f'{json.dumps(subscription)},"events":[{",".join(e.json() for e in events)}],'
-                f'"through":{through}}}}}'
-            ).encode()
-            self._write_body(body)
-        # Back-pressure: a client that reads slowly holds this pump, not the daemon.
+            self._write_events(subscription, events, through)
         await self.writer.drain()
+
+    def _write_events(self, subscription: str, events: list[Event], through: int) -> None:
+        # The hot path: each event's JSON is made once, whatever the number of clients.
+        body = (
+            f'{{"jsonrpc":"2.0","method":"{names.EVENTS_NOTIFY}","params":{{"subscription":'
+            f'{json.dumps(subscription)},"events":[{",".join(e.json() for e in events)}],'
+            f'"through":{through}}}}}'
+        ).encode()
+        self._write_body(body)
 
     def unsubscribe(self, subscription: str) -> None:
         entry = self.subscriptions.pop(subscription, None)

@@ -72,3 +72,41 @@ async def test_a_subscriber_that_falls_behind_is_told_so(tmp_path: Path) -> None
     with pytest.raises(SubscriberOverflow, match="more than 10 events"):
         await asyncio.wait_for(subscriber.next_batch(), 10)
     await store.close()
+
+
+async def test_a_subscriber_that_keeps_up_is_handed_events_as_they_are_committed(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    log = EventLog(store)
+    store.start()
+    subscriber = log.subscribe(Filter())
+    pushed: list[int] = []
+    backed_up = False
+
+    def push() -> bool:
+        if backed_up:
+            return False
+        pushed.extend(e.seq for e in subscriber.take())
+        return True
+
+    subscriber.push = push
+    for i in range(5):
+        log.emit("turn.chunk", session="s1", text=str(i))
+    await store.flush()
+    assert pushed == [1, 2, 3, 4, 5]
+    assert subscriber.pending == 0
+    # Backed up: the events stay queued, in order, for the pump.
+    backed_up = True
+    log.emit("turn.chunk", session="s1", text="5")
+    log.emit("turn.chunk", session="s1", text="6")
+    assert [e.seq for e in await asyncio.wait_for(subscriber.next_batch(), 10)] == [6, 7]
+
+    # A push that fails leaves the events to the pump, and the log delivers to the others.
+    def broken() -> bool:
+        raise ConnectionResetError("gone")
+
+    subscriber.push = broken
+    other = log.subscribe(Filter())
+    log.emit("turn.chunk", session="s1", text="7")
+    assert [e.seq for e in await asyncio.wait_for(subscriber.next_batch(), 10)] == [8]
+    assert [e.seq for e in await asyncio.wait_for(other.next_batch(), 10)] == [8]
+    await store.close()
