@@ -359,15 +359,20 @@ class Around:
             changes=ins.changes if ins else None,
         )
 
-    async def wait(self, params: m.ThreadWaitParams) -> m.ThreadReports:
+    async def wait(self, params: m.ThreadWaitParams, *, waiter: str | None = None) -> m.ThreadReports:
+        """Reports once every thread is done (or at the timeout). `waiter` is the session whose
+        turn is asking, if one is: its agent slot goes to the threads while it waits."""
         sessions = [self.core.get_session(t) for t in params.threads]
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(params.timeout):
-                async with self.core.turn_end:
-                    await self.core.turn_end.wait_for(lambda: all(self.report(s).done for s in sessions))
-                # A report carries the changed files: let their count after the last turn finish.
-                counting = [s.runtime.changes_task for s in sessions if s.runtime and s.runtime.changes_task]
-                await asyncio.gather(*(asyncio.shield(t) for t in counting if not t.done()))
+        async with self.core.slot_lent(waiter):
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(params.timeout):
+                    async with self.core.turn_end:
+                        await self.core.turn_end.wait_for(lambda: all(self.report(s).done for s in sessions))
+                    # A report carries the changed files: let their count after the last turn finish.
+                    counting = [
+                        s.runtime.changes_task for s in sessions if s.runtime and s.runtime.changes_task
+                    ]
+                    await asyncio.gather(*(asyncio.shield(t) for t in counting if not t.done()))
         return m.ThreadReports(reports=[self.report(s) for s in sessions])
 
     def broadcast(self, params: m.BroadcastParams) -> list[str]:

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -761,14 +761,34 @@ class Core:
                 self.turn_end.notify_all()
 
     async def _drive(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> str:
-        slots = agent.slots
-        if slots is not None:
-            await slots.acquire()
+        if agent.slots is not None:
+            slot = agent.slots
+            await slot.acquire()
+            turn.slot = slot
         try:
             return await self._drive_started(agent, session, turn)
         finally:
-            if slots is not None:
-                slots.release()
+            if turn.slot is not None:
+                turn.slot.release()
+                turn.slot = None
+
+    @contextlib.asynccontextmanager
+    async def slot_lent(self, session_id: str | None) -> AsyncIterator[None]:
+        """While a session's running turn waits on other turns (its threads), its agent slot is
+        theirs: with max_active_turns=1 they could not start otherwise. Taken back after."""
+        session = self.sessions.get(session_id) if session_id is not None else None
+        turn = session.runtime.running if session is not None and session.runtime is not None else None
+        slot = turn.slot if turn is not None else None
+        if turn is None or slot is None:
+            yield
+            return
+        turn.slot = None
+        slot.release()
+        try:
+            yield
+        finally:
+            await slot.acquire()  # cancelled here, the turn holds no slot and releases none
+            turn.slot = slot
 
     async def _drive_started(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> str:
         turn.started_at = _now()

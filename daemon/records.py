@@ -96,6 +96,7 @@ class Turn:
     limit: str | None = None  # why a budget ended it
     touched: bool = False  # it wrote, edited or ran something: its changes need counting
     queued_seq: int = 0  # the seq of its turn.queued event
+    slot: asyncio.Semaphore | None = None  # the agent slot it holds while it runs (max_active_turns)
 
     @property
     def text(self) -> str:

@@ -677,7 +677,7 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
     async def thread_wait(p: m.ThreadWaitParams) -> m.ThreadReports:
         for thread in p.threads:
             own_thread(thread)
-        return await core.around.wait(p)
+        return await core.around.wait(p, waiter=conn.acting_for)
 
     async def merge_request(p: m.MergeParams) -> m.MergeEntry:
         return await core.merge(p)

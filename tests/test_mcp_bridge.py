@@ -261,3 +261,24 @@ async def test_a_thread_started_by_an_agent_reports_back(real_daemon: Daemon, wo
 
         waited = await session.asend("wait")
     assert waited.text == f"{thread} idle: hello"
+
+
+async def test_a_coordinator_on_a_one_turn_agent_lends_its_slot_to_the_threads_it_waits_for(
+    real_daemon: Daemon, work: Path
+) -> None:
+    async with aconnect(real_daemon.socket, start=False) as daemon:
+        agent = await daemon.agent(
+            "single", command=(await daemon.agent("demo")).info.command, max_active_turns=1
+        )
+        session = await agent.session(work)
+        # One turn: start a thread, then wait for it. The thread needs the agent's only slot,
+        # which the waiting turn holds; without lending it the wait would end at its timeout.
+        reply = await session.asend("thread say hello\nwait 60\nsay back in my turn")
+        other = await agent.session(work)
+        after = await other.asend("say the slot came back")
+    lines = reply.text.splitlines()
+    assert lines[0].startswith("Started thread "), reply.text
+    thread = lines[0].removeprefix("Started thread ").strip()
+    assert f"{thread} idle: hello" in reply.text
+    assert lines[-1] == "back in my turn"
+    assert after.text == "the slot came back"
