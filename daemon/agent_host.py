@@ -47,12 +47,12 @@ class AgentHost:
     def on_update(self, agent_session_id: str, kind: str, payload: dict[str, Any]) -> None:
         session = self._core.by_agent_session.get((self._agent, agent_session_id))
         if session is not None:
-            self._core.on_update(session, kind, payload)
+            self._core.feed.on_update(session, kind, payload)
 
     async def request_permission(
         self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> str | None:
-        return await self._core.request_permission(self._session(agent_session_id), tool_call, options)
+        return await self._core.permissions.request(self._session(agent_session_id), tool_call, options)
 
     async def read_text_file(
         self, agent_session_id: str, path: str, line: int | None, limit: int | None
@@ -77,7 +77,7 @@ class AgentHost:
         self._refuse_writes(session)
         with _as_client_error():
             real = await placement.write_text(path, content)
-        self._core.wrote(session, real, placement.host)
+        self._core.feed.wrote(session, real, placement.host)
 
     async def create_terminal(
         self,
@@ -90,7 +90,7 @@ class AgentHost:
     ) -> str:
         session, placement = self._placement(agent_session_id)
         self._refuse_writes(session)
-        self._core.touched(session)
+        self._core.feed.touched(session)
         with _as_client_error():
             return await placement.create_terminal(command, args, env, cwd, output_byte_limit)
 

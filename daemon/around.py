@@ -214,7 +214,7 @@ class Around:
                 ErrorCode.INVALID_PARAMS,
                 "agent: say whose inbox (agent), or which session suggests it (fromSession)",
             )
-        self.core.agent_info(self.core._agent(agent))  # refuses an unknown agent
+        self.core.agent_info(self.core.get_agent(agent))  # refuses an unknown agent
         task = self.tasks.add(agent, params, params.root or (source.root if source else None))
         self._announce(task)
         return task
@@ -305,7 +305,7 @@ class Around:
     async def start_thread(self, params: m.ThreadStartParams) -> SessionRecord:
         parent = self.core.get_session(params.parent)
         root = self.root_of(parent)
-        agent = self.core._agent(parent.agent)
+        agent = self.core.get_agent(parent.agent)
         options = agent.spec.options
         threads = sum(1 for s in self.members(root) if s.kind == "thread")
         if options.max_threads is not None and threads >= options.max_threads:
@@ -342,7 +342,7 @@ class Around:
             {"optionId": "reject", "name": "Do not", "kind": "reject_once"},
         ]
         tool_call = {"title": f"start a thread: {prompt[:120]}", "kind": "other"}
-        chosen = await self.core.ask_person(parent, tool_call, options)
+        chosen = await self.core.permissions.ask(parent, tool_call, options)
         return chosen == "allow"
 
     def report(self, session: SessionRecord) -> m.ThreadReport:

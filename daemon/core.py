@@ -24,8 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
 from sessiond.daemon import store as st
 from sessiond.daemon.acp_backend import (
     AgentExited,
@@ -36,27 +34,19 @@ from sessiond.daemon.acp_backend import (
 from sessiond.daemon.agent_host import AgentHost
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.around import Around
-from sessiond.daemon.changes import ChangeTracker
 from sessiond.daemon.events import EventLog
-from sessiond.daemon.insight import (
-    TRANSCRIPT_KINDS,
-    TRANSCRIPT_LINES,
-    Insight,
-    TranscriptBuilder,
-    transcript_pieces,
-)
+from sessiond.daemon.insight_feed import InsightFeed
+from sessiond.daemon.merging import Merging
+from sessiond.daemon.permissions import Permissions
 from sessiond.daemon.placements import (
     PlacementError,
     PlacementOptions,
     make_placement,
     validate_placement,
 )
-from sessiond.daemon.placements.collisions import Collisions
-from sessiond.daemon.placements.merge_queue import MergeQueues, request_for
 from sessiond.daemon.placements.worktree import WorktreePlacement
-from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord, SessionRuntime, Turn
+from sessiond.daemon.records import AgentRuntime, SessionRecord, SessionRuntime, Turn
 from sessiond.daemon.states import Outcome, derive_status, outcome_of
-from sessiond.daemon.throttle import Throttle
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
 from sessiond.protocol.models import EventKind, SessionStatus
@@ -67,10 +57,6 @@ log = logging.getLogger("sessiond.core")
 # the daemon stops waiting and ends the turn as cancelled anyway.
 CANCEL_GRACE = 10.0
 RECAP_CHARS = 200
-READ_KINDS = frozenset({"read", "search", "fetch", "think"})
-CHANGES_INTERVAL = 1.0
-ATTENTION_INTERVAL = 2.0
-STATE_KINDS = (EventKind.SESSION_PLAN, EventKind.SESSION_USAGE, EventKind.SESSION_CHANGES)
 
 
 def _now() -> float:
@@ -93,13 +79,9 @@ class Core:
         self.sessions: dict[str, SessionRecord] = {}
         self.by_agent_session: dict[tuple[str, str], SessionRecord] = {}
         self._next_ordinal = 1
-        self.permissions: dict[str, PendingPermission] = {}
-        # A session's state events go out at most state_rate times a second each.
-        self.state_throttle = Throttle(1.0 / state_rate)
-        self.permission_listeners: list[Callable[[PendingPermission], None]] = []
-        self.collisions = Collisions()
-        self.merges = MergeQueues(on_step=self._merge_step)
-        self.merge_entries: dict[str, Any] = {}  # the last merge asked for, by session
+        self.feed = InsightFeed(self, state_rate=state_rate)
+        self.permissions = Permissions(self)
+        self.merging = Merging(self)
         self.first_turn_at: float | None = None
         self.turn_end = asyncio.Condition()
         self.socket_path = ""
@@ -179,30 +161,7 @@ class Core:
             self._next_ordinal = max(self._next_ordinal, record.ordinal + 1)
             if not record.closed and record.agent in self.agents:
                 self.agents[record.agent].open_sessions += 1
-        self._load_insight()
-
-    def _load_insight(self) -> None:
-        """The latest plan, usage and changes of each session, from the last such events stored."""
-        kinds = [k.value for k in STATE_KINDS]
-        rows = self.store.query(
-            "SELECT e.session, e.kind, e.time, e.data FROM events e JOIN ("
-            "  SELECT session, kind, MAX(seq) AS seq FROM events"
-            f"  WHERE kind IN ({','.join('?' * len(kinds))}) GROUP BY session, kind"
-            ") last ON e.seq = last.seq",
-            kinds,
-        )
-        for row in rows:
-            session = self.sessions.get(row["session"])
-            if session is None:
-                continue
-            ins = self._insight(session)
-            data = msgpack.unpackb(row["data"], raw=False)
-            if row["kind"] == EventKind.SESSION_PLAN and data.get("plan"):
-                ins.set_plan(data["plan"].get("entries", []), row["time"])
-            elif row["kind"] == EventKind.SESSION_USAGE:
-                ins.restore_usage(data.get("context"), data.get("usage"))
-            elif row["kind"] == EventKind.SESSION_CHANGES and data.get("changes"):
-                ins.changes = m.Changes.model_validate(data["changes"])
+        self.feed.load()
 
     def _configure_slots(self, runtime: AgentRuntime) -> None:
         cap = runtime.spec.options.max_active_turns
@@ -210,7 +169,7 @@ class Core:
 
     # ================================================================ agents
 
-    def _agent(self, name: str) -> AgentRuntime:
+    def get_agent(self, name: str) -> AgentRuntime:
         try:
             return self.agents[name]
         except KeyError:
@@ -280,7 +239,7 @@ class Core:
         return self.agent_info(runtime)
 
     async def update_agent(self, params: m.AgentUpdateParams) -> m.AgentInfo:
-        runtime = self._agent(params.name)
+        runtime = self.get_agent(params.name)
         update: dict[str, Any] = {}
         if params.command is not None:
             update["command"] = params.command
@@ -305,7 +264,7 @@ class Core:
         return self.agent_info(runtime)
 
     async def remove_agent(self, name: str) -> None:
-        runtime = self._agent(name)
+        runtime = self.get_agent(name)
         if runtime.builtin:
             raise RpcError(ErrorCode.CONFLICT, f"agent {name!r} is built in and cannot be removed")
         for session in [s for s in self.sessions.values() if s.agent == name and not s.closed]:
@@ -357,7 +316,7 @@ class Core:
                 self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="crashed", error=str(exc))
                 raise RpcError(ErrorCode.AGENT_UNAVAILABLE, str(exc)) from None
             runtime.crashed = False
-            self._spawn(self._watch_process(runtime, process), f"watch-{spec.name}")
+            self.spawn(self._watch_process(runtime, process), f"watch-{spec.name}")
             self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="running", pid=process.pid)
             return process
 
@@ -392,7 +351,7 @@ class Core:
 
     # ================================================================ sessions
 
-    def _session(self, session_id: str) -> SessionRecord:
+    def get_session(self, session_id: str) -> SessionRecord:
         try:
             return self.sessions[session_id]
         except KeyError:
@@ -417,7 +376,7 @@ class Core:
             context=ins.context_view() if ins else None,
             usage=ins.usage_view() if ins else None,
             changes=changes,
-            attention=self._attention(s),
+            attention=self.feed.attention(s),
             run=s.run,
             where=self._where(s),
             id=s.id,
@@ -445,7 +404,7 @@ class Core:
         kind: str = "main",
         parent: str | None = None,
     ) -> list[SessionRecord]:
-        runtime = self._agent(params.agent)
+        runtime = self.get_agent(params.agent)
         root = params.root or runtime.spec.options.default_root
         if root is None:
             raise RpcError(
@@ -503,7 +462,7 @@ class Core:
                 )
             )
         )
-        self._fleet_soon()
+        self.feed.fleet_soon()
         for record in created:
             self.events.emit(
                 EventKind.SESSION_OPENED,
@@ -542,7 +501,7 @@ class Core:
             )
             and (params.kind is None or s.kind in params.kind)
             and (params.run is None or s.run == params.run)
-            and (not params.attention or self._attention(s))
+            and (not params.attention or self.feed.attention(s))
         ]
         if params.sort == "activity":
             # Most recent first; the cursor is a position in this order.
@@ -580,11 +539,8 @@ class Core:
             return s.insight.last_activity
         return s.status_since
 
-    def get_session(self, session_id: str) -> SessionRecord:
-        return self._session(session_id)
-
     async def close_session(self, session_id: str) -> SessionRecord:
-        session = self._session(session_id)
+        session = self.get_session(session_id)
         if session.closed:
             return session
         rt = session.runtime
@@ -605,9 +561,9 @@ class Core:
                 if runtime.process.capabilities.close and session.agent_session_id:
                     with contextlib.suppress(Exception):
                         await runtime.process.close_session(session.agent_session_id)
-        self.collisions.forget(session.id)
-        self._set_status(session, closed=True)
-        self._fleet_soon()
+        self.feed.collisions.forget(session.id)
+        self.set_status(session, closed=True)
+        self.feed.fleet_soon()
         await self.store.flush()
         self.events.emit(
             EventKind.SESSION_CLOSED,
@@ -625,7 +581,7 @@ class Core:
             wait=False,
         )
 
-    def _set_status(self, session: SessionRecord, *, closed: bool = False) -> None:
+    def set_status(self, session: SessionRecord, *, closed: bool = False) -> None:
         rt = session.runtime
         status = derive_status(
             closed=closed or session.closed,
@@ -646,14 +602,14 @@ class Core:
             since=session.status_since,
         )
         self._save_session(session)
-        self._fleet_soon()
+        self.feed.fleet_soon()
 
     # ================================================================ turns
 
     async def prompt(
         self, params: m.SessionPromptParams, listener: Callable[[str, dict[str, Any]], None] | None = None
     ) -> m.TurnResult:
-        session = self._session(params.session)
+        session = self.get_session(params.session)
         if session.closed:
             raise RpcError(
                 ErrorCode.SESSION_CLOSED,
@@ -663,10 +619,10 @@ class Core:
             raise RpcError(
                 ErrorCode.DAEMON_STOPPING, "the daemon is stopping; send the prompt again once it is back"
             )
-        agent = self._agent(session.agent)
+        agent = self.get_agent(session.agent)
         if (reason := self.around.over_budget(session)) is not None:
             raise RpcError(ErrorCode.LIMIT_REACHED, reason)
-        rt = self._runtime(session)
+        rt = self.runtime_of(session)
         turn = Turn(
             id=params.turn_id or f"t-{uuid.uuid4().hex[:12]}",
             session=session.id,
@@ -688,12 +644,12 @@ class Core:
             EventKind.TURN_QUEUED, agent=agent.name, session=session.id, turn=turn.id, prompt=turn.prompt
         ).seq
         self._pump(session)
-        self._set_status(session)
+        self.set_status(session)
         # The turn belongs to the daemon, not to this request: a client that
         # goes away leaves it running, and its outcome is stored.
         return await asyncio.shield(turn.future)
 
-    def _runtime(self, session: SessionRecord) -> SessionRuntime:
+    def runtime_of(self, session: SessionRecord) -> SessionRuntime:
         if session.runtime is None:
             options = PlacementOptions.from_mapping(json.loads(session.placement_options or "{}"))
             placement = make_placement(
@@ -712,7 +668,7 @@ class Core:
             return
         turn = rt.queue.popleft()
         rt.running = turn
-        turn.task = self._spawn(self._run_turn(session, turn), f"turn-{turn.id}")
+        turn.task = self.spawn(self._run_turn(session, turn), f"turn-{turn.id}")
 
     def start_in_background(self, session: SessionRecord, prompt: str) -> None:
         """Queue a turn nobody waits for here: its outcome is in the session and the event log."""
@@ -721,19 +677,16 @@ class Core:
             with contextlib.suppress(RpcError):
                 await self.prompt(m.SessionPromptParams(session=session.id, prompt=prompt))
 
-        self._spawn(run(), f"background-{session.id}")
+        self.spawn(run(), f"background-{session.id}")
 
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
-        return self._spawn(coro, name)
-
-    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
     async def _run_turn(self, session: SessionRecord, turn: Turn) -> None:
-        agent = self._agent(session.agent)
+        agent = self.get_agent(session.agent)
         error: RpcError | None = None
         stop_reason: str | None = None
         try:
@@ -800,12 +753,12 @@ class Core:
             wait=False,
         )
         self.events.emit(EventKind.TURN_STARTED, agent=agent.name, session=session.id, turn=turn.id)
-        self._notify(turn, "started", {})
-        self._set_status(session)
+        turn.notify("started", {})
+        self.set_status(session)
         if self.first_turn_at is None:
             self.first_turn_at = turn.started_at
-        await self._load_transcript(session, before=turn.queued_seq)
-        ins = self._insight(session)
+        await self.feed.load_transcript(session, before=turn.queued_seq)
+        ins = self.feed.of(session)
         ins.turn_began(turn.started_at)
         ins.add_text(turn.prompt)
         ins.transcript.feed("user", turn.id, turn.prompt + "\n")
@@ -814,7 +767,7 @@ class Core:
         try:
             async with asyncio.timeout(timeout):
                 await self._prepare_placement(session)
-                await self._start_tracking(session)
+                await self.feed.start_tracking(session)
                 process = await self._ensure_process(agent)
                 agent_session_id = await self._ensure_live(agent, process, session)
                 turn.prompting = True
@@ -983,16 +936,16 @@ class Core:
             if stop_reason != "cancelled":
                 session.last_error = None
         session.turns += 1
-        ins = self._insight(session)
+        ins = self.feed.of(session)
         if turn.started_at is not None:
             ins.turn_ended(ended, turn.usage)
             self.last_turn_end = ended
         ins.transcript.end()
         session.last_reply = text or session.last_reply
-        self._state(session, EventKind.SESSION_USAGE)
+        self.feed.state(session, EventKind.SESSION_USAGE)
         if turn.touched:
             # Only a turn that wrote, edited or ran something can have changed files.
-            self._changes_soon(session)
+            self.feed.changes_soon(session)
         if text.strip():
             session.recap = text.strip().splitlines()[0][:RECAP_CHARS]
         self.store.write(
@@ -1014,8 +967,8 @@ class Core:
         if turn.usage:
             data["usage"] = turn.usage
         self.events.emit(EventKind.TURN_ENDED, agent=session.agent, session=session.id, turn=turn.id, **data)
-        self._notify(turn, "ended", data)
-        self._set_status(session)
+        turn.notify("ended", data)
+        self.set_status(session)
         self._save_session(session)
         self.around.turn_finished(session, error.message if error else None)
         self.around.enforce_budget(session)
@@ -1039,18 +992,10 @@ class Core:
                 )
         self._pump(session)
 
-    @staticmethod
-    def _notify(turn: Turn, what: str, data: dict[str, Any]) -> None:
-        for listener in turn.listeners:
-            try:
-                listener(what, data)
-            except Exception:
-                log.exception("a turn listener failed")
-
     # ---------------------------------------------------------------- cancelling
 
     async def cancel(self, params: m.SessionCancelParams) -> int:
-        session = self._session(params.session)
+        session = self.get_session(params.session)
         return len(self._cancel_all(session, reason="cancelled by request", only=params.turn_id))
 
     def cancel_turn(self, turn_id: str) -> bool:
@@ -1078,7 +1023,7 @@ class Core:
         if running is not None and (only is None or running.id == only) and not running.cancel_requested:
             running.cancel_requested = True
             cancelled.append(running)
-            self._spawn(self._stop_running(session, running), f"cancel-{running.id}")
+            self.spawn(self._stop_running(session, running), f"cancel-{running.id}")
         return cancelled
 
     def _finish_queued(self, session: SessionRecord, turn: Turn) -> None:
@@ -1111,123 +1056,10 @@ class Core:
 
     # ================================================================ the agent's calls
 
-    def on_update(self, session: SessionRecord, kind: str, payload: dict[str, Any]) -> None:
-        rt = session.runtime
-        if rt is None or rt.loading:
-            return  # nothing running, or history replayed by session/load: not this turn's
-        turn = rt.running
-        turn_id = turn.id if turn else None
-        ins = self._insight(session)
-        now = _now()
-        ins.touch(now)
-        if kind in ("agent_message_chunk", "agent_thought_chunk"):
-            content = payload.get("content", {})
-            text = content.get("text") if isinstance(content, dict) else None
-            if not text:
-                return
-            ins.add_text(text)
-            role, event = (
-                ("agent", EventKind.TURN_CHUNK)
-                if kind == "agent_message_chunk"
-                else ("thought", EventKind.TURN_THOUGHT)
-            )
-            ins.transcript.feed(role, turn_id, text)
-            if turn is not None and role == "agent":
-                turn.parts.append(text)
-                self._notify(turn, "chunk", {"text": text})
-            self.events.emit(event, agent=session.agent, session=session.id, turn=turn_id, text=text)
-        elif kind == "plan":
-            ins.set_plan(list(payload.get("entries") or []), now)
-            self._state(session, EventKind.SESSION_PLAN)
-        elif kind == "usage_update":
-            ins.set_context(payload)
-            self._state(session, EventKind.SESSION_USAGE)
-            self.around.enforce_budget(session)
-        elif kind in ("tool_call", "tool_call_update"):
-            call = ins.tool_update(payload)
-            first = kind == "tool_call"
-            if first and call.title:
-                ins.transcript.feed("tool", turn_id, f"[{call.kind or 'tool'}] {call.title}\n")
-            self.events.emit(
-                EventKind.TURN_TOOL,
-                agent=session.agent,
-                session=session.id,
-                turn=turn_id,
-                toolCallId=call.id,
-                title=call.title,
-                toolKind=call.kind,
-                status=call.status,
-                locations=call.locations,
-                first=first,
-            )
-            if call.diffs or call.kind in ("edit", "delete", "move", "execute"):
-                self.touched(session)
-                self._changes_soon(session)
-
     # ---------------------------------------------------------------- insight
 
-    def _insight(self, session: SessionRecord) -> Insight:
-        if session.insight is None:
-            session.insight = Insight()
-        return session.insight
-
-    def _state(self, session: SessionRecord, kind: EventKind) -> None:
-        self.state_throttle.request((session.id, kind), lambda: self._emit_state(session, kind))
-
-    def _emit_state(self, session: SessionRecord, kind: EventKind) -> None:
-        ins = self._insight(session)
-        data: dict[str, Any]
-        if kind == EventKind.SESSION_PLAN:
-            plan = ins.plan_view()
-            data = {"plan": plan.wire() if plan else None}
-        elif kind == EventKind.SESSION_USAGE:
-            context, usage = ins.context_view(), ins.usage_view()
-            data = {"context": context.wire() if context else None, "usage": usage.wire() if usage else None}
-        elif kind == EventKind.SESSION_CHANGES:
-            data = {"changes": ins.changes.wire() if ins.changes else None}
-        else:
-            data = {"attention": [a.value for a in self._attention(session)]}
-        self.events.emit(kind, agent=session.agent, session=session.id, **data)
-        self._fleet_soon()
-
-    @staticmethod
-    def touched(session: SessionRecord) -> None:
-        """The running turn wrote or ran something (counted again when it ends)."""
-        if session.runtime is not None and session.runtime.running is not None:
-            session.runtime.running.touched = True
-
-    def _changes_soon(self, session: SessionRecord) -> None:
-        """Count the session's changes again soon: one count at a time, the last after the last request."""
-        rt = session.runtime
-        if rt is None:
-            return
-        rt.changes_wanted = True
-        if rt.changes_task is None or rt.changes_task.done():
-            rt.changes_task = self._spawn(self._count_changes(session, rt), f"changes-{session.id}")
-
-    async def _count_changes(self, session: SessionRecord, rt: SessionRuntime) -> None:
-        while rt.changes_wanted:
-            rt.changes_wanted = False
-            await self._compute_changes(session)
-            if rt.changes_wanted:
-                await asyncio.sleep(CHANGES_INTERVAL)  # a burst of edits is counted once a second
-
-    async def _compute_changes(self, session: SessionRecord) -> None:
-        rt, ins = session.runtime, self._insight(session)
-        if rt is None or rt.tracker is None:
-            return
-        extra = [diff for call in ins.tools.values() for diff in call.diffs]
-        try:
-            changes = await rt.tracker.changes(extra)
-        except Exception as exc:  # git can fail on a broken repository: the turn goes on
-            log.warning("could not compute the changes of %s: %s", session.id, exc)
-            return
-        if changes != ins.changes:
-            ins.changes = changes
-            self._state(session, EventKind.SESSION_CHANGES)
-
     async def _prepare_placement(self, session: SessionRecord) -> None:
-        rt = self._runtime(session)
+        rt = self.runtime_of(session)
         try:
             await rt.placement.prepare()
         except PlacementError as exc:
@@ -1237,292 +1069,7 @@ class Core:
                 "the session stays usable: send the prompt again once that is fixed",
             ) from None
 
-    async def _start_tracking(self, session: SessionRecord) -> None:
-        rt = session.runtime
-        if rt is None or rt.tracker is not None or rt.placement.host is not None:
-            return  # changes on an ssh target come from the tool calls' diffs only
-        ins = self._insight(session)
-        base = ins.changes.base if ins.changes else None
-        try:
-            rt.tracker = await ChangeTracker.start(rt.placement.root, base)
-        except Exception as exc:
-            log.warning("could not record the starting state of %s: %s", session.id, exc)
-
-    async def _load_transcript(self, session: SessionRecord, before: int) -> None:
-        """After a restart, number the transcript on from what the store holds before this turn."""
-        ins = self._insight(session)
-        if ins.transcript_loaded:
-            return
-        ins.transcript_loaded = True
-        if session.turns:
-            ins.transcript = await self._stored_transcript(session.id, keep=TRANSCRIPT_LINES, upto=before - 1)
-
-    async def _stored_transcript(
-        self, session_id: str, keep: int | None, upto: int | None = None
-    ) -> TranscriptBuilder:
-        kinds = [k.value for k in TRANSCRIPT_KINDS]
-
-        def read(conn: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
-            rows = conn.execute(
-                "SELECT kind, turn, data FROM events WHERE session = ? AND seq <= ? "
-                f"AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq",
-                [session_id, upto if upto is not None else 2**62, *kinds],
-            )
-            return [(r[0], r[1], msgpack.unpackb(r[2], raw=False)) for r in rows]
-
-        builder = TranscriptBuilder(keep=keep)
-        for role, turn, text in transcript_pieces(await self.store.read(read)):
-            if role == "end":
-                builder.end()
-            else:
-                builder.feed(role, turn, text)
-        return builder
-
-    async def transcript(self, params: m.TranscriptParams) -> m.Transcript:
-        session = self._session(params.session)
-        ins = session.insight
-        if params.offset is None and ins is not None and (ins.transcript_loaded or session.turns == 0):
-            # Memory reflects every event emitted so far, stored or about to be.
-            head = self.events.head
-            lines = ins.transcript.tail(params.limit)
-            total = ins.transcript.total
-        else:
-            head = self.events.committed
-            builder = await self._stored_transcript(session.id, keep=None, upto=head)
-            everything = builder.tail(builder.total + 1)
-            total = len(everything)
-            start = max(total - params.limit, 0) if params.offset is None else params.offset
-            lines = everything[start : start + params.limit]
-        return m.Transcript(
-            lines=[m.TranscriptLine.model_validate(line._asdict()) for line in lines],
-            total=total,
-            head=head,
-        )
-
-    def _attention(self, session: SessionRecord) -> list[m.Attention]:
-        ins = session.insight
-        rt = session.runtime
-        needs_you = bool(rt and rt.permissions)
-        if ins is None:
-            return [m.Attention.NEEDS_YOU] if needs_you else []
-        agent = self.agents.get(session.agent)
-        options = agent.spec.options if agent else m.AgentOptions()
-        return ins.attention(
-            now=_now(),
-            needs_you=needs_you,
-            plan_stall=options.plan_stall_seconds,
-            turn_timeout=options.turn_timeout,
-        )
-
-    async def watch_attention(self) -> None:
-        """Flags that come with time (a stalled plan, a long turn) are checked every few seconds."""
-        while True:
-            await asyncio.sleep(ATTENTION_INTERVAL)
-            for session in list(self.sessions.values()):
-                if session.runtime is None or session.closed:
-                    continue
-                flags = tuple(a.value for a in self._attention(session))
-                if flags != session.runtime.attention:
-                    session.runtime.attention = flags
-                    self._state(session, EventKind.SESSION_ATTENTION)
-
-    def fleet(self) -> m.Fleet:
-        by_status: dict[SessionStatus, int] = {}
-        attention: dict[m.Attention, int] = {}
-        cost = 0.0
-        turns = 0
-        serial = 0.0
-        open_sessions = 0
-        for session in self.sessions.values():
-            turns += session.turns
-            ins = session.insight
-            if ins is not None:
-                cost += ins.cost()
-                serial += ins.busy_seconds
-            if session.closed:
-                continue
-            open_sessions += 1
-            by_status[session.status] = by_status.get(session.status, 0) + 1
-            for flag in self._attention(session):
-                attention[flag] = attention.get(flag, 0) + 1
-        wall = 0.0
-        if self.first_turn_at is not None and self.last_turn_end is not None:
-            wall = max(self.last_turn_end - self.first_turn_at, 0.0)
-        return m.Fleet(
-            open=open_sessions,
-            by_status=by_status,
-            working=by_status.get(SessionStatus.WORKING, 0),
-            needs_you=by_status.get(SessionStatus.NEEDS_YOU, 0),
-            attention=attention,
-            cost=round(cost, 6),
-            turns=turns,
-            serial_seconds=round(serial, 3),
-            wall_seconds=round(wall, 3),
-        )
-
-    def _fleet_soon(self) -> None:
-        self.state_throttle.request("fleet", lambda: self.events.emit(EventKind.FLEET, **self.fleet().wire()))
-
-    async def request_permission(
-        self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
-    ) -> str | None:
-        agent = self._agent(session.agent)
-        side = self.around.decide_for_side(session, tool_call)
-        policy = "deny" if side is False else agent.spec.options.permission_policy
-        decided = _decide(policy, tool_call, options)
-        if decided is not _ASK:
-            return decided  # type: ignore[return-value]
-        return await self.ask_person(session, tool_call, options)
-
-    async def ask_person(
-        self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
-    ) -> str | None:
-        """Ask whoever answers permissions; the session needs you until someone does."""
-        rt = self._runtime(session)
-        turn = rt.running
-        if turn is not None and turn.cancel_requested:
-            return None
-        turn_id = turn.id if turn is not None else None  # a client's question may come between turns
-        pending = PendingPermission(
-            id=f"p-{uuid.uuid4().hex[:12]}",
-            session=session.id,
-            turn=turn_id,
-            tool_call=tool_call,
-            options=options,
-            future=asyncio.get_running_loop().create_future(),
-        )
-        rt.permissions[pending.id] = pending
-        self.permissions[pending.id] = pending
-        self.events.emit(
-            EventKind.PERMISSION_ASKED,
-            agent=session.agent,
-            session=session.id,
-            turn=turn_id,
-            permission=pending.id,
-            toolCall=tool_call,
-            options=options,
-        )
-        self._set_status(session)
-        for listener in self.permission_listeners:
-            listener(pending)
-        try:
-            chosen = await pending.future
-        finally:
-            rt.permissions.pop(pending.id, None)
-            self.permissions.pop(pending.id, None)
-        self.events.emit(
-            EventKind.PERMISSION_ANSWERED,
-            agent=session.agent,
-            session=session.id,
-            turn=turn_id,
-            permission=pending.id,
-            optionId=chosen,
-        )
-        self._set_status(session)
-        return chosen
-
-    def answer_permission(self, params: m.PermissionAnswerParams) -> None:
-        pending = self.permissions.get(params.permission)
-        if pending is None or pending.future.done():
-            raise RpcError(
-                ErrorCode.CONFLICT,
-                f"permission request {params.permission!r} is not waiting "
-                "(answered already, or its turn ended)",
-            )
-        if params.option_id is not None and params.option_id not in {
-            str(o.get("optionId")) for o in pending.options
-        }:
-            offered = ", ".join(str(o.get("optionId")) for o in pending.options)
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"optionId: {params.option_id!r} is not one of the options offered ({offered})",
-                {"field": "optionId"},
-            )
-        pending.future.set_result(params.option_id)
-
-    def wrote(self, session: SessionRecord, real_path: str, host: str | None) -> None:
-        """An agent wrote a file: count the changes again, and say when two sessions edit one file."""
-        self.touched(session)
-        self._changes_soon(session)
-        for collision in self.collisions.wrote(session.id, real_path, host):
-            self.events.emit(
-                EventKind.SESSION_COLLISION,
-                agent=session.agent,
-                session=session.id,
-                path=collision.path,
-                host=collision.host,
-                sessions=[collision.first, collision.second],
-                message=collision.sentence(),
-            )
-
     # ================================================================ merging
-
-    def _merge_step(self, session_id: str, step: str, data: dict[str, Any]) -> None:
-        session = self.sessions.get(session_id.rsplit("-", 1)[0])
-        self.events.emit(
-            EventKind.MERGE_STEP,
-            agent=session.agent if session else None,
-            session=session.id if session else session_id,
-            step=step,
-            **data,
-        )
-
-    async def merge(self, params: m.MergeParams) -> m.MergeEntry:
-        session = self._session(params.session)
-        if session.placement != "worktree":
-            raise RpcError(
-                ErrorCode.CONFLICT,
-                f"session {session.id!r} works {session.placement}, not in a worktree: "
-                "there is no branch to merge",
-            )
-        rt = self._runtime(session)
-        if rt.running is not None or rt.queue:
-            raise RpcError(
-                ErrorCode.CONFLICT,
-                f"session {session.id!r} has a turn running or queued; "
-                "merge it once it is idle (or cancel it)",
-            )
-        placement = rt.placement
-        assert isinstance(placement, WorktreePlacement)
-        try:
-            if placement.worktree is None and session.turns:
-                await placement.prepare()  # a worktree made before a restart is found again
-            request = request_for(
-                placement,
-                strategy=params.strategy,
-                gate=params.gate,
-                keep=params.keep,
-                base_branch=params.base_branch,
-            )
-            entry = await self.merges.submit(request)
-        except PlacementError as exc:
-            raise RpcError(ErrorCode.CONFLICT, f"cannot merge session {session.id!r}: {exc}") from None
-        self.merge_entries[session.id] = entry
-        if params.hand_back:
-            self._spawn(self._hand_back(session, entry), f"merge-hand-back-{session.id}")
-        return self._merge_entry(session.id, entry.summary())
-
-    async def _hand_back(self, session: SessionRecord, entry: Any) -> None:
-        await entry.wait()
-        prompt = entry.handback_prompt()
-        if prompt and not session.closed:
-            with contextlib.suppress(RpcError):
-                await self.prompt(m.SessionPromptParams(session=session.id, prompt=prompt))
-
-    def _merge_entry(self, session_id: str, summary: dict[str, Any]) -> m.MergeEntry:
-        entry = m.MergeEntry.model_validate({**summary, "session": session_id.rsplit("-", 1)[0]})
-        return entry
-
-    def merge_list(self) -> m.MergeList:
-        """Merges waiting or running (with their position), then those done, by session."""
-        active = [self._merge_entry(row["session"], row) for row in self.merges.listing()]
-        busy = {e.session for e in active}
-        done = [
-            self._merge_entry(entry.session_id, entry.summary())
-            for sid, entry in self.merge_entries.items()
-            if sid not in busy
-        ]
-        return m.MergeList(entries=active + done)
 
     # ================================================================ status and stopping
 
@@ -1546,7 +1093,7 @@ class Core:
             if session.runtime is not None:
                 with contextlib.suppress(Exception):
                     await session.runtime.placement.stop()
-        await self.merges.close()
+        await self.merging.close()
         await asyncio.gather(
             *(runtime.process.stop() for runtime in self.agents.values() if runtime.process is not None),
             return_exceptions=True,
@@ -1554,27 +1101,5 @@ class Core:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self.state_throttle.flush()
+        self.feed.throttle.flush()
         await self.store.flush()
-
-
-_ASK = object()
-
-
-def _decide(policy: str, tool_call: dict[str, Any], options: list[dict[str, Any]]) -> object:
-    def pick(*kinds: str) -> str | None:
-        for kind in kinds:
-            for option in options:
-                if option.get("kind") == kind:
-                    return str(option.get("optionId"))
-        return None
-
-    if policy == "allow":
-        return pick("allow_once", "allow_always")
-    if policy == "deny":
-        return pick("reject_once", "reject_always")
-    if policy == "allow_reads":
-        if tool_call.get("kind") in READ_KINDS:
-            return pick("allow_once", "allow_always")
-        return pick("reject_once", "reject_always")
-    return _ASK

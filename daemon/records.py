@@ -8,6 +8,7 @@ made on its first turn.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,8 @@ from sessiond.daemon.insight import Insight
 from sessiond.daemon.placements import Placement
 from sessiond.daemon.states import Outcome
 from sessiond.protocol.models import AgentSpec, SessionStatus
+
+log = logging.getLogger("sessiond.core")
 
 
 @dataclass(slots=True)
@@ -101,6 +104,14 @@ class Turn:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    def notify(self, what: str, data: dict[str, Any]) -> None:
+        """Tell the turn's listeners (the request that asked for it) what happened."""
+        for listener in self.listeners:
+            try:
+                listener(what, data)
+            except Exception:
+                log.exception("a turn listener failed")
 
 
 @dataclass

@@ -131,7 +131,7 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         gc.freeze()
         where = str(socket_path) + (f" and tcp {server.tcp_address}" if server.tcp_address else "")
         print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
-        attention = asyncio.create_task(core.watch_attention(), name="attention")
+        attention = asyncio.create_task(core.feed.watch(), name="attention")
         await stop.wait()
         attention.cancel()
         print("sessiond: stopping: cancelling running turns", file=sys.stderr, flush=True)

@@ -201,7 +201,7 @@ class Connection:
             and (event_filter.sessions is None or s.id in event_filter.sessions)
             and (event_filter.agents is None or s.agent in event_filter.agents)
         ]
-        return m.Snapshot(head=head, sessions=sessions, fleet=core.fleet())
+        return m.Snapshot(head=head, sessions=sessions, fleet=core.feed.fleet())
 
     async def _pump(
         self, subscription: str, subscriber: Subscriber, since: int | None, head: int, event_filter: Filter
@@ -337,7 +337,7 @@ class Connection:
                 return  # the connection went away: what came with it is no answer
             if not pending.future.done():
                 with contextlib.suppress(RpcError):
-                    self.core.answer_permission(
+                    self.core.permissions.answer(
                         m.PermissionAnswerParams(permission=pending.id, option_id=chosen.option_id)
                     )
 
@@ -533,7 +533,7 @@ def _build_server(conn: Connection) -> LanguageServer:
         if conn.answers_permissions:
             # Questions already waiting go to the newcomer too.
             loop = asyncio.get_running_loop()
-            for pending in list(daemon.core.permissions.values()):
+            for pending in list(daemon.core.permissions.pending.values()):
                 session = daemon.core.sessions.get(pending.session)
                 if session is not None:
                     loop.call_soon(conn.ask_permission, pending, session)
@@ -584,7 +584,7 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         return m.AgentList(agents=[core.agent_info(a) for a in core.agents.values()])
 
     async def agent_get(p: m.AgentRef) -> m.AgentInfo:
-        return core.agent_info(core._agent(p.name))
+        return core.agent_info(core.get_agent(p.name))
 
     async def agent_update(p: m.AgentUpdateParams) -> m.AgentInfo:
         return await core.update_agent(p)
@@ -613,10 +613,10 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         return core.session_info(await core.close_session(p.session))
 
     async def session_transcript(p: m.TranscriptParams) -> m.Transcript:
-        return await core.transcript(p)
+        return await core.feed.transcript(p)
 
     async def fleet_summary(p: m.Empty) -> m.Fleet:
-        return core.fleet()
+        return core.feed.fleet()
 
     def own(session: str | None) -> str | None:
         """A bridge acting for one session speaks for that session only."""
@@ -680,10 +680,10 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         return await core.around.wait(p, waiter=conn.acting_for)
 
     async def merge_request(p: m.MergeParams) -> m.MergeEntry:
-        return await core.merge(p)
+        return await core.merging.merge(p)
 
     async def merge_list(p: m.Empty) -> m.MergeList:
-        return core.merge_list()
+        return core.merging.listing()
 
     async def run_declare(p: m.RunDeclareParams) -> m.RunInfo:
         if conn.run is not None and daemon.runs.get(conn.run).outcome is None:
@@ -714,7 +714,7 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         return daemon.runs.info(daemon.runs.get(p.run), core.sessions.values())
 
     async def permission_answer(p: m.PermissionAnswerParams) -> m.Answered:
-        core.answer_permission(p)
+        core.permissions.answer(p)
         return m.Answered()
 
     async def events_subscribe(p: m.EventsSubscribeParams) -> m.Subscription:
@@ -780,7 +780,7 @@ class DaemonServer:
         self.connections: set[Connection] = set()
         self.started_at = 0.0
         self._servers: list[asyncio.Server] = []
-        core.permission_listeners.append(self._forward_permission)
+        core.permissions.listeners.append(self._forward_permission)
 
     def _forward_permission(self, pending: PendingPermission) -> None:
         session = self.core.sessions.get(pending.session)

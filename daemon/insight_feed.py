@@ -1,0 +1,328 @@
+"""Session insight, fed: what agents report and do becomes each session's plan, context,
+usage, changed files, transcript and attention flags, and the fleet summary; with
+their state events, at most `state_rate` times a second each.
+
+The core owns sessions and turns and hands this what happens to them; the
+pure model it fills is insight.py, the changed files come from changes.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from sessiond.daemon.changes import ChangeTracker
+from sessiond.daemon.insight import (
+    TRANSCRIPT_KINDS,
+    TRANSCRIPT_LINES,
+    Insight,
+    TranscriptBuilder,
+    transcript_pieces,
+)
+from sessiond.daemon.placements.collisions import Collisions
+from sessiond.daemon.records import SessionRecord, SessionRuntime
+from sessiond.daemon.throttle import Throttle
+from sessiond.protocol import models as m
+from sessiond.protocol.models import EventKind, SessionStatus
+
+if TYPE_CHECKING:
+    from sessiond.daemon.core import Core
+
+log = logging.getLogger("sessiond.insight")
+
+CHANGES_INTERVAL = 1.0  # a burst of edits is counted once a second
+ATTENTION_INTERVAL = 2.0  # how often the flags that come with time are checked
+STATE_KINDS = (EventKind.SESSION_PLAN, EventKind.SESSION_USAGE, EventKind.SESSION_CHANGES)
+
+
+class InsightFeed:
+    def __init__(self, core: Core, *, state_rate: float) -> None:
+        self.core = core
+        self.store = core.store
+        self.events = core.events
+        # A session's state events go out at most state_rate times a second each.
+        self.throttle = Throttle(1.0 / state_rate)
+        self.collisions = Collisions()
+
+    def load(self) -> None:
+        """The latest plan, usage and changes of each session, from the last such events stored."""
+        kinds = [k.value for k in STATE_KINDS]
+        rows = self.store.query(
+            "SELECT e.session, e.kind, e.time, e.data FROM events e JOIN ("
+            "  SELECT session, kind, MAX(seq) AS seq FROM events"
+            f"  WHERE kind IN ({','.join('?' * len(kinds))}) GROUP BY session, kind"
+            ") last ON e.seq = last.seq",
+            kinds,
+        )
+        for row in rows:
+            session = self.core.sessions.get(row["session"])
+            if session is None:
+                continue
+            ins = self.of(session)
+            data = msgpack.unpackb(row["data"], raw=False)
+            if row["kind"] == EventKind.SESSION_PLAN and data.get("plan"):
+                ins.set_plan(data["plan"].get("entries", []), row["time"])
+            elif row["kind"] == EventKind.SESSION_USAGE:
+                ins.restore_usage(data.get("context"), data.get("usage"))
+            elif row["kind"] == EventKind.SESSION_CHANGES and data.get("changes"):
+                ins.changes = m.Changes.model_validate(data["changes"])
+
+    def on_update(self, session: SessionRecord, kind: str, payload: dict[str, Any]) -> None:
+        rt = session.runtime
+        if rt is None or rt.loading:
+            return  # nothing running, or history replayed by session/load: not this turn's
+        turn = rt.running
+        turn_id = turn.id if turn else None
+        ins = self.of(session)
+        now = time.time()
+        ins.touch(now)
+        if kind in ("agent_message_chunk", "agent_thought_chunk"):
+            content = payload.get("content", {})
+            text = content.get("text") if isinstance(content, dict) else None
+            if not text:
+                return
+            ins.add_text(text)
+            role, event = (
+                ("agent", EventKind.TURN_CHUNK)
+                if kind == "agent_message_chunk"
+                else ("thought", EventKind.TURN_THOUGHT)
+            )
+            ins.transcript.feed(role, turn_id, text)
+            if turn is not None and role == "agent":
+                turn.parts.append(text)
+                turn.notify("chunk", {"text": text})
+            self.events.emit(event, agent=session.agent, session=session.id, turn=turn_id, text=text)
+        elif kind == "plan":
+            ins.set_plan(list(payload.get("entries") or []), now)
+            self.state(session, EventKind.SESSION_PLAN)
+        elif kind == "usage_update":
+            ins.set_context(payload)
+            self.state(session, EventKind.SESSION_USAGE)
+            self.core.around.enforce_budget(session)
+        elif kind in ("tool_call", "tool_call_update"):
+            call = ins.tool_update(payload)
+            first = kind == "tool_call"
+            if first and call.title:
+                ins.transcript.feed("tool", turn_id, f"[{call.kind or 'tool'}] {call.title}\n")
+            self.events.emit(
+                EventKind.TURN_TOOL,
+                agent=session.agent,
+                session=session.id,
+                turn=turn_id,
+                toolCallId=call.id,
+                title=call.title,
+                toolKind=call.kind,
+                status=call.status,
+                locations=call.locations,
+                first=first,
+            )
+            if call.diffs or call.kind in ("edit", "delete", "move", "execute"):
+                self.touched(session)
+                self.changes_soon(session)
+
+    @staticmethod
+    def of(session: SessionRecord) -> Insight:
+        """The session's insight, made on first need."""
+        if session.insight is None:
+            session.insight = Insight()
+        return session.insight
+
+    def state(self, session: SessionRecord, kind: EventKind) -> None:
+        self.throttle.request((session.id, kind), lambda: self._emit_state(session, kind))
+
+    def _emit_state(self, session: SessionRecord, kind: EventKind) -> None:
+        ins = self.of(session)
+        data: dict[str, Any]
+        if kind == EventKind.SESSION_PLAN:
+            plan = ins.plan_view()
+            data = {"plan": plan.wire() if plan else None}
+        elif kind == EventKind.SESSION_USAGE:
+            context, usage = ins.context_view(), ins.usage_view()
+            data = {"context": context.wire() if context else None, "usage": usage.wire() if usage else None}
+        elif kind == EventKind.SESSION_CHANGES:
+            data = {"changes": ins.changes.wire() if ins.changes else None}
+        else:
+            data = {"attention": [a.value for a in self.attention(session)]}
+        self.events.emit(kind, agent=session.agent, session=session.id, **data)
+        self.fleet_soon()
+
+    @staticmethod
+    def touched(session: SessionRecord) -> None:
+        """The running turn wrote or ran something (counted again when it ends)."""
+        if session.runtime is not None and session.runtime.running is not None:
+            session.runtime.running.touched = True
+
+    def wrote(self, session: SessionRecord, real_path: str, host: str | None) -> None:
+        """An agent wrote a file: count the changes again, and say when two sessions edit one file."""
+        self.touched(session)
+        self.changes_soon(session)
+        for collision in self.collisions.wrote(session.id, real_path, host):
+            self.events.emit(
+                EventKind.SESSION_COLLISION,
+                agent=session.agent,
+                session=session.id,
+                path=collision.path,
+                host=collision.host,
+                sessions=[collision.first, collision.second],
+                message=collision.sentence(),
+            )
+
+    def changes_soon(self, session: SessionRecord) -> None:
+        """Count the session's changes again soon: one count at a time, the last after the last request."""
+        rt = session.runtime
+        if rt is None:
+            return
+        rt.changes_wanted = True
+        if rt.changes_task is None or rt.changes_task.done():
+            rt.changes_task = self.core.spawn(self._count_changes(session, rt), f"changes-{session.id}")
+
+    async def _count_changes(self, session: SessionRecord, rt: SessionRuntime) -> None:
+        while rt.changes_wanted:
+            rt.changes_wanted = False
+            await self._compute_changes(session)
+            if rt.changes_wanted:
+                await asyncio.sleep(CHANGES_INTERVAL)  # a burst of edits is counted once a second
+
+    async def _compute_changes(self, session: SessionRecord) -> None:
+        rt, ins = session.runtime, self.of(session)
+        if rt is None or rt.tracker is None:
+            return
+        extra = [diff for call in ins.tools.values() for diff in call.diffs]
+        try:
+            changes = await rt.tracker.changes(extra)
+        except Exception as exc:  # git can fail on a broken repository: the turn goes on
+            log.warning("could not compute the changes of %s: %s", session.id, exc)
+            return
+        if changes != ins.changes:
+            ins.changes = changes
+            self.state(session, EventKind.SESSION_CHANGES)
+
+    async def start_tracking(self, session: SessionRecord) -> None:
+        rt = session.runtime
+        if rt is None or rt.tracker is not None or rt.placement.host is not None:
+            return  # changes on an ssh target come from the tool calls' diffs only
+        ins = self.of(session)
+        base = ins.changes.base if ins.changes else None
+        try:
+            rt.tracker = await ChangeTracker.start(rt.placement.root, base)
+        except Exception as exc:
+            log.warning("could not record the starting state of %s: %s", session.id, exc)
+
+    async def load_transcript(self, session: SessionRecord, before: int) -> None:
+        """After a restart, number the transcript on from what the store holds before this turn."""
+        ins = self.of(session)
+        if ins.transcript_loaded:
+            return
+        ins.transcript_loaded = True
+        if session.turns:
+            ins.transcript = await self._stored_transcript(session.id, keep=TRANSCRIPT_LINES, upto=before - 1)
+
+    async def _stored_transcript(
+        self, session_id: str, keep: int | None, upto: int | None = None
+    ) -> TranscriptBuilder:
+        kinds = [k.value for k in TRANSCRIPT_KINDS]
+
+        def read(conn: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
+            rows = conn.execute(
+                "SELECT kind, turn, data FROM events WHERE session = ? AND seq <= ? "
+                f"AND kind IN ({','.join('?' * len(kinds))}) ORDER BY seq",
+                [session_id, upto if upto is not None else 2**62, *kinds],
+            )
+            return [(r[0], r[1], msgpack.unpackb(r[2], raw=False)) for r in rows]
+
+        builder = TranscriptBuilder(keep=keep)
+        for role, turn, text in transcript_pieces(await self.store.read(read)):
+            if role == "end":
+                builder.end()
+            else:
+                builder.feed(role, turn, text)
+        return builder
+
+    async def transcript(self, params: m.TranscriptParams) -> m.Transcript:
+        session = self.core.get_session(params.session)
+        ins = session.insight
+        if params.offset is None and ins is not None and (ins.transcript_loaded or session.turns == 0):
+            # Memory reflects every event emitted so far, stored or about to be.
+            head = self.events.head
+            lines = ins.transcript.tail(params.limit)
+            total = ins.transcript.total
+        else:
+            head = self.events.committed
+            builder = await self._stored_transcript(session.id, keep=None, upto=head)
+            everything = builder.tail(builder.total + 1)
+            total = len(everything)
+            start = max(total - params.limit, 0) if params.offset is None else params.offset
+            lines = everything[start : start + params.limit]
+        return m.Transcript(
+            lines=[m.TranscriptLine.model_validate(line._asdict()) for line in lines],
+            total=total,
+            head=head,
+        )
+
+    def attention(self, session: SessionRecord) -> list[m.Attention]:
+        ins = session.insight
+        rt = session.runtime
+        needs_you = bool(rt and rt.permissions)
+        if ins is None:
+            return [m.Attention.NEEDS_YOU] if needs_you else []
+        agent = self.core.agents.get(session.agent)
+        options = agent.spec.options if agent else m.AgentOptions()
+        return ins.attention(
+            now=time.time(),
+            needs_you=needs_you,
+            plan_stall=options.plan_stall_seconds,
+            turn_timeout=options.turn_timeout,
+        )
+
+    async def watch(self) -> None:
+        """Flags that come with time (a stalled plan, a long turn) are checked every few seconds."""
+        while True:
+            await asyncio.sleep(ATTENTION_INTERVAL)
+            for session in list(self.core.sessions.values()):
+                if session.runtime is None or session.closed:
+                    continue
+                flags = tuple(a.value for a in self.attention(session))
+                if flags != session.runtime.attention:
+                    session.runtime.attention = flags
+                    self.state(session, EventKind.SESSION_ATTENTION)
+
+    def fleet(self) -> m.Fleet:
+        by_status: dict[SessionStatus, int] = {}
+        attention: dict[m.Attention, int] = {}
+        cost = 0.0
+        turns = 0
+        serial = 0.0
+        open_sessions = 0
+        for session in self.core.sessions.values():
+            turns += session.turns
+            ins = session.insight
+            if ins is not None:
+                cost += ins.cost()
+                serial += ins.busy_seconds
+            if session.closed:
+                continue
+            open_sessions += 1
+            by_status[session.status] = by_status.get(session.status, 0) + 1
+            for flag in self.attention(session):
+                attention[flag] = attention.get(flag, 0) + 1
+        wall = 0.0
+        if self.core.first_turn_at is not None and self.core.last_turn_end is not None:
+            wall = max(self.core.last_turn_end - self.core.first_turn_at, 0.0)
+        return m.Fleet(
+            open=open_sessions,
+            by_status=by_status,
+            working=by_status.get(SessionStatus.WORKING, 0),
+            needs_you=by_status.get(SessionStatus.NEEDS_YOU, 0),
+            attention=attention,
+            cost=round(cost, 6),
+            turns=turns,
+            serial_seconds=round(serial, 3),
+            wall_seconds=round(wall, 3),
+        )
+
+    def fleet_soon(self) -> None:
+        self.throttle.request("fleet", lambda: self.events.emit(EventKind.FLEET, **self.fleet().wire()))

@@ -1,0 +1,96 @@
+"""`merge/request` and `merge/list`: a worktree session's branch into its base, through
+the per-repository merge queue (placements/merge_queue.py), with the steps as events
+and, when asked, the outcome handed back to the session as a prompt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from sessiond.daemon.placements import PlacementError
+from sessiond.daemon.placements.merge_queue import MergeEntry, MergeQueues, request_for
+from sessiond.daemon.placements.worktree import WorktreePlacement
+from sessiond.daemon.records import SessionRecord
+from sessiond.protocol import models as m
+from sessiond.protocol.errors import ErrorCode, RpcError
+from sessiond.protocol.models import EventKind
+
+if TYPE_CHECKING:
+    from sessiond.daemon.core import Core
+
+
+class Merging:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.queues = MergeQueues(on_step=self._step)
+        self.entries: dict[str, MergeEntry] = {}  # the last merge asked for, by session
+
+    def _step(self, session_id: str, step: str, data: dict[str, Any]) -> None:
+        session = self.core.sessions.get(session_id.rsplit("-", 1)[0])
+        self.core.events.emit(
+            EventKind.MERGE_STEP,
+            agent=session.agent if session else None,
+            session=session.id if session else session_id,
+            step=step,
+            **data,
+        )
+
+    async def merge(self, params: m.MergeParams) -> m.MergeEntry:
+        session = self.core.get_session(params.session)
+        if session.placement != "worktree":
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                f"session {session.id!r} works {session.placement}, not in a worktree: "
+                "there is no branch to merge",
+            )
+        rt = self.core.runtime_of(session)
+        if rt.running is not None or rt.queue:
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                f"session {session.id!r} has a turn running or queued; "
+                "merge it once it is idle (or cancel it)",
+            )
+        placement = rt.placement
+        assert isinstance(placement, WorktreePlacement)
+        try:
+            if placement.worktree is None and session.turns:
+                await placement.prepare()  # a worktree made before a restart is found again
+            request = request_for(
+                placement,
+                strategy=params.strategy,
+                gate=params.gate,
+                keep=params.keep,
+                base_branch=params.base_branch,
+            )
+            entry = await self.queues.submit(request)
+        except PlacementError as exc:
+            raise RpcError(ErrorCode.CONFLICT, f"cannot merge session {session.id!r}: {exc}") from None
+        self.entries[session.id] = entry
+        if params.hand_back:
+            self.core.spawn(self._hand_back(session, entry), f"merge-hand-back-{session.id}")
+        return self._entry(session.id, entry.summary())
+
+    async def _hand_back(self, session: SessionRecord, entry: MergeEntry) -> None:
+        await entry.wait()
+        prompt = entry.handback_prompt()
+        if prompt and not session.closed:
+            with contextlib.suppress(RpcError):
+                await self.core.prompt(m.SessionPromptParams(session=session.id, prompt=prompt))
+
+    def _entry(self, session_id: str, summary: dict[str, Any]) -> m.MergeEntry:
+        return m.MergeEntry.model_validate({**summary, "session": session_id.rsplit("-", 1)[0]})
+
+    def listing(self) -> m.MergeList:
+        """Merges waiting or running (with their position), then those done, by session."""
+        active = [self._entry(row["session"], row) for row in self.queues.listing()]
+        busy = {e.session for e in active}
+        done = [
+            self._entry(entry.session_id, entry.summary())
+            for sid, entry in self.entries.items()
+            if sid not in busy
+        ]
+        return m.MergeList(entries=active + done)
+
+    async def close(self) -> None:
+        await self.queues.close()

@@ -1,0 +1,131 @@
+"""Permission requests: an agent's `session/request_permission`, decided by the agent's
+policy or asked of a person through the clients that answer permissions.
+
+While a request waits its session "needs you"; the first answer wins, and a
+cancelled turn answers what it still waits on as cancelled (None).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sessiond.daemon.records import PendingPermission, SessionRecord
+from sessiond.protocol import models as m
+from sessiond.protocol.errors import ErrorCode, RpcError
+from sessiond.protocol.models import EventKind
+
+if TYPE_CHECKING:
+    from sessiond.daemon.core import Core
+
+READ_KINDS = frozenset({"read", "search", "fetch", "think"})
+
+
+class Permissions:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.pending: dict[str, PendingPermission] = {}  # by permission id
+        # Told of each request as it starts waiting (the server forwards it to clients).
+        self.listeners: list[Callable[[PendingPermission], None]] = []
+
+    async def request(
+        self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> str | None:
+        agent = self.core.get_agent(session.agent)
+        side = self.core.around.decide_for_side(session, tool_call)
+        policy = "deny" if side is False else agent.spec.options.permission_policy
+        decided, option = by_policy(policy, tool_call, options)
+        if decided:
+            return option
+        return await self.ask(session, tool_call, options)
+
+    async def ask(
+        self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> str | None:
+        """Ask whoever answers permissions; the session needs you until someone does."""
+        rt = self.core.runtime_of(session)
+        turn = rt.running
+        if turn is not None and turn.cancel_requested:
+            return None
+        turn_id = turn.id if turn is not None else None  # a client's question may come between turns
+        pending = PendingPermission(
+            id=f"p-{uuid.uuid4().hex[:12]}",
+            session=session.id,
+            turn=turn_id,
+            tool_call=tool_call,
+            options=options,
+            future=asyncio.get_running_loop().create_future(),
+        )
+        rt.permissions[pending.id] = pending
+        self.pending[pending.id] = pending
+        self.core.events.emit(
+            EventKind.PERMISSION_ASKED,
+            agent=session.agent,
+            session=session.id,
+            turn=turn_id,
+            permission=pending.id,
+            toolCall=tool_call,
+            options=options,
+        )
+        self.core.set_status(session)
+        for listener in self.listeners:
+            listener(pending)
+        try:
+            chosen = await pending.future
+        finally:
+            rt.permissions.pop(pending.id, None)
+            self.pending.pop(pending.id, None)
+        self.core.events.emit(
+            EventKind.PERMISSION_ANSWERED,
+            agent=session.agent,
+            session=session.id,
+            turn=turn_id,
+            permission=pending.id,
+            optionId=chosen,
+        )
+        self.core.set_status(session)
+        return chosen
+
+    def answer(self, params: m.PermissionAnswerParams) -> None:
+        pending = self.pending.get(params.permission)
+        if pending is None or pending.future.done():
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                f"permission request {params.permission!r} is not waiting "
+                "(answered already, or its turn ended)",
+            )
+        if params.option_id is not None and params.option_id not in {
+            str(o.get("optionId")) for o in pending.options
+        }:
+            offered = ", ".join(str(o.get("optionId")) for o in pending.options)
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"optionId: {params.option_id!r} is not one of the options offered ({offered})",
+                {"field": "optionId"},
+            )
+        pending.future.set_result(params.option_id)
+
+
+def by_policy(
+    policy: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
+) -> tuple[bool, str | None]:
+    """(True, the option chosen) when the policy decides, (False, None) when a person must."""
+
+    def pick(*kinds: str) -> tuple[bool, str | None]:
+        for kind in kinds:
+            for option in options:
+                if option.get("kind") == kind:
+                    return True, str(option.get("optionId"))
+        return True, None
+
+    if policy == "allow":
+        return pick("allow_once", "allow_always")
+    if policy == "deny":
+        return pick("reject_once", "reject_always")
+    if policy == "allow_reads":
+        if tool_call.get("kind") in READ_KINDS:
+            return pick("allow_once", "allow_always")
+        return pick("reject_once", "reject_always")
+    return False, None
