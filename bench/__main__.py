@@ -1,12 +1,13 @@
 """Run every benchmark and print their tables.
 
-python -m bench [--sessions 10000] [--turns 200] [--batch 500]
+python -m bench [--sessions 10000] [--turns 200] [--batch 500] [--fleet 5000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from bench import streaming
 from bench.direct_acp import run_turns
 from bench.harness import daemon, table
-from sessiond.client import aconnect
+from sessiond.client import AsyncDaemon, aconnect
 
 TURN_PROMPT = "say done"
 
@@ -121,6 +122,40 @@ async def batch(count: int) -> list[tuple[str, str, str]]:
     ]
 
 
+async def fleet(count: int) -> list[tuple[str, str, str]]:
+    """The fleet summary a status line asks for, with one session that has worked and with `count`."""
+    work = Path(tempfile.mkdtemp(prefix="sd-bench-fleet-"))
+
+    async def summary_ms(client: AsyncDaemon) -> float:
+        times = []
+        for _ in range(25):
+            started = time.perf_counter()
+            await client.fleet()
+            times.append((time.perf_counter() - started) * 1000)
+        return statistics.median(times)
+
+    with daemon() as d:
+        async with aconnect(d.socket, start=False) as client:
+            agent = await client.agent("demo")
+            await (await agent.session(work)).asend("tokens 100 50\nsay done")
+            one = await summary_ms(client)
+            sessions = await agent.sessions(count - 1, work)
+            for start in range(0, len(sessions), 500):
+                await asyncio.gather(
+                    *(s.asend("tokens 100 50\nsay done") for s in sessions[start : start + 500])
+                )
+            many = await summary_ms(client)
+            assert (await client.fleet()).turns == count
+    return [
+        ("fleet/summary, 1 session that has worked", f"{one:.2f} ms", "baseline (median of 25)"),
+        (
+            f"fleet/summary, {count} sessions that have worked",
+            f"{many:.2f} ms",
+            f"{many / one:.2f}x the baseline",
+        ),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -128,6 +163,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--batch", type=int, default=500, help="prompts in the batch benchmark")
+    parser.add_argument("--fleet", type=int, default=5000, help="sessions behind the fleet summary")
     args = parser.parse_args()
     print(table("Opening sessions", asyncio.run(open_many(args.sessions))))
     print()
@@ -137,6 +173,8 @@ def main() -> None:
     print()
     work = Path(tempfile.mkdtemp(prefix="sd-bench-stream-"))
     print(table("Streaming to subscribers", asyncio.run(streaming.run(args.turns, work))))
+    print()
+    print(table("The fleet summary", asyncio.run(fleet(args.fleet))))
 
 
 if __name__ == "__main__":

@@ -376,7 +376,7 @@ class Core:
             context=ins.context_view() if ins else None,
             usage=ins.usage_view() if ins else None,
             changes=changes,
-            attention=self.feed.attention(s),
+            attention=list(s.flags),
             run=s.run,
             where=self._where(s),
             id=s.id,
@@ -462,8 +462,8 @@ class Core:
                 )
             )
         )
-        self.feed.fleet_soon()
         for record in created:
+            self.feed.status_moved(record, None)
             self.events.emit(
                 EventKind.SESSION_OPENED,
                 agent=record.agent,
@@ -501,7 +501,7 @@ class Core:
             )
             and (params.kind is None or s.kind in params.kind)
             and (params.run is None or s.run == params.run)
-            and (not params.attention or self.feed.attention(s))
+            and (not params.attention or s.flags)
         ]
         if params.sort == "activity":
             # Most recent first; the cursor is a position in this order.
@@ -563,7 +563,6 @@ class Core:
                         await runtime.process.close_session(session.agent_session_id)
         self.feed.collisions.forget(session.id)
         self.set_status(session, closed=True)
-        self.feed.fleet_soon()
         await self.store.flush()
         self.events.emit(
             EventKind.SESSION_CLOSED,
@@ -590,7 +589,9 @@ class Core:
             queued=bool(rt and (rt.queue or (rt.running and rt.running.started_at is None))),
             last=session.last_outcome,
         )
-        if status is session.status:
+        old = session.status
+        if status is old:
+            self.feed.refresh_flags(session)
             return
         session.status = status
         session.status_since = _now()
@@ -602,7 +603,7 @@ class Core:
             since=session.status_since,
         )
         self._save_session(session)
-        self.feed.fleet_soon()
+        self.feed.status_moved(session, old)
 
     # ================================================================ turns
 
@@ -935,11 +936,11 @@ class Core:
             session.last_stop_reason = stop_reason
             if stop_reason != "cancelled":
                 session.last_error = None
-        session.turns += 1
-        ins = self.feed.of(session)
-        if turn.started_at is not None:
-            ins.turn_ended(ended, turn.usage)
-            self.last_turn_end = ended
+        with self.feed.counting(session) as ins:
+            session.turns += 1
+            if turn.started_at is not None:
+                ins.turn_ended(ended, turn.usage)
+                self.last_turn_end = ended
         ins.transcript.end()
         session.last_reply = text or session.last_reply
         self.feed.state(session, EventKind.SESSION_USAGE)

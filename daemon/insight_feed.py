@@ -9,8 +9,12 @@ pure model it fills is insight.py, the changed files come from changes.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -39,6 +43,29 @@ ATTENTION_INTERVAL = 2.0  # how often the flags that come with time are checked
 STATE_KINDS = (EventKind.SESSION_PLAN, EventKind.SESSION_USAGE, EventKind.SESSION_CHANGES)
 
 
+@dataclass
+class FleetTally:
+    """The fleet summary's sums, kept up to date as sessions change, so that a summary
+    costs the same with ten sessions or a hundred thousand (closed ones count too)."""
+
+    by_status: Counter[SessionStatus] = field(default_factory=Counter)  # open sessions only
+    attention: Counter[m.Attention] = field(default_factory=Counter)  # flags of open sessions
+    turns: int = 0
+    cost: float = 0.0
+    serial: float = 0.0
+
+    def moved(self, old: SessionStatus | None, new: SessionStatus | None) -> None:
+        """A session went from status `old` to `new` (None: not there; closed ones are not counted)."""
+        if old is not None and old is not SessionStatus.CLOSED:
+            self.by_status[old] -= 1
+        if new is not None and new is not SessionStatus.CLOSED:
+            self.by_status[new] += 1
+
+    def flagged(self, old: Iterable[m.Attention], new: Iterable[m.Attention]) -> None:
+        self.attention.subtract(old)
+        self.attention.update(new)
+
+
 class InsightFeed:
     def __init__(self, core: Core, *, state_rate: float) -> None:
         self.core = core
@@ -47,6 +74,7 @@ class InsightFeed:
         # A session's state events go out at most state_rate times a second each.
         self.throttle = Throttle(1.0 / state_rate)
         self.collisions = Collisions()
+        self.tally = FleetTally()
 
     def load(self) -> None:
         """The latest plan, usage and changes of each session, from the last such events stored."""
@@ -70,6 +98,43 @@ class InsightFeed:
                 ins.restore_usage(data.get("context"), data.get("usage"))
             elif row["kind"] == EventKind.SESSION_CHANGES and data.get("changes"):
                 ins.changes = m.Changes.model_validate(data["changes"])
+        # The one pass over every session: from here on the tally is kept as they change.
+        for session in self.core.sessions.values():
+            self.tally.turns += session.turns
+            if session.insight is not None:
+                self.tally.cost += session.insight.cost()
+                self.tally.serial += session.insight.busy_seconds
+            self.tally.moved(None, session.status)
+            self.refresh_flags(session, announce=False)
+
+    @contextlib.contextmanager
+    def counting(self, session: SessionRecord) -> Iterator[Insight]:
+        """Around a change to a session's usage or turns: the fleet's sums follow it."""
+        ins = self.of(session)
+        turns, cost, busy = session.turns, ins.cost(), ins.busy_seconds
+        try:
+            yield ins
+        finally:
+            self.tally.turns += session.turns - turns
+            self.tally.cost += ins.cost() - cost
+            self.tally.serial += ins.busy_seconds - busy
+
+    def status_moved(self, session: SessionRecord, old: SessionStatus | None) -> None:
+        """The core changed the session's status from `old` (None: it is new)."""
+        self.tally.moved(old, session.status)
+        self.refresh_flags(session)
+        self.fleet_soon()
+
+    def refresh_flags(self, session: SessionRecord, *, announce: bool = True) -> None:
+        """Work out the session's attention flags again; say so when they changed."""
+        flags = () if session.closed else tuple(self.attention(session))
+        if flags == session.flags:
+            return
+        self.tally.flagged(session.flags, flags)
+        session.flags = flags
+        if announce:
+            self.state(session, EventKind.SESSION_ATTENTION)
+            self.fleet_soon()
 
     def on_update(self, session: SessionRecord, kind: str, payload: dict[str, Any]) -> None:
         rt = session.runtime
@@ -99,9 +164,12 @@ class InsightFeed:
         elif kind == "plan":
             ins.set_plan(list(payload.get("entries") or []), now)
             self.state(session, EventKind.SESSION_PLAN)
+            self.refresh_flags(session)
         elif kind == "usage_update":
-            ins.set_context(payload)
+            with self.counting(session):
+                ins.set_context(payload)
             self.state(session, EventKind.SESSION_USAGE)
+            self.refresh_flags(session)
             self.core.around.enforce_budget(session)
         elif kind in ("tool_call", "tool_call_update"):
             call = ins.tool_update(payload)
@@ -146,7 +214,7 @@ class InsightFeed:
         elif kind == EventKind.SESSION_CHANGES:
             data = {"changes": ins.changes.wire() if ins.changes else None}
         else:
-            data = {"attention": [a.value for a in self.attention(session)]}
+            data = {"attention": [a.value for a in session.flags]}
         self.events.emit(kind, agent=session.agent, session=session.id, **data)
         self.fleet_soon()
 
@@ -283,44 +351,27 @@ class InsightFeed:
         while True:
             await asyncio.sleep(ATTENTION_INTERVAL)
             for session in list(self.core.sessions.values()):
-                if session.runtime is None or session.closed:
-                    continue
-                flags = tuple(a.value for a in self.attention(session))
-                if flags != session.runtime.attention:
-                    session.runtime.attention = flags
-                    self.state(session, EventKind.SESSION_ATTENTION)
+                ins = session.insight
+                if ins is not None and (
+                    ins.turn_started is not None or ins.in_progress_since or session.flags
+                ):
+                    self.refresh_flags(session)
 
     def fleet(self) -> m.Fleet:
-        by_status: dict[SessionStatus, int] = {}
-        attention: dict[m.Attention, int] = {}
-        cost = 0.0
-        turns = 0
-        serial = 0.0
-        open_sessions = 0
-        for session in self.core.sessions.values():
-            turns += session.turns
-            ins = session.insight
-            if ins is not None:
-                cost += ins.cost()
-                serial += ins.busy_seconds
-            if session.closed:
-                continue
-            open_sessions += 1
-            by_status[session.status] = by_status.get(session.status, 0) + 1
-            for flag in self.attention(session):
-                attention[flag] = attention.get(flag, 0) + 1
+        tally = self.tally
+        by_status = {status: n for status, n in tally.by_status.items() if n > 0}
         wall = 0.0
         if self.core.first_turn_at is not None and self.core.last_turn_end is not None:
             wall = max(self.core.last_turn_end - self.core.first_turn_at, 0.0)
         return m.Fleet(
-            open=open_sessions,
+            open=sum(by_status.values()),
             by_status=by_status,
             working=by_status.get(SessionStatus.WORKING, 0),
             needs_you=by_status.get(SessionStatus.NEEDS_YOU, 0),
-            attention=attention,
-            cost=round(cost, 6),
-            turns=turns,
-            serial_seconds=round(serial, 3),
+            attention={flag: n for flag, n in tally.attention.items() if n > 0},
+            cost=round(tally.cost, 6),
+            turns=tally.turns,
+            serial_seconds=round(tally.serial, 3),
             wall_seconds=round(wall, 3),
         )
 

@@ -18,7 +18,7 @@ from sessiond.daemon.changes import ChangeTracker
 from sessiond.daemon.insight import Insight
 from sessiond.daemon.placements import Placement
 from sessiond.daemon.states import Outcome
-from sessiond.protocol.models import AgentSpec, SessionStatus
+from sessiond.protocol.models import AgentSpec, Attention, SessionStatus
 
 log = logging.getLogger("sessiond.core")
 
@@ -53,6 +53,7 @@ class SessionRecord:
     last_reply: str | None = None
     runtime: SessionRuntime | None = None
     insight: Insight | None = None
+    flags: tuple[Attention, ...] = ()  # its attention flags as last worked out (the fleet counts them)
 
     @property
     def closed(self) -> bool:
@@ -134,7 +135,6 @@ class SessionRuntime:
     tracker: ChangeTracker | None = None
     changes_wanted: bool = False
     changes_task: asyncio.Task[None] | None = None
-    attention: tuple[str, ...] = ()
 
 
 @dataclass

@@ -110,6 +110,31 @@ async def test_attention_flags_and_the_fleet(client: AsyncDaemon, work: Path) ->
     assert fleet.wall_seconds > 0
 
 
+async def test_the_fleet_is_kept_as_sessions_change_and_survives_a_restart(
+    daemon: Daemon, work: Path
+) -> None:
+    async with aconnect(daemon.socket, start=False) as client:
+        full, plain, spent, untouched = await (await client.agent("demo")).sessions(4, work)
+        await full.asend("usage 190000 200000 1.5")
+        await plain.asend("say done")
+        await spent.asend("usage 1000 200000 0.25")
+        await spent.aclose()  # closed: its turn and cost still count, its status and flags do not
+        await untouched.asend("say hello")
+        fleet = await client._call("fleet/summary", Fleet)
+        listed = await client._call("session/list", SessionPage, include_closed=True)
+    assert fleet.open == 3
+    assert fleet.by_status == {"idle": 3}
+    assert fleet.attention == {"context_high": 1}
+    assert fleet.turns == 4 == sum(s.turns for s in listed.sessions)
+    assert fleet.cost == pytest.approx(1.75, abs=1e-3)  # the two plain turns cost a little too
+    await asyncio.to_thread(daemon.stop)
+    daemon.start()
+    async with aconnect(daemon.socket, start=False) as client:
+        again = await client._call("fleet/summary", Fleet)
+    # Counted once from the store at start-up, the same sums as kept while running.
+    assert again.model_dump(exclude={"wall_seconds"}) == fleet.model_dump(exclude={"wall_seconds"})
+
+
 async def test_stepping_between_working_sessions_keeps_its_order(client: AsyncDaemon, work: Path) -> None:
     agent = await client.agent("demo")
     sessions = await agent.sessions(5, work)
