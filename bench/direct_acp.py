@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import statistics
 import subprocess
 import sys
 import time
@@ -24,8 +25,9 @@ class _QuietClient:
         return None
 
 
-async def run_turns(count: int, prompt: str, cwd: Path, state_dir: Path) -> float:
-    """Seconds for `count` sessions to each open and run one turn at once (after one warm-up turn)."""
+async def run_turns(count: int, prompt: str, cwd: Path, state_dir: Path, rounds: int = 1) -> float:
+    """Seconds for `count` sessions to each open and run one turn at once (after one warm-up turn);
+    with several rounds, the median round."""
     async with acp.spawn_agent_process(
         _QuietClient(),  # type: ignore[arg-type]
         sys.executable,
@@ -44,6 +46,9 @@ async def run_turns(count: int, prompt: str, cwd: Path, state_dir: Path) -> floa
             )
 
         await one()
-        started = time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(count)))
-        return time.perf_counter() - started
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(count)))
+            times.append(time.perf_counter() - started)
+        return statistics.median(times)
