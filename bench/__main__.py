@@ -1,6 +1,6 @@
 """Run every benchmark and print their tables.
 
-python -m bench [--sessions 10000] [--turns 200] [--batch 500] [--fleet 5000]
+python -m bench [--sessions 10000] [--turns 200] [--batch 500] [--fleet 5000] [--mcp 10]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench import streaming
 from bench.direct_acp import run_turns
-from bench.harness import daemon, table
+from bench.harness import children, daemon, rss_kib, table
 from sessiond.client import AsyncDaemon, aconnect
 
 TURN_PROMPT = "say done"
@@ -163,6 +163,44 @@ async def fleet(count: int) -> list[tuple[str, str, str]]:
     ]
 
 
+def _tree_rss_kib(pid: int) -> int:
+    """The resident memory of a process and all its descendants."""
+    return rss_kib(pid) + sum(_tree_rss_kib(child) for child in children(pid))
+
+
+async def mcp(count: int) -> list[tuple[str, str, str]]:
+    """`count` sessions each calling a tool of their `sessiond` MCP server: through the stdio bridge
+    (a process per session) and through the daemon's own http endpoint, in the same run."""
+    work = Path(tempfile.mkdtemp(prefix="sd-bench-mcp-"))
+    figures: dict[str, tuple[float, int]] = {}
+    for transport in ("stdio", "http"):
+        with daemon() as d:
+            async with aconnect(d.socket, start=False) as client:
+                demo = await client.agent("demo")
+                flags = ["--no-mcp-http"] if transport == "stdio" else []
+                agent = await client.agent("bench", command=[*demo.info.command, *flags])
+                await (await agent.session(work)).asend("say up")  # the agent process is up
+                sessions = await agent.sessions(count, work)
+                started = time.perf_counter()
+                replies = await asyncio.gather(*(s.asend("suggest Bench | say hi") for s in sessions))
+                elapsed = time.perf_counter() - started
+                assert all(r.text.startswith("Suggested task ") for r in replies), replies[0].text
+                figures[transport] = (elapsed, _tree_rss_kib(d.pid))
+    (stdio_s, stdio_kib), (http_s, http_kib) = figures["stdio"], figures["http"]
+    return [
+        (
+            f"{count} sessions call an MCP tool, stdio bridge",
+            f"{stdio_s:.2f} s, {stdio_kib / 1024:.0f} MiB",
+            "baseline (memory: daemon, agent and their children)",
+        ),
+        (
+            f"{count} sessions call an MCP tool, the daemon's http endpoint",
+            f"{http_s:.2f} s, {http_kib / 1024:.0f} MiB",
+            f"{http_s / stdio_s:.2f}x the time, {http_kib / stdio_kib:.2f}x the memory",
+        ),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -171,6 +209,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--batch", type=int, default=500, help="prompts in the batch benchmark")
     parser.add_argument("--fleet", type=int, default=5000, help="sessions behind the fleet summary")
+    parser.add_argument("--mcp", type=int, default=10, help="sessions calling an MCP tool")
     args = parser.parse_args()
     print(table("Opening sessions", asyncio.run(open_many(args.sessions))))
     print()
@@ -182,6 +221,8 @@ def main() -> None:
     print(table("Streaming to subscribers", asyncio.run(streaming.run(args.turns, work))))
     print()
     print(table("The fleet summary", asyncio.run(fleet(args.fleet))))
+    print()
+    print(table("The sessiond MCP tools", asyncio.run(mcp(args.mcp))))
 
 
 if __name__ == "__main__":

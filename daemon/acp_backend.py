@@ -52,6 +52,7 @@ class Capabilities:
     resume: bool = False
     fork: bool = False
     close: bool = False
+    mcp_http: bool = False  # takes MCP servers over streamable HTTP
 
 
 @dataclass(slots=True)
@@ -341,6 +342,7 @@ class AgentProcess:
             resume=session_caps.resume is not None,
             fork=session_caps.fork is not None,
             close=session_caps.close is not None,
+            mcp_http=bool(caps.mcp_capabilities and caps.mcp_capabilities.http),
         )
         if response.agent_info is not None:
             self.agent_info = response.agent_info.model_dump(mode="json", exclude_none=True)
@@ -498,8 +500,14 @@ class AgentProcess:
 
 
 def _mcp(servers: list[dict[str, Any]] | None) -> list[Any]:
-    """MCP servers offered to a session (stdio ones: name, command, args, env)."""
-    return [s.McpServerStdio.model_validate(server) for server in servers or []]
+    """MCP servers offered to a session: http ones (name, url, headers) or stdio ones
+    (name, command, args, env)."""
+    return [
+        s.HttpMcpServer.model_validate(server)
+        if server.get("type") == "http"
+        else s.McpServerStdio.model_validate(server)
+        for server in servers or []
+    ]
 
 
 def _setup(response: Any) -> SessionSetup:

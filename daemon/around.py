@@ -15,9 +15,11 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +31,9 @@ from sessiond.protocol.models import EventKind, SessionStatus
 
 if TYPE_CHECKING:
     from sessiond.daemon.core import Core
+    from sessiond.daemon.mcp_http import McpEndpoint
+
+log = logging.getLogger("sessiond.around")
 
 ACCOUNT_LINES = 40
 WRITING_KINDS = frozenset({"edit", "delete", "move", "execute"})
@@ -48,26 +53,45 @@ class Around:
         self.core = core
         self.tasks = tasks
         self._secret = _secret(state_dir / "session-secret")
+        self._endpoint: McpEndpoint | None = None
 
     # ------------------------------------------------------------ session tokens (the MCP bridge)
 
     def token(self, session_id: str) -> str:
-        return hmac.new(self._secret, session_id.encode(), hashlib.sha256).hexdigest()
+        """A secret that lets its holder act for this session alone: its id, then an HMAC of it."""
+        digest = hmac.new(self._secret, session_id.encode(), hashlib.sha256).hexdigest()
+        return f"{session_id}.{digest}"
 
     def session_of_token(self, token: str) -> str | None:
-        for session_id in self.core.sessions:
-            if hmac.compare_digest(self.token(session_id), token):
-                return session_id
+        session_id = token.rpartition(".")[0]
+        if session_id in self.core.sessions and hmac.compare_digest(self.token(session_id), token):
+            return session_id
         return None
 
-    def mcp_servers(self, session: SessionRecord, socket_path: str) -> list[dict[str, object]]:
-        """The MCP server every session is offered: suggest_task and the thread tools, for it alone."""
-        import sys
-
+    async def mcp_servers(
+        self, session: SessionRecord, socket_path: str, *, http: bool
+    ) -> list[dict[str, object]]:
+        """The MCP server every session is offered (suggest_task and the thread tools, for it alone):
+        the daemon's own endpoint to an agent that takes http servers, else the stdio bridge."""
+        token = self.token(session.id)
+        if http:
+            try:
+                url = await self.endpoint().url()
+            except Exception as exc:  # the bridge still works: offer it instead
+                log.warning("the MCP endpoint did not start (%s); offering the stdio bridge", exc)
+            else:
+                return [
+                    {
+                        "type": "http",
+                        "name": "sessiond",
+                        "url": url,
+                        "headers": [{"name": "Authorization", "value": f"Bearer {token}"}],
+                    }
+                ]
         env = {
             "SESSIOND_SOCKET": socket_path,
             "SESSIOND_SESSION": session.id,
-            "SESSIOND_SESSION_TOKEN": self.token(session.id),
+            "SESSIOND_SESSION_TOKEN": token,
         }
         return [
             {
@@ -77,6 +101,21 @@ class Around:
                 "env": [{"name": k, "value": v} for k, v in env.items()],
             }
         ]
+
+    @property
+    def mcp_url(self) -> str | None:
+        return self._endpoint.started_url if self._endpoint is not None else None
+
+    def endpoint(self) -> McpEndpoint:
+        if self._endpoint is None:
+            from sessiond.daemon.mcp_http import McpEndpoint  # the mcp SDK is imported on first need
+
+            self._endpoint = McpEndpoint(self.core)
+        return self._endpoint
+
+    async def close(self) -> None:
+        if self._endpoint is not None:
+            await self._endpoint.close()
 
     # ------------------------------------------------------------ the tree and its budgets
 

@@ -46,6 +46,7 @@ from sessiond.daemon.placements import (
 )
 from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.records import AgentRuntime, SessionRecord, SessionRuntime, Turn
+from sessiond.daemon.session_tools import SessionTools
 from sessiond.daemon.states import Outcome, derive_status, outcome_of
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -82,6 +83,7 @@ class Core:
         self.feed = InsightFeed(self, state_rate=state_rate)
         self.permissions = Permissions(self)
         self.merging = Merging(self)
+        self.tools = SessionTools(self)
         self.first_turn_at: float | None = None
         self.turn_end = asyncio.Condition()
         self.socket_path = ""
@@ -191,7 +193,12 @@ class Core:
         if process is not None and process.started_at is not None:
             c = process.capabilities
             caps = m.AgentCapabilitiesInfo(
-                load_session=c.load_session, list=c.list, resume=c.resume, fork=c.fork, close=c.close
+                load_session=c.load_session,
+                list=c.list,
+                resume=c.resume,
+                fork=c.fork,
+                close=c.close,
+                mcp_http=c.mcp_http,
             )
             if not self._can_evict(process):
                 note = (
@@ -812,7 +819,7 @@ class Core:
             setup: SessionSetup
             rt = session.runtime
             assert rt is not None
-            mcp = self.around.mcp_servers(session, self.socket_path)
+            mcp = await self.around.mcp_servers(session, self.socket_path, http=process.capabilities.mcp_http)
             if session.agent_session_id is None:
                 agent_session_id, setup = await self._open_at_agent(
                     agent, process, session, rt.placement.root, mcp
@@ -1074,13 +1081,6 @@ class Core:
 
     # ================================================================ status and stopping
 
-    def counts(self) -> dict[SessionStatus, int]:
-        counts: dict[SessionStatus, int] = {}
-        for session in self.sessions.values():
-            if not session.closed:
-                counts[session.status] = counts.get(session.status, 0) + 1
-        return counts
-
     async def shutdown(self) -> None:
         """Cancel every turn (stop reason cancelled), stop every agent, flush the store."""
         self._stopping = True
@@ -1095,6 +1095,7 @@ class Core:
                 with contextlib.suppress(Exception):
                     await session.runtime.placement.stop()
         await self.merging.close()
+        await self.around.close()
         await asyncio.gather(
             *(runtime.process.stop() for runtime in self.agents.values() if runtime.process is not None),
             return_exceptions=True,

@@ -61,6 +61,9 @@ class FleetTally:
         if new is not None and new is not SessionStatus.CLOSED:
             self.by_status[new] += 1
 
+    def open_by_status(self) -> dict[SessionStatus, int]:
+        return {status: n for status, n in self.by_status.items() if n > 0}
+
     def flagged(self, old: Iterable[m.Attention], new: Iterable[m.Attention]) -> None:
         self.attention.subtract(old)
         self.attention.update(new)
@@ -359,7 +362,7 @@ class InsightFeed:
 
     def fleet(self) -> m.Fleet:
         tally = self.tally
-        by_status = {status: n for status, n in tally.by_status.items() if n > 0}
+        by_status = tally.open_by_status()
         wall = 0.0
         if self.core.first_turn_at is not None and self.core.last_turn_end is not None:
             wall = max(self.core.last_turn_end - self.core.first_turn_at, 0.0)

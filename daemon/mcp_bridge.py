@@ -36,12 +36,12 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, ValidationError
 
@@ -112,6 +112,27 @@ def _summary(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
+class Link(Protocol):
+    """Where the tools' requests go, on behalf of one session."""
+
+    @property
+    def session(self) -> str: ...
+
+    async def call(self, method: str, params: Mapping[str, Any], result: type[R]) -> R:
+        """``method``'s result as ``result``. Every failure is a BridgeError saying why."""
+        ...
+
+
+def checked_params(method: str, params: Mapping[str, Any], result: type[BaseModel]) -> BaseModel:
+    """``params`` as ``method``'s params model; BridgeError naming each field at fault."""
+    spec = m.METHODS[method]
+    assert spec.result is result, f"{method} answers {spec.result.__name__}"
+    try:
+        return spec.params.model_validate(dict(params))
+    except ValidationError as e:
+        raise BridgeError(_summary(e)) from None
+
+
 class DaemonLink:
     """One connection to the daemon on behalf of one session: opened on first use, again after a loss."""
 
@@ -120,14 +141,13 @@ class DaemonLink:
         self._connection: Connection | None = None
         self._lock = asyncio.Lock()
 
+    @property
+    def session(self) -> str:
+        return self.config.session
+
     async def call(self, method: str, params: Mapping[str, Any], result: type[R]) -> R:
         """Send ``method``; its result as ``result``. Every failure is a BridgeError saying why."""
-        spec = m.METHODS[method]
-        assert spec.result is result, f"{method} answers {spec.result.__name__}"
-        try:
-            checked = spec.params.model_validate(dict(params))
-        except ValidationError as e:
-            raise BridgeError(_summary(e)) from None
+        checked = checked_params(method, params, result)
         connection = await self._connected()
         try:
             raw = await connection.request(
@@ -290,33 +310,44 @@ def _text(text: str, *, error: bool = False) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
 
 
-async def _answer(work: Awaitable[dict[str, Any]]) -> CallToolResult:
+LinkFor = Callable[[Context], Link]
+
+
+async def _answer(
+    link_for: LinkFor, ctx: Context, work: Callable[[Link], Awaitable[dict[str, Any]]]
+) -> CallToolResult:
     """The tool's result: its JSON, or an error result whose text is the failure's message, verbatim."""
     try:
-        value = await work
+        value = await work(link_for(ctx))
     except BridgeError as e:
         return _text(str(e), error=True)
     return _text(_dumps(value))
 
 
-def build_server(link: DaemonLink) -> MCPServer:
-    """The MCP server with its four tools, each a call to the daemon through ``link``."""
-    session = link.config.session
+def build_server(link_for: LinkFor) -> MCPServer:
+    """The MCP server with its four tools, each a request through the link of the session asking
+    (one fixed link for the stdio bridge; found by the request's credentials where one server
+    serves many sessions)."""
 
-    async def suggest(params: dict[str, Any]) -> dict[str, Any]:
-        return task_json(await link.call(m.TASK_SUGGEST, params, pm.TaskInfo))
+    async def suggest(link: Link, params: dict[str, Any]) -> dict[str, Any]:
+        return task_json(
+            await link.call(m.TASK_SUGGEST, {**params, "from_session": link.session}, pm.TaskInfo)
+        )
 
-    async def start(params: dict[str, Any]) -> dict[str, Any]:
-        return thread_json(await link.call(m.THREAD_START, params, pm.SessionInfo))
+    async def start(link: Link, params: dict[str, Any]) -> dict[str, Any]:
+        return thread_json(
+            await link.call(m.THREAD_START, {**params, "parent": link.session}, pm.SessionInfo)
+        )
 
-    async def status(params: dict[str, Any]) -> dict[str, Any]:
+    async def status(link: Link, params: dict[str, Any]) -> dict[str, Any]:
         return report_json(await link.call(m.THREAD_STATUS, params, pm.ThreadReport))
 
-    async def wait(params: dict[str, Any]) -> dict[str, Any]:
+    async def wait(link: Link, params: dict[str, Any]) -> dict[str, Any]:
         reports = await link.call(m.THREAD_WAIT, params, pm.ThreadReports)
         return {"threads": [report_json(report) for report in reports.reports]}
 
     async def suggest_task(
+        ctx: Context,
         title: Title,
         prompt: Annotated[str, Field(min_length=1, description="What the task's session is to do.")],
         why: Annotated[str | None, Field(description="Why this is worth doing.")] = None,
@@ -325,32 +356,35 @@ def build_server(link: DaemonLink) -> MCPServer:
         """Suggest a task: it waits in the user's inbox; once accepted it runs in a session of its own,
         handed this session's context. Answers the task's id and status."""
         params = {"title": title, "prompt": prompt, "why": why, "placement": placement}
-        return await _answer(suggest({**params, "from_session": session}))
+        return await _answer(link_for, ctx, lambda link: suggest(link, params))
 
     async def start_thread(
+        ctx: Context,
         prompt: Annotated[str, Field(min_length=1, description="What the thread is to do.")],
         placement: Placement = None,
         title: Annotated[str | None, Field(description="A short title for the thread.")] = None,
     ) -> CallToolResult:
         """Start a thread: a helper session of its own (its own worktree by default) that works on
         the prompt and reports back. Answers its id; follow it with thread_status or wait_threads."""
-        return await _answer(
-            start({"parent": session, "prompt": prompt, "placement": placement, "title": title})
-        )
+        params = {"prompt": prompt, "placement": placement, "title": title}
+        return await _answer(link_for, ctx, lambda link: start(link, params))
 
-    async def thread_status(id: ThreadId) -> CallToolResult:
+    async def thread_status(ctx: Context, id: ThreadId) -> CallToolResult:
         """A thread's report now: its status, whether it is done, its last reply, plan and changed
         files."""
-        return await _answer(status({"thread": id}))
+        return await _answer(link_for, ctx, lambda link: status(link, {"thread": id}))
 
     async def wait_threads(
+        ctx: Context,
         ids: Annotated[list[str], Field(min_length=1, description="The threads' ids.")],
         timeout: Annotated[
             float | None, Field(gt=0, description="Seconds to wait at most; then the reports as they are.")
         ] = None,
     ) -> CallToolResult:
         """Wait until the threads are done (or the timeout runs out); answers their reports."""
-        return await _answer(wait({"threads": list(ids), "timeout": timeout}))
+        return await _answer(
+            link_for, ctx, lambda link: wait(link, {"threads": list(ids), "timeout": timeout})
+        )
 
     server: MCPServer = MCPServer(
         SERVER_NAME, version=_version(), instructions=INSTRUCTIONS, log_level="WARNING"
@@ -364,7 +398,7 @@ async def serve(config: BridgeConfig) -> None:
     """Serve MCP on stdin/stdout until the agent closes stdin."""
     link = DaemonLink(config)
     try:
-        await build_server(link).run_stdio_async()
+        await build_server(lambda ctx: link).run_stdio_async()
     finally:
         await link.aclose()
 

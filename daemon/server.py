@@ -618,17 +618,6 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
     async def fleet_summary(p: m.Empty) -> m.Fleet:
         return core.feed.fleet()
 
-    def own(session: str | None) -> str | None:
-        """A bridge acting for one session speaks for that session only."""
-        if conn.acting_for is not None:
-            if session not in (None, conn.acting_for):
-                raise RpcError(
-                    ErrorCode.UNAUTHORIZED,
-                    f"this connection acts for session {conn.acting_for}, not {session}",
-                )
-            return conn.acting_for
-        return session
-
     async def session_side(p: m.SideParams) -> m.SideResult:
         return await core.around.side(p)
 
@@ -639,8 +628,7 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         return m.BroadcastResult(sessions=core.around.broadcast(p))
 
     async def task_suggest(p: m.TaskSuggestParams) -> m.TaskInfo:
-        p = p.model_copy(update={"from_session": own(p.from_session)})
-        return core.around.suggest(p).info()
+        return core.tools.suggest(p, conn.acting_for)
 
     async def task_list(p: m.TaskListParams) -> m.TaskList:
         tasks = [
@@ -657,27 +645,13 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         return core.around.dismiss(p.task, p.reason).info()
 
     async def thread_start(p: m.ThreadStartParams) -> m.SessionInfo:
-        parent = own(p.parent)
-        assert parent is not None
-        return core.session_info(await core.around.start_thread(p.model_copy(update={"parent": parent})))
-
-    def own_thread(thread: str) -> None:
-        session = core.get_session(thread)
-        if conn.acting_for is not None and core.around.root_of(session) is not core.around.root_of(
-            core.get_session(conn.acting_for)
-        ):
-            raise RpcError(
-                ErrorCode.UNAUTHORIZED, f"session {thread} is not in the tree of session {conn.acting_for}"
-            )
+        return await core.tools.start_thread(p, conn.acting_for)
 
     async def thread_status(p: m.ThreadRef) -> m.ThreadReport:
-        own_thread(p.thread)
-        return core.around.report(core.get_session(p.thread))
+        return core.tools.status(p, conn.acting_for)
 
     async def thread_wait(p: m.ThreadWaitParams) -> m.ThreadReports:
-        for thread in p.threads:
-            own_thread(thread)
-        return await core.around.wait(p, waiter=conn.acting_for)
+        return await core.tools.wait(p, conn.acting_for)
 
     async def merge_request(p: m.MergeParams) -> m.MergeEntry:
         return await core.merging.merge(p)
@@ -802,9 +776,10 @@ class DaemonServer:
             tcp=self.tcp_address,
             state_dir=str(self.core.state_dir),
             agents=len(self.core.agents),
-            sessions=self.core.counts(),
+            sessions=self.core.feed.tally.open_by_status(),
             head=self.core.events.head,
             clients=len(self.connections),
+            mcp_url=self.core.around.mcp_url,
         )
 
     async def _accept(

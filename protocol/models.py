@@ -162,6 +162,11 @@ class AgentCapabilitiesInfo(Result):
     resume: bool = False
     fork: bool = False
     close: bool = False
+    mcp_http: bool = Field(
+        False,
+        description="It takes MCP servers over HTTP: its sessions are offered the daemon's own MCP "
+        "endpoint rather than a stdio bridge process each.",
+    )
 
 
 class AgentProcessState(StrEnum):
@@ -787,3 +792,8 @@ class DaemonStatus(Result):
     sessions: dict[SessionStatus, int] = Field(description="Open sessions by status.")
     head: int = Field(description="The seq of the newest event.")
     clients: int = Field(description="Connections attached now.")
+    mcp_url: str | None = Field(
+        None,
+        description="The daemon's MCP endpoint (loopback), once a session of an agent that takes "
+        "http MCP servers was offered it.",
+    )

@@ -46,6 +46,28 @@ def test_only_the_server_knows_json_rpc_and_only_the_backend_knows_acp() -> None
             assert not {i for i in found if i.split(".")[0] == "acp"}, rel
 
 
+def module_level_imports(path: Path) -> set[str]:
+    """What a module imports as it loads (not inside functions, nor for type checking alone)."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_the_daemon_loads_the_mcp_sdk_only_when_it_serves_mcp() -> None:
+    mcp_modules = {"mcp_bridge.py", "mcp_http.py"}
+    for path in modules("daemon"):
+        rel = path.relative_to(ROOT)
+        if rel.name in mcp_modules or "demo_agent" in rel.parts:
+            continue
+        assert not {i for i in imports_of(path) if i.split(".")[0] in {"mcp", "uvicorn"}}, rel
+        lazy = {"sessiond.daemon.mcp_http", "sessiond.daemon.mcp_bridge"}
+        assert not module_level_imports(path) & lazy, rel
+
+
 def test_the_client_does_not_import_the_daemon_at_module_level() -> None:
     # `sessiond serve` imports the daemon lazily; a script using the client loads none of it.
     for path in modules("clients/python"):

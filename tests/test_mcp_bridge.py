@@ -1,5 +1,6 @@
-"""The MCP bridge (`python -m sessiond.daemon.mcp_bridge`): its tools, how it acts for one session,
-and, end to end, a demo-agent session that suggests a task and starts a thread through it.
+"""The `sessiond` MCP tools: the stdio bridge (`python -m sessiond.daemon.mcp_bridge`), its tools
+and how it acts for one session; the daemon's own http endpoint; and, end to end, demo-agent
+sessions that suggest a task and start threads through each of them.
 
 The bridge always runs as a real subprocess driven by the `mcp` SDK's own stdio client, the way
 an agent starts it. Its daemon is a small stand-in (`FakeSessiond`) where the test needs to see
@@ -22,6 +23,8 @@ from typing import Any
 import pytest
 from demo_agent_client import FakeSessiond
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
 from bench.harness import Daemon
@@ -252,15 +255,31 @@ async def test_an_agent_suggestion_reaches_the_inbox(real_daemon: Daemon, work: 
     assert task["status"] == "suggested"
 
 
-async def test_a_thread_started_by_an_agent_reports_back(real_daemon: Daemon, work: Path) -> None:
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_a_thread_started_by_an_agent_reports_back(
+    real_daemon: Daemon, work: Path, transport: str
+) -> None:
     async with aconnect(real_daemon.socket, start=False) as daemon:
-        session = await (await daemon.agent("demo")).session(work)
+        demo = await daemon.agent("demo")
+        # An agent that takes http MCP servers is offered the daemon's endpoint; one that does not,
+        # the stdio bridge.
+        agent = (
+            demo
+            if transport == "http"
+            else await daemon.agent("nohttp", command=[*demo.info.command, "--no-mcp-http"])
+        )
+        session = await agent.session(work)
         started = await session.asend("thread say hello")
         assert started.text.startswith("Started thread "), started.text
         thread = started.text.removeprefix("Started thread ").strip()
 
         waited = await session.asend("wait")
+        capabilities = (await agent.aget()).process.capabilities
+        status = await daemon.status()
     assert waited.text == f"{thread} idle: hello"
+    assert capabilities is not None
+    assert capabilities.mcp_http is (transport == "http")
+    assert (status.mcp_url is not None) is (transport == "http")
 
 
 async def test_a_coordinator_on_a_one_turn_agent_lends_its_slot_to_the_threads_it_waits_for(
@@ -282,3 +301,21 @@ async def test_a_coordinator_on_a_one_turn_agent_lends_its_slot_to_the_threads_i
     assert f"{thread} idle: hello" in reply.text
     assert lines[-1] == "back in my turn"
     assert after.text == "the slot came back"
+
+
+async def test_the_endpoint_refuses_a_request_without_a_session_token(
+    real_daemon: Daemon, work: Path
+) -> None:
+    async with aconnect(real_daemon.socket, start=False) as daemon:
+        await (await (await daemon.agent("demo")).session(work)).asend("say up")
+        url = (await daemon.status()).mcp_url
+    assert url is not None
+    assert url.startswith("http://127.0.0.1:")
+    forged = "s1." + "0" * 64
+    for headers in ({}, {"Authorization": f"Bearer {forged}"}):
+        transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+        async with Client(transport, mode="legacy") as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == set(TOOLS)
+            refused = await client.call_tool("suggest_task", {"title": "t", "prompt": "p"})
+        assert refused.is_error
+        assert "carries no valid sessiond session token" in text_of(refused)

@@ -208,6 +208,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             ("daemon", f"sessiond {status.version} (pid {status.pid}) since {_when(status.started_at)}"),
             ("socket", status.socket),
             ("tcp", status.tcp or "-"),
+            ("mcp", status.mcp_url or "- (not started: no agent that takes http MCP servers has run)"),
             ("state", status.state_dir),
             ("agents", str(status.agents)),
             ("sessions", f"{sum(counts.values())} open ({fleet})"),

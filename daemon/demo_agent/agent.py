@@ -28,6 +28,7 @@ from acp.schema import (
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
@@ -84,6 +85,7 @@ class AgentOptions:
     close: bool = True
     fork: bool = True
     list: bool = True
+    mcp_http: bool = True
 
 
 @dataclass(frozen=True)
@@ -210,6 +212,7 @@ class DemoAgent:
                 close=SessionCloseCapabilities() if options.close else None,
                 fork=SessionForkCapabilities() if options.fork else None,
             ),
+            mcp_capabilities=McpCapabilities(http=options.mcp_http),
         )
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
@@ -244,7 +247,7 @@ class DemoAgent:
         )
         self._store.save(record)
         live = LiveSession(record)
-        await live.mcp.configure(mcp_servers)
+        await live.mcp.configure(mcp_servers, http=self._options.mcp_http)
         self._sessions[record.session_id] = live
         return NewSessionResponse(
             session_id=record.session_id, modes=_modes(record), config_options=_config_options(record)
@@ -261,7 +264,7 @@ class DemoAgent:
         if not self._options.load:
             raise _withdrawn("session/load")
         live = self._revive(session_id, cwd)
-        await live.mcp.configure(mcp_servers)
+        await live.mcp.configure(mcp_servers, http=self._options.mcp_http)
         # ACP: replay the whole conversation as updates before answering.
         for turn in live.record.turns:
             await self._notify(session_id, update_user_message_text(turn.prompt))
@@ -280,7 +283,7 @@ class DemoAgent:
         if not self._options.resume:
             raise _withdrawn("session/resume")
         live = self._revive(session_id, cwd)
-        await live.mcp.configure(mcp_servers)
+        await live.mcp.configure(mcp_servers, http=self._options.mcp_http)
         return ResumeSessionResponse(modes=_modes(live.record), config_options=_config_options(live.record))
 
     async def fork_session(
@@ -306,7 +309,7 @@ class DemoAgent:
         )
         self._store.save(fork)
         live = LiveSession(fork)
-        await live.mcp.configure(mcp_servers)
+        await live.mcp.configure(mcp_servers, http=self._options.mcp_http)
         self._sessions[fork.session_id] = live
         return ForkSessionResponse(
             session_id=fork.session_id, modes=_modes(fork), config_options=_config_options(fork)

@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
             action="store_false",
             help=f"do not offer {method} (not advertised; calls answer 'Method not found')",
         )
+    parser.add_argument(
+        "--no-mcp-http",
+        dest="mcp_http",
+        action="store_false",
+        help="do not take MCP servers over HTTP (not advertised; clients offer stdio ones)",
+    )
     return parser
 
 
@@ -52,6 +58,7 @@ def parse_options(argv: Sequence[str] | None = None) -> AgentOptions:
         close=args.close,
         fork=args.fork,
         list=args.list,
+        mcp_http=args.mcp_http,
     )
 
 

@@ -2,9 +2,11 @@
 
 ACP hands an agent its MCP servers in `session/new` (and load, resume, fork).
 The demo agent remembers them per session and, the first time a script calls
-a tool of one, starts it with the official `mcp` SDK's stdio client and keeps
-it for the session's life: closed on `session/close` and when the agent exits.
-Only stdio servers are started (the agent advertises no http or sse support).
+a tool of one, connects to it with the official `mcp` SDK's client (starting
+a stdio server as a child process; an http server over streamable HTTP, with
+the headers it was given) and keeps it for the session's life: closed on
+`session/close` and when the agent exits. It advertises http support unless
+started with `--no-mcp-http`; sse servers are not taken.
 
 A connection's context managers belong to anyio, whose cancel scopes must be
 left by the task that entered them; so each running server is owned by a task
@@ -20,8 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acp.schema import McpServerStdio
+from acp.schema import McpServerHttp, McpServerStdio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, Implementation, TextContent
 
 log = logging.getLogger(__name__)
@@ -60,21 +64,44 @@ class StdioServer:
             env=tuple((variable.name, variable.value) for variable in server.env),
         )
 
-    def parameters(self) -> StdioServerParameters:
+    def transport(self) -> StdioServerParameters:
         # The SDK passes a few safe variables (HOME, PATH, ...) and these on top.
         return StdioServerParameters(command=self.command, args=list(self.args), env=dict(self.env))
 
 
-def servers_by_name(servers: Sequence[Any] | None) -> dict[str, StdioServer | str]:
-    """The servers of a session request by name: a StdioServer, or why it cannot be used."""
-    found: dict[str, StdioServer | str] = {}
+@dataclass(frozen=True)
+class HttpServer:
+    """An MCP server to reach over streamable HTTP, as ACP's `McpServerHttp` describes it."""
+
+    name: str
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_acp(cls, server: McpServerHttp) -> HttpServer:
+        return cls(name=server.name, url=server.url, headers=tuple((h.name, h.value) for h in server.headers))
+
+    def transport(self) -> Any:
+        http = create_mcp_http_client(headers=dict(self.headers))
+        return streamable_http_client(self.url, http_client=http)
+
+
+McpServer = StdioServer | HttpServer
+
+
+def servers_by_name(servers: Sequence[Any] | None, *, http: bool = True) -> dict[str, McpServer | str]:
+    """The servers of a session request by name: one to use, or why it cannot be used."""
+    found: dict[str, McpServer | str] = {}
     for server in servers or ():
         if isinstance(server, McpServerStdio):
             found[server.name] = StdioServer.from_acp(server)
+        elif http and isinstance(server, McpServerHttp):
+            found[server.name] = HttpServer.from_acp(server)
         else:
             kind = getattr(server, "type", type(server).__name__)
             name = getattr(server, "name", "?")
-            found[name] = f"the MCP server {name} is {kind}; the demo agent starts stdio servers only"
+            takes = "stdio and http servers" if http else "stdio servers only"
+            found[name] = f"the MCP server {name} is {kind}; the demo agent takes {takes}"
     return found
 
 
@@ -86,7 +113,7 @@ def result_text(result: CallToolResult) -> str:
 class ServerConnection:
     """One running MCP server, owned by a task of its own until `aclose`."""
 
-    def __init__(self, server: StdioServer) -> None:
+    def __init__(self, server: McpServer) -> None:
         self.server = server
         self._client: Client | None = None
         self._stop = asyncio.Event()
@@ -121,7 +148,7 @@ class ServerConnection:
     async def _own(self, ready: asyncio.Future[None]) -> None:
         try:
             client = Client(
-                self.server.parameters(),
+                self.server.transport(),
                 mode="legacy",  # the initialize handshake, as agents' MCP clients do it
                 client_info=Implementation(name=CLIENT_NAME, version=CLIENT_VERSION),
             )
@@ -171,16 +198,16 @@ class SessionMcp:
     """The MCP servers of one session: what the client gave, and the ones started so far."""
 
     def __init__(self) -> None:
-        self._servers: dict[str, StdioServer | str] = {}
+        self._servers: dict[str, McpServer | str] = {}
         self._connections: dict[str, ServerConnection] = {}
         self._starting: dict[str, asyncio.Lock] = {}
 
     def names(self) -> list[str]:
         return list(self._servers)
 
-    async def configure(self, servers: Sequence[Any] | None) -> None:
+    async def configure(self, servers: Sequence[Any] | None, *, http: bool = True) -> None:
         """Take the servers of a session request; a running server whose settings changed is stopped."""
-        self._servers = servers_by_name(servers)
+        self._servers = servers_by_name(servers, http=http)
         for name, connection in list(self._connections.items()):
             if self._servers.get(name) != connection.server:
                 del self._connections[name]

@@ -187,7 +187,8 @@ async def test_a_session_token_acts_for_that_session_alone(
     mine, other = await agent.sessions(2, work)
     foreign = await call(client, "thread/start", m.SessionInfo, parent=other.id, prompt="say theirs")
     secret = (daemon.home / "state" / "session-secret").read_bytes()
-    token = hmac.new(secret, mine.id.encode(), hashlib.sha256).hexdigest()
+    digest = hmac.new(secret, mine.id.encode(), hashlib.sha256).hexdigest()
+    token = f"{mine.id}.{digest}"  # the session it names, then its proof
 
     sock = socket.socket(socket.AF_UNIX)
     sock.connect(str(daemon.socket))
@@ -206,6 +207,9 @@ async def test_a_session_token_acts_for_that_session_alone(
             if message.get("id") == msg_id:
                 return message  # type: ignore[no-any-return]
 
+    forged = {"sessionToken": f"{other.id}.{digest}"}  # another session's name on this one's proof
+    refused = ask(0, "initialize", {"capabilities": {}, "initializationOptions": forged})
+    assert refused["error"]["code"] == ErrorCode.UNAUTHORIZED
     options = {"sessionToken": token}
     assert "result" in ask(1, "initialize", {"capabilities": {}, "initializationOptions": options})
     refused = ask(2, "agent/create", {"name": "evil", "command": ["true"]})

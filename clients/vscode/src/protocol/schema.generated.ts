@@ -110,6 +110,10 @@ export interface AgentCapabilitiesInfo {
   fork?: boolean;
   list?: boolean;
   loadSession?: boolean;
+  /**
+   * It takes MCP servers over HTTP: its sessions are offered the daemon's own MCP endpoint rather than a stdio bridge process each.
+   */
+  mcpHttp?: boolean;
   resume?: boolean;
 }
 export interface AgentInfo {
@@ -406,6 +410,10 @@ export interface DaemonStatus {
    * The seq of the newest event.
    */
   head: number;
+  /**
+   * The daemon's MCP endpoint (loopback), once a session of an agent that takes http MCP servers was offered it.
+   */
+  mcpUrl?: string | null;
   pid: number;
   /**
    * Open sessions by status.
