@@ -100,8 +100,10 @@ class McpEndpoint:
             return self._url
 
     async def _start(self) -> str:
+        # Answers come as SSE streams, not bare JSON: a long wait_threads gets a ping every 15 s,
+        # so an agent's HTTP client does not give up on it for a read timeout.
         app = build_server(self._link_for).streamable_http_app(
-            streamable_http_path=PATH, stateless_http=True, json_response=True, host="127.0.0.1"
+            streamable_http_path=PATH, stateless_http=True, json_response=False, host="127.0.0.1"
         )
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
