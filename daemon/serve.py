@@ -125,6 +125,7 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        server.on_stop = stop.set  # daemon/stop
         # Everything built so far (modules, schemas, the loaded sessions) lives as long as the
         # daemon: keep it out of the collector's full passes, which otherwise stall the loop.
         gc.collect()

@@ -14,6 +14,7 @@ import contextlib
 import hmac
 import json
 import logging
+import os
 import re
 import uuid
 from collections.abc import Awaitable, Callable
@@ -701,6 +702,9 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
     async def daemon_status(p: m.Empty) -> m.DaemonStatus:
         return daemon.status()
 
+    async def daemon_stop(p: m.Empty) -> m.DaemonStopping:
+        return daemon.stop()
+
     handlers: dict[str, Callable[[Any], Awaitable[BaseModel]]] = {
         names.AGENT_CREATE: agent_create,
         names.AGENT_LIST: agent_list,
@@ -735,6 +739,7 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         names.EVENTS_SUBSCRIBE: events_subscribe,
         names.EVENTS_UNSUBSCRIBE: events_unsubscribe,
         names.DAEMON_STATUS: daemon_status,
+        names.DAEMON_STOP: daemon_stop,
     }
     missing = set(METHODS) - set(handlers)
     assert not missing, f"methods without a handler: {missing}"
@@ -753,6 +758,7 @@ class DaemonServer:
         self.token = token
         self.connections: set[Connection] = set()
         self.started_at = 0.0
+        self.on_stop: Callable[[], None] | None = None  # begins the daemon's orderly stop (serve.py)
         self._servers: list[asyncio.Server] = []
         core.permissions.listeners.append(self._forward_permission)
 
@@ -764,8 +770,19 @@ class DaemonServer:
             if conn.answers_permissions and conn.initialized:
                 conn.ask_permission(pending, session)
 
+    def stop(self) -> m.DaemonStopping:
+        """Begin the orderly stop (after this answer goes out) and say what it will cancel."""
+        if self.on_stop is None:
+            raise RpcError(ErrorCode.CONFLICT, "this daemon cannot be stopped over its socket; signal it")
+        asyncio.get_running_loop().call_soon(self.on_stop)
+        turns = sum(
+            (s.runtime.running is not None) + len(s.runtime.queue)
+            for s in self.core.sessions.values()
+            if s.runtime is not None
+        )
+        return m.DaemonStopping(pid=os.getpid(), cancelled_turns=turns)
+
     def status(self) -> m.DaemonStatus:
-        import os
         from datetime import UTC, datetime
 
         return m.DaemonStatus(

@@ -52,7 +52,7 @@ def main() -> int:
         status = daemon.status()
     print(f"{len(replies)} sessions in {elapsed:.2f} s")
     print(f"daemon {status.version} at {status.socket} (pid {status.pid})")
-    print("the daemon keeps running for the next client; `sessiond status` shows it")
+    print("the daemon keeps running for the next client: `sessiond status` shows it, `sessiond stop` ends it")
     return 0
 
 

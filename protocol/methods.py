@@ -72,6 +72,7 @@ PERMISSION_ANSWER = "permission/answer"
 EVENTS_SUBSCRIBE = "events/subscribe"
 EVENTS_UNSUBSCRIBE = "events/unsubscribe"
 DAEMON_STATUS = "daemon/status"
+DAEMON_STOP = "daemon/stop"
 
 EVENTS_NOTIFY = "events/notify"
 REQUEST_PERMISSION = "session/requestPermission"
@@ -196,6 +197,12 @@ _METHODS = [
     ),
     Method(EVENTS_UNSUBSCRIBE, m.SubscriptionRef, m.Removed, "Stop a subscription."),
     Method(DAEMON_STATUS, m.Empty, m.DaemonStatus, "The daemon: version, socket, counts."),
+    Method(
+        DAEMON_STOP,
+        m.Empty,
+        m.DaemonStopping,
+        "Stop the daemon as SIGTERM does: its turns are cancelled, its agents stopped, then it exits.",
+    ),
 ]
 
 METHODS: dict[str, Method] = {method.name: method for method in _METHODS}

@@ -781,6 +781,13 @@ class Empty(Params):
     pass
 
 
+class DaemonStopping(Result):
+    pid: int
+    cancelled_turns: int = Field(
+        description="Turns running or queued as it was asked, which the stop cancels."
+    )
+
+
 class DaemonStatus(Result):
     version: str
     pid: int

@@ -47,6 +47,7 @@ from sessiond.protocol.models import (
     BroadcastResult,
     CancelResult,
     DaemonStatus,
+    DaemonStopping,
     Event,
     EventKind,
     Fleet,
@@ -743,6 +744,13 @@ class AsyncDaemon:
 
     async def status(self) -> DaemonStatus:
         return await self._call(m.DAEMON_STATUS, DaemonStatus)
+
+    async def stop(self) -> DaemonStopping:
+        """Stop the daemon as SIGTERM does (its turns are cancelled, its agents stopped); returns
+        once it has closed this connection, at the end of its stop. This client is closed then."""
+        stopping = await self._call(m.DAEMON_STOP, DaemonStopping)
+        await self._connection.wait_closed()
+        return stopping
 
     async def fleet(self) -> Fleet:
         """Every session at a glance: counts by status, attention, cost."""

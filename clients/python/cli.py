@@ -219,6 +219,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_stop(args: argparse.Namespace) -> int:
+    try:
+        daemon = _daemon(args)
+    except DaemonNotRunning:
+        print(f"no daemon is running at {launch.resolve_socket(args.socket)}")
+        return EXIT_OK
+    with daemon:
+        stopping = daemon.stop()
+    turns = f"; {stopping.cancelled_turns} turns were cancelled" if stopping.cancelled_turns else ""
+    print(f"stopped the daemon (pid {stopping.pid}){turns}")
+    return EXIT_OK
+
+
 def cmd_agents(args: argparse.Namespace) -> int:
     with _daemon(args) as daemon:
         agents = [agent.info for agent in daemon.agents()]
@@ -857,6 +870,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tcp", metavar="127.0.0.1:PORT", help="also listen on loopback TCP (with a token)")
     command("stdio", cmd_stdio, "relay stdin/stdout to the daemon (what editors spawn); starts one if needed")
     command("status", cmd_status, "show the daemon's status", as_json)
+    command("stop", cmd_stop, "stop the daemon (cancelling its turns) and wait until it has")
     command("agents", cmd_agents, "list agents", as_json)
 
     new = command("new", cmd_new, "open sessions and print their ids", as_json)

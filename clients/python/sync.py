@@ -65,6 +65,7 @@ from sessiond.client.errors import ConnectionLost, SyncCallInEventLoop
 from sessiond.protocol.models import (
     AgentInfo,
     DaemonStatus,
+    DaemonStopping,
     Event,
     EventKind,
     Fleet,
@@ -538,6 +539,9 @@ class Daemon(_Twin[AsyncDaemon]):
 
     @twin(AsyncDaemon.status)
     def status(self) -> DaemonStatus: ...
+
+    @twin(AsyncDaemon.stop)
+    def stop(self) -> DaemonStopping: ...
 
     @twin(AsyncDaemon.fleet)
     def fleet(self) -> Fleet: ...

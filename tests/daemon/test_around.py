@@ -221,6 +221,8 @@ async def test_a_session_token_acts_for_that_session_alone(
     assert spoofed["error"]["code"] == ErrorCode.UNAUTHORIZED
     peek = ask(5, "thread/status", {"thread": foreign.id})
     assert peek["error"]["code"] == ErrorCode.UNAUTHORIZED
+    assert ask(6, "daemon/stop", {})["error"]["code"] == ErrorCode.UNAUTHORIZED  # the daemon runs on
+    assert (await client.status()).pid == daemon.pid
     sock.close()
 
 

@@ -47,6 +47,7 @@ export const Methods = {
   eventsSubscribe: 'events/subscribe',
   eventsUnsubscribe: 'events/unsubscribe',
   daemonStatus: 'daemon/status',
+  daemonStop: 'daemon/stop',
 } as const satisfies Record<string, keyof ProtocolMethods>;
 
 /** Requests the daemon sends to a client. */

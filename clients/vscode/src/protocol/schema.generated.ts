@@ -50,6 +50,7 @@ export interface SessiondSchema {
   ContextFill?: ContextFill;
   Cost?: Cost;
   DaemonStatus?: DaemonStatus;
+  DaemonStopping?: DaemonStopping;
   Empty?: Empty;
   Event?: Event;
   EventKind?: EventKind;
@@ -426,6 +427,13 @@ export interface DaemonStatus {
   stateDir: string;
   tcp?: string | null;
   version: string;
+}
+export interface DaemonStopping {
+  /**
+   * Turns running or queued as it was asked, which the stop cancels.
+   */
+  cancelledTurns: number;
+  pid: number;
 }
 export interface Empty {}
 export interface Event {
@@ -1075,6 +1083,8 @@ export interface ProtocolMethods {
   'agent/update': { params: AgentUpdateParams; result: AgentInfo; };
   /** The daemon: version, socket, counts. */
   'daemon/status': { params: Empty; result: DaemonStatus; };
+  /** Stop the daemon as SIGTERM does: its turns are cancelled, its agents stopped, then it exits. */
+  'daemon/stop': { params: Empty; result: DaemonStopping; };
   /** Receive events as `events/notify`, replaying stored ones after `since` first. */
   'events/subscribe': { params: EventsSubscribeParams; result: Subscription; };
   /** Stop a subscription. */
