@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import uvicorn
@@ -54,19 +54,24 @@ class InProcessLink:
 
     async def call(self, method: str, params: Mapping[str, Any], result: type[R]) -> R:
         checked: Any = checked_params(method, params, result)
-        tools = self._core.tools
-        calls: dict[str, Callable[[], Awaitable[BaseModel] | BaseModel]] = {
-            names.TASK_SUGGEST: lambda: tools.suggest(checked, self._session),
-            names.THREAD_START: lambda: tools.start_thread(checked, self._session),
-            names.THREAD_STATUS: lambda: tools.status(checked, self._session),
-            names.THREAD_WAIT: lambda: tools.wait(checked, self._session),
-        }
+        tools, session = self._core.tools, self._session
+        answer: BaseModel
         try:
-            answer = calls[method]()
-            if not isinstance(answer, BaseModel):
-                answer = await answer
+            match method:
+                case names.TASK_SUGGEST:
+                    answer = tools.suggest(checked, session)
+                case names.THREAD_START:
+                    answer = await tools.start_thread(checked, session)
+                case names.THREAD_STATUS:
+                    answer = tools.status(checked, session)
+                case names.THREAD_WAIT:
+                    answer = await tools.wait(checked, session)
+                case _:
+                    raise BridgeError(f"{method} is not one of the MCP tools' requests")
         except RpcError as e:
             raise BridgeError(e.message) from None
+        except BridgeError:
+            raise
         except Exception as e:
             log.exception("the MCP tool behind %s failed", method)
             raise BridgeError(f"the daemon failed on this request: {type(e).__name__}: {e}") from None
