@@ -145,18 +145,21 @@ async def test_async_client_batch_and_cancel(real: RealDaemon, home: Path) -> No
         assert status.sessions.get(SessionStatus.WORKING, 0) == 0
 
 
-def test_the_command_line_against_the_real_daemon(real: RealDaemon, home: Path) -> None:
-    env = {**os.environ, "SESSIOND_HOME": str(home)}
+def cli(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`sessiond ARGV` as a user runs it, in `home` and with its SESSIOND_HOME."""
+    return subprocess.run(
+        [sys.executable, "-m", "sessiond.client", *argv],
+        env={**os.environ, "SESSIOND_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=home,
+    )
 
+
+def test_the_command_line_against_the_real_daemon(real: RealDaemon, home: Path) -> None:
     def sessiond(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "sessiond.client", *argv],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=home,
-        )
+        return cli(home, *argv)
 
     new = sessiond("new")
     assert new.returncode == 0, new.stderr
@@ -176,34 +179,25 @@ def test_sessiond_stop_cancels_the_turns_and_waits_for_the_daemon_to_exit(
 ) -> None:
     env = {**os.environ, "SESSIOND_HOME": str(home)}
 
-    def sessiond(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "sessiond.client", *argv],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-
     with connect(real.socket, start=False) as daemon:
         session = daemon.agent("demo").session(home)
-        hanging = subprocess.Popen(
-            [sys.executable, "-m", "sessiond.client", "send", session.id, "hang", "until", "cancelled"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         with daemon.events(sessions=[session.id], kinds=["turn.started"]) as events:
-            next(iter(events))
-    stopped = sessiond("stop")
+            hanging = subprocess.Popen(
+                [sys.executable, "-m", "sessiond.client", "send", session.id, "hang", "until", "cancelled"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            next(iter(events))  # its turn runs
+    stopped = cli(home, "stop")
     assert (stopped.returncode, stopped.stderr) == (0, "")
     assert stopped.stdout == f"stopped the daemon (pid {real.process.pid}); 1 turns were cancelled\n"
     # `stop` returns once the daemon closed its connection; the process exits right after.
     assert real.process.wait(30) == 0
     out, err = hanging.communicate(timeout=30)
     assert "stop reason: cancelled" in err, (out, err)
-    again = sessiond("stop")
+    again = cli(home, "stop")
     assert (again.returncode, again.stdout) == (0, f"no daemon is running at {real.socket}\n")
 
 
