@@ -134,22 +134,34 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
         attention = asyncio.create_task(core.feed.watch(), name="attention")
         await stop.wait()
+        # Stopping: another SIGTERM changes nothing (it would kill the process once the loop
+        # is gone, mid-exit); another Ctrl-C means "now", and ends the process at once.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         attention.cancel()
         print("sessiond: stopping: cancelling running turns", file=sys.stderr, flush=True)
         # A stop must never hang: past the grace turns get, say where it was stuck and exit.
         faulthandler.dump_traceback_later(STOP_DEADLINE, exit=True)
         server.close_listeners()
         await core.shutdown()
-        await server.stop_accepting()
+        server.end_runs("stopped")
         await store.close()
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()
         if tcp_address is not None:
             with contextlib.suppress(FileNotFoundError):
                 paths.tcp_address_path().unlink()
+        # Done with the store and the socket: a successor may start from here. Clients learn the
+        # stop is over when their connection closes, and may start one at once.
+        os.close(lock_fd)
+        lock_fd = -1
+        await server.stop_accepting()
         return 0
     finally:
-        os.close(lock_fd)
+        if lock_fd >= 0:
+            os.close(lock_fd)
 
 
 def run(socket: Path | None = None, tcp: str | None = None, state_rate: float = 10.0) -> int:

@@ -826,6 +826,12 @@ class DaemonServer:
         for server in self._servers:
             server.close()
 
+    def end_runs(self, outcome: str) -> None:
+        """The runs of the clients attached now end with `outcome` (stored with what the stop stores)."""
+        for conn in self.connections:
+            if conn.run is not None:
+                self.runs.end(conn.run, outcome)
+
     async def stop_accepting(self) -> None:
         self.close_listeners()
         for conn in list(self.connections):

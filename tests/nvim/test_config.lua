@@ -93,6 +93,7 @@ for _, tag in ipairs({
   "sessiond-option-view.keep",
   ":Sessiond-side",
   ":Sessiond-tasks",
+  ":Sessiond-restart",
   "sessiond-tasks",
   "sessiond-option-tasks.keys",
 }) do
@@ -123,6 +124,7 @@ for _, name in ipairs({
   "answer",
   "merge",
   "connect",
+  "restart",
 }) do
   H.truthy(vim.tbl_contains(subcommands, name), "completion offers " .. name)
 end

@@ -182,6 +182,32 @@ def test_daemon_restart_is_survived(work: Path) -> None:
         shutil.rmtree(first.home, ignore_errors=True)
 
 
+def stop_daemon_started_at(daemon: Daemon) -> None:
+    """Stop the daemon the plugin started at the fixture's socket (`sessiond stdio` started it,
+    so it is no child of ours): `sessiond stop` returns once it has."""
+    subprocess.run(
+        [sys.executable, "-m", "sessiond.client", "stop", "--socket", str(daemon.socket)],
+        env=daemon.env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_sessiond_restart_starts_a_fresh_daemon(daemon: Daemon, work: Path) -> None:
+    """:Sessiond restart stops the fixture's daemon over the plugin's connection (daemon/stop);
+    the plugin's connect path starts the next ones at the same socket."""
+    try:
+        assert "ok restart command" in run_script("test_restart_command.lua", daemon, work)
+        assert daemon.process is not None
+        assert daemon.process.wait(30) == 0, "daemon/stop exits 0"
+    finally:
+        log = daemon.home / "state" / "daemon.log"  # the output of the daemons `sessiond stdio` started
+        if log.exists():
+            print(log.read_text())  # pytest shows it when the test fails
+        stop_daemon_started_at(daemon)
+
+
 def test_setup_refuses_politely_on_neovim_0_7(work: Path) -> None:
     if not OLD_NVIM.exists():
         pytest.skip("Debian's Neovim (/usr/bin/nvim) is not installed: apt-get install neovim")

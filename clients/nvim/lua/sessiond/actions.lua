@@ -348,6 +348,58 @@ function M.dismiss_task(id, reason, callback)
   end)
 end
 
+-- ------------------------------------------------------------------ the daemon
+
+local function plural(count, one, many)
+  return ("%d %s"):format(count, count == 1 and one or many)
+end
+
+--- What went wrong with a restart, and what to do, by how far it got (client.restart).
+local function restart_failure(err)
+  local stage = err.stage
+  if stage == "busy" then
+    return err.message .. "; wait for it to finish"
+  elseif stage == "connect" then
+    return "cannot restart the daemon: not connected to it. Run :Sessiond connect (it starts a daemon when none runs)"
+  elseif stage == "cmd" then
+    local why = ("%s, so no new daemon could be started"):format(err.message)
+    return "cannot restart the daemon: " .. why .. "; it was left running (see :help sessiond-option-cmd)"
+  elseif stage == "stop" and err.code == client.NOT_CONNECTED then
+    return "the connection was lost before the daemon answered daemon/stop, so it may not have stopped. "
+      .. "Run :Sessiond connect (it starts a daemon when none runs)"
+  elseif stage == "stop" then
+    local kill = err.pid and ("kill %d"):format(err.pid) or "kill it; :checkhealth sessiond tells its pid"
+    return ("the daemon did not stop: %s. It still runs; stop it from a shell (%s), then run :Sessiond connect"):format(
+      err.message,
+      kill
+    )
+  end
+  return ("stopped the daemon%s, but no new one came up (%s). Run :Sessiond connect to try again"):format(
+    err.pid and (" (pid %d)"):format(err.pid) or "",
+    err.message
+  )
+end
+
+--- Stop the daemon and start a fresh one (running turns end cancelled); the
+--- plugin reconnects and resyncs as after any restart.
+--- @param callback? fun(err: table|nil, restarted: { old_pid: integer, new_pid: integer|nil, cancelled: integer }|nil)
+function M.restart(callback)
+  client.restart(function(err, restarted)
+    if err then
+      notify(restart_failure(err), err.stage == "busy" and vim.log.levels.WARN or vim.log.levels.ERROR)
+    else
+      local cancelled = plural(restarted.cancelled, "running or queued turn was", "running or queued turns were")
+      local turns = restarted.cancelled > 0 and ("; %s cancelled"):format(cancelled) or ""
+      notify(
+        ("restarted the daemon (pid %d → %s)%s"):format(restarted.old_pid, tostring(restarted.new_pid or "?"), turns)
+      )
+    end
+    if callback then
+      callback(err, restarted)
+    end
+  end)
+end
+
 function M.answer(session)
   require("sessiond.permission").answer_next(session or model().current)
 end

@@ -3,8 +3,9 @@
 --- (vim.lsp.rpc.connect) or over `sessiond stdio`. It subscribes to the event
 --- log, holds notifications until the subscription is answered, and
 --- reconnects with a growing delay when the daemon goes away, resubscribing
---- from the last seq it saw. What the events mean is not its business: it
---- hands them to the hooks that init.lua sets.
+--- from the last seq it saw; after daemon/stop (:Sessiond restart) that
+--- reconnect starts a new daemon. What the events mean is not its business:
+--- it hands them to the hooks that init.lua sets.
 
 local config = require("sessiond.config")
 
@@ -13,6 +14,8 @@ local M = {}
 local NOT_CONNECTED = -32099
 M.NOT_CONNECTED = NOT_CONNECTED
 local CONNECT_TIMEOUT_MS = 15000
+-- After daemon/stop closed the connection: how long a new daemon may take to answer.
+local RESTART_TIMEOUT_MS = 30000
 
 --- @class sessiond.ConnectionState
 local state = {
@@ -30,6 +33,7 @@ local state = {
   stopping = false, -- Neovim exits, or :Sessiond disconnect: do not reconnect
   pending = {}, -- requests of this connection not answered yet
   last_error = nil,
+  restart = nil, -- after daemon/stop, until a new daemon answers: { pid, cancelled, callback, closed }
 }
 M.state = state
 
@@ -169,7 +173,8 @@ local function schedule_retry()
     0,
     vim.schedule_wrap(function()
       cancel_retry()
-      M.connect({ start = false })
+      -- During a restart a failed attempt starts a daemon again: the user asked for a new one.
+      M.connect({ start = state.restart ~= nil })
     end)
   )
 end
@@ -189,6 +194,48 @@ local function probe(path, callback)
       callback(false, err)
     end)
   end
+end
+
+-- ------------------------------------------------------------------ restart
+
+--- The restart is over: tell whoever asked for it, once.
+local function end_restart(err, restarted)
+  local restart = state.restart
+  state.restart = nil
+  if restart then
+    restart.callback(err, restarted)
+  end
+end
+
+--- Subscribed to the new daemon: ask its pid here rather than wait for the
+--- daemon/status that on_initialized sent, which may still be on its way.
+local function finish_restart()
+  local restart = state.restart
+  M.request("daemon/status", {}, function(_, status)
+    if state.restart ~= restart then
+      return
+    end
+    state.daemon = status or state.daemon
+    end_restart(nil, { old_pid = restart.pid, new_pid = status and status.pid, cancelled = restart.cancelled })
+  end)
+end
+
+--- The stopped daemon closes its connections last, once it has let go of its
+--- store, socket and lock: connect now (starting a new daemon), and give up on
+--- the restart if none answers in time.
+local function reconnect_after_stop()
+  local restart = state.restart
+  vim.defer_fn(function()
+    if state.restart == restart then
+      end_restart({
+        stage = "start",
+        pid = restart.pid,
+        message = state.last_error or ("no daemon answered within %d ms"):format(RESTART_TIMEOUT_MS),
+      })
+    end
+  end, RESTART_TIMEOUT_MS)
+  state.retry_ms = nil
+  M.connect({ start = true })
 end
 
 -- ------------------------------------------------------------------ events
@@ -254,6 +301,9 @@ function M.subscribe(fresh)
     for _, notify_params in ipairs(held) do
       handle_notify(notify_params)
     end
+    if state.restart then
+      finish_restart()
+    end
   end)
 end
 
@@ -268,7 +318,13 @@ local function on_exit(client_id)
   state.subscribing = false
   fail_pending()
   hooks.on_state("offline")
-  schedule_retry()
+  if state.restart and not state.restart.closed then
+    -- The daemon we asked to stop is going: the first close starts its successor.
+    state.restart.closed = true
+    reconnect_after_stop()
+  else
+    schedule_retry()
+  end
 end
 
 local function on_initialized(client, result, generation)
@@ -391,7 +447,8 @@ function M.connect(opts)
     end
     state.last_error = ("nothing accepts connections at %s (%s)"):format(socket, tostring(err))
     local cmd = config.options.cmd
-    if opts.start and config.options.autostart then
+    -- A restart starts one whatever `autostart` says: the user asked for a new daemon.
+    if opts.start and (config.options.autostart or state.restart) then
       if vim.fn.executable(cmd[1]) == 1 then
         start_lsp(cmd, "stdio")
         return
@@ -420,7 +477,42 @@ function M.disconnect(reconnect)
   if reconnect then
     state.retry_ms = nil
     M.connect({ start = true })
+  else
+    end_restart({ stage = "start", message = "disconnected before a new daemon answered" })
   end
+end
+
+--- Stop the daemon (daemon/stop) and connect again once it is gone, which
+--- starts a new one through `cmd`; the reconnect resubscribes from the last
+--- seq as after any restart. `callback(err, restarted)` runs once, with
+--- { old_pid, new_pid, cancelled } or with an error whose `stage` says how far
+--- it got: "busy", "connect", "cmd", "stop" or "start".
+function M.restart(callback)
+  local function refuse(err)
+    vim.schedule(function()
+      callback(err)
+    end)
+  end
+  if state.restart then
+    return refuse({ stage = "busy", message = "a restart of the daemon is already under way" })
+  end
+  if not M.connected() then
+    return refuse({ stage = "connect", code = NOT_CONNECTED, message = "not connected to the sessiond daemon" })
+  end
+  -- Checked before the stop: a daemon stopped with no way to start another stays down.
+  local cmd = config.options.cmd
+  if vim.fn.executable(cmd[1]) ~= 1 then
+    return refuse({ stage = "cmd", message = ("%s is not executable"):format(cmd[1]) })
+  end
+  local pid = state.daemon and state.daemon.pid
+  M.request("daemon/stop", {}, function(err, stopping)
+    if err then
+      callback({ stage = "stop", code = err.code, message = tostring(err.message), pid = pid })
+      return
+    end
+    -- The connection closes after this answer; on_exit takes it from there.
+    state.restart = { pid = stopping.pid, cancelled = stopping.cancelledTurns or 0, callback = callback }
+  end)
 end
 
 --- Neovim is exiting: let the LSP client close, and do not come back.

@@ -163,6 +163,12 @@ M.subcommands = {
       require("sessiond.client").disconnect(true)
     end,
   },
+  restart = {
+    summary = "stop the daemon (its running turns end cancelled) and start a fresh one",
+    run = function()
+      actions().restart()
+    end,
+  },
 }
 
 function M.names()

@@ -32,7 +32,7 @@ M.schema = {
     default = true,
     description = "At setup and |:Sessiond-connect|, start a daemon through `cmd` when none "
       .. "runs. Reconnecting after the daemon went away never starts one: the plugin waits "
-      .. "for it to come back.",
+      .. "for it to come back. |:Sessiond-restart| starts one whatever this says.",
   },
   {
     name = "agent",
