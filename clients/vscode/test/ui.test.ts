@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import type { TranscriptLine } from '../src/protocol/types';
 import { appendEventLines } from '../src/protocol/transcripts';
 import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../src/ui/around';
+import { restartedMessage, restartFailedMessage, restartWarning } from '../src/ui/daemon';
 import { diffTarget } from '../src/ui/diff';
 import { permissionPrompt } from '../src/ui/permissions';
 import { pickItem, sessionPickItems, step } from '../src/ui/quickpick';
@@ -264,4 +265,47 @@ test('task quick picks, the dismiss and side chat input boxes, and their message
 
   // The session quick pick says what a session around a main one is.
   assert.equal(pickItem(model.sessions.get('s2')!).description, 's2 · demo · side chat of s1 · idle');
+});
+
+test('restarting the daemon: the message after, the warning before, the error for each failed step', () => {
+  // The message: both pids, and the cancelled turns only when there were any.
+  assert.equal(
+    restartedMessage({ stopped: { pid: 41, cancelledTurns: 2 }, pid: 42 }),
+    'sessiond: restarted the daemon (pid 41 → 42); 2 running or queued turns were cancelled',
+  );
+  assert.equal(restartedMessage({ stopped: { pid: 41, cancelledTurns: 1 }, pid: 42 }), 'sessiond: restarted the daemon (pid 41 → 42); 1 running or queued turn was cancelled');
+  assert.equal(restartedMessage({ stopped: { pid: 41, cancelledTurns: 0 }, pid: 42 }), 'sessiond: restarted the daemon (pid 41 → 42)');
+
+  // Asked first only when a session has a turn in hand (working, queued, waiting on a person).
+  assert.equal(
+    restartWarning(busy()),
+    '3 sessions are working, queued or waiting on you: restarting the daemon cancels their turns, for every editor and script using it.',
+  );
+  assert.match(restartWarning(modelWith([session('s1', { status: 'queued' }), session('s2')]))!, /^1 session is working, queued/);
+  assert.equal(restartWarning(modelWith([session('s1'), session('s2', { status: 'closed' }), session('s3', { status: 'failed' })])), undefined);
+
+  // Each failure says what happened and what to do.
+  const notConnected = restartFailedMessage({ stage: 'notConnected', reason: 'not connected to sessiond (connect ENOENT /run/s.sock)' });
+  assert.equal(
+    notConnected,
+    'sessiond: could not restart the daemon: not connected to sessiond (connect ENOENT /run/s.sock). Nothing was stopped. ' +
+      'Run "sessiond: Reconnect to the Daemon" first; "sessiond: Show Log" says why it is not connected.',
+  );
+  const refused = restartFailedMessage({ stage: 'stop', reason: 'sessiond daemon/stop failed (CONFLICT): this daemon cannot be stopped over its socket; signal it' });
+  assert.match(refused, /^sessiond: could not restart the daemon: sessiond daemon\/stop failed \(CONFLICT\): .*signal it\. Nothing was stopped\./);
+  assert.match(refused, /run `sessiond stop` \(or end its process\), then "sessiond: Reconnect to the Daemon"\.$/);
+  const stuck = restartFailedMessage({
+    stage: 'close',
+    reason: 'it had not closed the connection 60 s after answering daemon/stop',
+    stopped: { pid: 41, cancelledTurns: 0 },
+  });
+  assert.match(stuck, /^sessiond: the daemon \(pid 41\) is stopping, but it had not closed the connection 60 s after answering daemon\/stop\./);
+  assert.match(stuck, /end the process \(kill 41\) if it hangs, then run "sessiond: Reconnect to the Daemon"\.$/);
+  const gone = restartFailedMessage({
+    stage: 'reconnect',
+    reason: 'no daemon answered within 60 s: no sessiond daemon answers at /run/s.sock (ENOENT)',
+    stopped: { pid: 41, cancelledTurns: 3 },
+  });
+  assert.match(gone, /^sessiond: stopped the daemon \(pid 41; 3 running or queued turns were cancelled\), but could not connect to a new one: no daemon answered within 60 s: /);
+  assert.match(gone, /The extension keeps trying\. Check the settings sessiond\.path and sessiond\.startDaemon .*`sessiond serve`; "sessiond: Show Log" has the details\.$/);
 });

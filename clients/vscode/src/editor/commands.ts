@@ -1,8 +1,9 @@
 import * as vscode from 'vscode';
 import { describeError } from '../protocol/errors';
-import type { Sessiond } from '../protocol/live';
+import { DaemonRestartError, type Sessiond } from '../protocol/live';
 import { Methods } from '../protocol/methods';
 import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../ui/around';
+import { restartedMessage, restartFailedMessage, restartWarning } from '../ui/daemon';
 import { sessionName } from '../ui/format';
 import { sessionPickItems, step } from '../ui/quickpick';
 import type { TreeNode } from '../ui/tree';
@@ -165,6 +166,33 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     await transcripts.open(next.session.id, true);
   }
 
+  let restarting: Promise<void> | undefined;
+  /** daemon/stop, then the usual reconnect (`sessiond stdio` starts a new daemon); see Sessiond.restartDaemon. */
+  function restartDaemon(): Promise<void> {
+    // Run again while one is under way: the same restart, not a second stop.
+    restarting ??= restartOnce().finally(() => (restarting = undefined));
+    return restarting;
+  }
+
+  async function restartOnce(): Promise<void> {
+    const warning = restartWarning(model);
+    if (warning && (await vscode.window.showWarningMessage(warning, { modal: true }, 'Restart')) !== 'Restart') return;
+    try {
+      const restart = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: 'sessiond: restarting the daemon…' },
+        () => sessiond.restartDaemon(),
+      );
+      const message = restartedMessage(restart);
+      output.info(message);
+      void vscode.window.showInformationMessage(message);
+    } catch (error) {
+      const message =
+        error instanceof DaemonRestartError ? restartFailedMessage(error) : describeError(Methods.daemonStop, error);
+      output.error(message);
+      void vscode.window.showErrorMessage(message, 'Show Log').then((answer) => answer && output.show());
+    }
+  }
+
   const commands: Record<string, (...args: never[]) => unknown> = {
     'sessiond.newSession': newSession,
     'sessiond.sendPrompt': sendPrompt,
@@ -214,6 +242,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     'sessiond.answerPermission': async (arg?: string | TreeNode) =>
       permissions.choose(typeof arg === 'string' ? arg : arg?.type === 'permission' ? arg.permission : undefined),
     'sessiond.reconnect': () => sessiond.reconnect(),
+    'sessiond.restartDaemon': restartDaemon,
     'sessiond.showLog': () => output.show(),
   };
   return Object.entries(commands).map(([id, handler]) => vscode.commands.registerCommand(id, handler));

@@ -10,6 +10,7 @@ import {
   CancellationToken,
   createMessageConnection,
   Emitter,
+  ErrorCodes as RpcErrorCodes,
   ResponseError,
   StreamMessageReader,
   StreamMessageWriter,
@@ -19,9 +20,11 @@ import {
   type MessageWriter,
 } from 'vscode-jsonrpc/node';
 import { ErrorCodes } from './errors';
-import { ClientRequests, Lsp, Notifications } from './methods';
+import { ClientRequests, Lsp, Methods, Notifications } from './methods';
 import type { Transport } from './transport';
 import type {
+  DaemonStatus,
+  DaemonStopping,
   EventsNotifyParams,
   MethodName,
   ParamsOf,
@@ -81,10 +84,13 @@ export class SessiondClient {
   private readonly progressEmitter = new Emitter<ProgressNotice>();
   private permissionHandler: PermissionHandler | undefined;
   private closed = false;
+  private resolveClosed!: () => void;
   server: ServerInfo = { methods: [] };
 
   /** The connection ended: the daemon stopped, the socket broke, or `dispose` was called. */
   readonly onClose: Event<void> = this.closeEmitter.event;
+  /** Resolves once the connection has ended (at once, when it already has): `onClose` as a promise that cannot be missed. */
+  readonly whenClosed: Promise<void> = new Promise((resolve) => (this.resolveClosed = resolve));
   /** `events/notify` from the daemon. */
   readonly onEvents: Event<EventsNotice> = this.eventsEmitter.event;
   /** `$/progress` for this client's turns. */
@@ -126,10 +132,19 @@ export class SessiondClient {
       new ClosingWriter(new StreamMessageWriter(transport.output), () => made.client?.dispose()),
     );
     const client = (made.client = new SessiondClient(connection, transport));
+    // vscode-jsonrpc leaves a request pending when the stream ends: without the race, a
+    // `sessiond stdio` that exits before answering (it could not reach or start a daemon; its
+    // stderr says why) would leave this waiting forever.
+    const closedEarly = (): Error => new Error(`${transport.description} closed the connection before answering initialize`);
+    const closedFirst = client.whenClosed.then(() => {
+      throw closedEarly();
+    });
     try {
-      await client.initialize(options);
+      await Promise.race([client.initialize(options), closedFirst]);
     } catch (error) {
       client.dispose();
+      // A failed write disposes the connection, which rejects the request with vscode-jsonrpc's words.
+      if (error instanceof ResponseError && error.code === RpcErrorCodes.PendingResponseRejected) throw closedEarly();
       throw error;
     }
     return client;
@@ -174,6 +189,20 @@ export class SessiondClient {
     this.permissionHandler = handler;
   }
 
+  /** `daemon/status`: the daemon's pid, version, socket, what it holds. */
+  daemonStatus(): Promise<DaemonStatus> {
+    return this.request(Methods.daemonStatus, {});
+  }
+
+  /**
+   * `daemon/stop`: the daemon answers with its pid and the turns it will cancel, then stops as
+   * on SIGTERM (turns cancelled and answered, agents stopped), closes every connection (this
+   * one too: await `whenClosed` for that) and exits.
+   */
+  stopDaemon(): Promise<DaemonStopping> {
+    return this.request(Methods.daemonStop, {});
+  }
+
   /** Ask the daemon to cancel the turn behind a work-done progress token. */
   cancelProgress(token: string | number): void {
     if (!this.closed) void this.connection.sendNotification(Lsp.workDoneProgressCancel, { token });
@@ -204,6 +233,7 @@ export class SessiondClient {
   private markClosed(): void {
     if (this.closed) return;
     this.closed = true;
+    this.resolveClosed();
     this.closeEmitter.fire();
   }
 }

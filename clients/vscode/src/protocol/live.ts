@@ -10,11 +10,13 @@
 import { CancellationToken, Emitter, ResponseError, type Event as Listen } from 'vscode-jsonrpc/node';
 import { SessiondClient, type ClientOptions, type EventsNotice, type ProgressNotice } from './client';
 import { Coalescer } from './coalesce';
-import { ErrorCodes, isError } from './errors';
+import { describeError, ErrorCodes, isError } from './errors';
 import { Methods } from './methods';
 import { FleetModel, type PendingPermission } from './model';
 import type { Transport } from './transport';
 import type {
+  DaemonStatus,
+  DaemonStopping,
   MethodName,
   ParamsOf,
   PermissionRequestParams,
@@ -46,6 +48,43 @@ export interface SessiondOptions {
   /** Sessions marked stale are refetched after this delay, together. */
   refreshDelayMs?: number;
 }
+
+/** A restart of the daemon that went through: what `daemon/stop` answered, and the new daemon's pid. */
+export interface DaemonRestart {
+  /** The stopped daemon's pid and the turns (running or queued) its stop cancelled. */
+  stopped: DaemonStopping;
+  /** The pid of the daemon this client is connected to now. */
+  pid: number;
+}
+
+/**
+ * Where a restart stopped: `notConnected` (nothing was asked), `stop` (daemon/stop was not
+ * answered or refused: nothing was stopped), `close` (the daemon said it stops but kept the
+ * connection open), `reconnect` (it stopped; no new daemon answered).
+ */
+export type RestartStage = 'notConnected' | 'stop' | 'close' | 'reconnect';
+
+export interface RestartFailure {
+  stage: RestartStage;
+  /** What went wrong, in a sentence without a final period. */
+  reason: string;
+  /** daemon/stop's answer, once there was one (stages `close` and `reconnect`). */
+  stopped?: DaemonStopping;
+}
+
+export class DaemonRestartError extends Error implements RestartFailure {
+  constructor(
+    readonly stage: RestartStage,
+    readonly reason: string,
+    readonly stopped?: DaemonStopping,
+  ) {
+    super(`restarting the daemon failed (${stage}): ${reason}`);
+    this.name = 'DaemonRestartError';
+  }
+}
+
+/** How long each step of a restart may take: a daemon gets 45 s to stop, `sessiond stdio` 15 s to start one. */
+const RESTART_STEP_MS = 60_000;
 
 /** Past this many stale sessions one listing is cheaper than a session/get apiece. */
 const LIST_INSTEAD_OF_GETS = 100;
@@ -117,6 +156,71 @@ export class Sessiond {
   reconnect(): void {
     this.client?.dispose();
     this.wake?.();
+  }
+
+  /**
+   * Restart the daemon: `daemon/stop` (its turns end cancelled), wait until it has closed this
+   * connection, then let the connection loop reconnect as after any drop: to the socket, else
+   * through `sessiond stdio`, which starts a new daemon when none runs (with the setting
+   * sessiond.startDaemon). Resolves once connected to a daemon with another pid and subscribed
+   * again (replay brings the model what the stop changed); rejects with a `DaemonRestartError`
+   * saying which step failed. Each step may take `stepTimeoutMs`.
+   */
+  async restartDaemon(stepTimeoutMs = RESTART_STEP_MS): Promise<DaemonRestart> {
+    const client = this.client;
+    if (!client || this.stateValue !== 'connected') {
+      throw new DaemonRestartError('notConnected', `not connected to sessiond (${this.lastErrorValue ?? 'connecting'})`);
+    }
+    const { methods, version } = client.server;
+    if (methods.length && !methods.includes(Methods.daemonStop)) {
+      throw new DaemonRestartError('stop', `this daemon${version ? ` (${version})` : ''} has no ${Methods.daemonStop}: it is older than this extension`);
+    }
+    let stopped: DaemonStopping;
+    try {
+      stopped = await client.stopDaemon();
+    } catch (error) {
+      throw new DaemonRestartError('stop', describeError(Methods.daemonStop, error));
+    }
+    const seconds = Math.round(stepTimeoutMs / 1000);
+    try {
+      await withTimeout(client.whenClosed, stepTimeoutMs, () => `it had not closed the connection ${seconds} s after answering ${Methods.daemonStop}`);
+    } catch (error) {
+      throw new DaemonRestartError('close', errorText(error), stopped);
+    }
+    // The loop in run() reconnects on its own; wait for a connection to a daemon that is not the stopped one.
+    const deadline = Date.now() + stepTimeoutMs;
+    let previous = client;
+    for (;;) {
+      let next: SessiondClient;
+      try {
+        next = await this.nextConnection(previous, deadline - Date.now());
+      } catch (error) {
+        throw new DaemonRestartError('reconnect', `no daemon answered within ${seconds} s: ${errorText(error)}`, stopped);
+      }
+      let status: DaemonStatus | undefined;
+      try {
+        // A connection that drops before answering (undefined): wait for the next one.
+        status = await Promise.race([next.daemonStatus(), next.whenClosed.then(() => undefined)]);
+      } catch (error) {
+        if (!next.isClosed) throw new DaemonRestartError('reconnect', `connected again, but ${describeError(Methods.daemonStatus, error)}`, stopped);
+      }
+      if (status && status.pid !== stopped.pid) return { stopped, pid: status.pid };
+      previous = next;
+    }
+  }
+
+  /** The first connection (made by run(), the model loaded) other than `previous`. */
+  private nextConnection(previous: SessiondClient, timeoutMs: number): Promise<SessiondClient> {
+    let subscription: { dispose(): void } | undefined;
+    const connected = new Promise<SessiondClient>((resolve, reject) => {
+      const check = (): void => {
+        if (this.disposed) reject(new Error('the extension stopped its connection to sessiond'));
+        else if (this.stateValue === 'connected' && this.client && this.client !== previous) resolve(this.client);
+      };
+      subscription = this.onDidChangeState(check);
+      check();
+    });
+    return withTimeout(connected, Math.max(0, timeoutMs), () => this.lastErrorValue ?? 'still trying').finally(() => subscription?.dispose());
   }
 
   async dispose(): Promise<void> {
@@ -206,7 +310,7 @@ export class Sessiond {
       try {
         const transport = await this.options.openTransport();
         client = await SessiondClient.connect(transport, this.options.client);
-        const closed = new Promise<void>((resolve) => client?.onClose(() => resolve()));
+        const closed = client.whenClosed;
         this.attach(client);
         await this.sync(client);
         if (client.isClosed) throw new Error('the connection closed while loading');
@@ -407,6 +511,10 @@ export class Sessiond {
     this.stateValue = state;
     this.stateEmitter.fire(state);
   }
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 export function withTimeout<T>(promise: Promise<T>, ms: number, message: () => string): Promise<T> {

@@ -3,7 +3,7 @@
  * started the way the brief verified: `python -m sessiond.daemon --socket PATH`.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, watch } from 'node:fs';
 import * as path from 'node:path';
 
 /** The repository root: the nearest folder above this file with a pyproject.toml. */
@@ -32,6 +32,10 @@ export interface Daemon {
   destroy(): Promise<void>;
   /** Everything it wrote to stderr, for failure messages. */
   log(): string;
+  /** The pid of the process started last. */
+  pid(): number;
+  /** Resolves with the exit code once the process started last has exited (however it was stopped). */
+  exited(): Promise<number | null>;
 }
 
 /** A short home under /tmp: unix socket paths must stay under 108 bytes. */
@@ -44,12 +48,16 @@ export async function startDaemon(home = tempHome()): Promise<Daemon> {
   const env: NodeJS.ProcessEnv = { ...process.env, SESSIOND_HOME: home };
   delete env.SESSIOND_SOCKET;
   let child: ChildProcess | undefined;
+  let pid = 0;
+  let exited: Promise<number | null> = Promise.resolve(null);
   let stderr = '';
 
   async function launch(): Promise<void> {
     if (!existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run \`./dev test\` (or set SESSIOND_PYTHON) first`);
     const proc = spawn(PYTHON, ['-m', 'sessiond.daemon', '--socket', socket], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     child = proc;
+    pid = proc.pid ?? 0;
+    exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the daemon did not serve within 30 s; its stderr:\n${stderr}`)), 30_000);
       proc.stderr.setEncoding('utf8');
@@ -97,7 +105,34 @@ export async function startDaemon(home = tempHome()): Promise<Daemon> {
       rmSync(home, { recursive: true, force: true });
     },
     log: () => stderr,
+    pid: () => pid,
+    exited: () => exited,
   };
+}
+
+/**
+ * Resolves once `file` no longer exists (a stopping daemon removes its socket last), watching
+ * its folder; rejects after `timeoutMs`. For daemons that are not our children (started by
+ * `sessiond stdio`), whose exit we cannot wait on.
+ */
+export function whenRemoved(file: string, timeoutMs = 60_000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const watcher = watch(path.dirname(file), () => check());
+    const timer = setTimeout(() => finish(new Error(`${file} was still there after ${timeoutMs} ms`)), timeoutMs);
+    let done = false;
+    function finish(error?: Error): void {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      watcher.close();
+      if (error) reject(error);
+      else resolve();
+    }
+    function check(): void {
+      if (!existsSync(file)) finish();
+    }
+    check();
+  });
 }
 
 function reportSlowStop(pid: number): void {
