@@ -1,4 +1,3 @@
-import type { TestContext } from 'node:test';
 import type { Disposable } from 'vscode-jsonrpc/node';
 import type { FleetModel } from '../../src/protocol/model';
 
@@ -55,17 +54,6 @@ export function nextOf<T>(
       resolve(value);
     });
   });
-}
-
-/**
- * A part of the daemon that is not there yet: the test says exactly what it
- * waits on and is skipped, loudly (SESSIOND_VSCODE_STRICT=1 makes it fail).
- */
-export function waitsOnDaemon(t: TestContext, what: string): void {
-  const message = `waits on the daemon: ${what}`;
-  if (process.env.SESSIOND_VSCODE_STRICT === '1') throw new Error(message);
-  t.diagnostic(message);
-  t.skip(message);
 }
 
 export class Deferred<T = void> {
