@@ -85,6 +85,8 @@ export class SessiondClient {
   private permissionHandler: PermissionHandler | undefined;
   private closed = false;
   private resolveClosed!: () => void;
+  /** Fails each request still waiting for its answer: vscode-jsonrpc leaves them pending when the stream ends. */
+  private readonly inFlight = new Set<() => void>();
   server: ServerInfo = { methods: [] };
 
   /** The connection ended: the daemon stopped, the socket broke, or `dispose` was called. */
@@ -181,7 +183,14 @@ export class SessiondClient {
   /** A request of the daemon's, typed by the schema. A cancelled token sends `$/cancelRequest`. */
   request<M extends MethodName>(method: M, params: ParamsOf<M>, token?: CancellationToken): Promise<ResultOf<M>> {
     if (this.closed) return Promise.reject(new Error(`not connected to sessiond (${method})`));
-    return this.connection.sendRequest<ResultOf<M>>(method, params, token ?? CancellationToken.None);
+    return new Promise<ResultOf<M>>((resolve, reject) => {
+      const lost = (): void => reject(new Error(`the connection to sessiond closed before it answered ${method}`));
+      this.inFlight.add(lost);
+      this.connection
+        .sendRequest<ResultOf<M>>(method, params, token ?? CancellationToken.None)
+        .then(resolve, reject)
+        .finally(() => this.inFlight.delete(lost));
+    });
   }
 
   /** Who answers `session/requestPermission`; see ClientOptions.answersPermissions. */
@@ -233,6 +242,9 @@ export class SessiondClient {
   private markClosed(): void {
     if (this.closed) return;
     this.closed = true;
+    // Answers that came before the end were handled as they came: what waits now gets none.
+    for (const lost of this.inFlight) lost();
+    this.inFlight.clear();
     this.resolveClosed();
     this.closeEmitter.fire();
   }
