@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from bench import streaming
-from bench.direct_acp import run_turns
+from bench.direct_acp import direct_agent, run_turns
 from bench.harness import children, daemon, rss_kib, table
 from sessiond.client import AsyncDaemon, aconnect
 
@@ -47,27 +47,32 @@ async def open_many(count: int) -> list[tuple[str, str, str]]:
     ]
 
 
-TURN_ROUNDS = 5  # each figure is the median of this many rounds: one round is a fraction of a second
+TURN_ROUNDS = 7  # each figure is the median of this many rounds: one round is a fraction of a second
 
 
 async def turns(count: int) -> list[tuple[str, str, str]]:
     work = Path(tempfile.mkdtemp(prefix="sd-bench-work-"))
     # The agent's own state goes beside the work, not in it: sessions outside git snapshot their root.
     state = Path(tempfile.mkdtemp(prefix="sd-bench-state-"))
-    direct = await run_turns(count, TURN_PROMPT, work, state, rounds=TURN_ROUNDS)
+    direct_times: list[float] = []
+    daemon_times: list[float] = []
     with daemon() as d:
-        async with aconnect(d.socket, start=False) as client:
+        async with (
+            direct_agent(TURN_PROMPT, work, state) as direct_round,
+            aconnect(d.socket, start=False) as client,
+        ):
             agent = await client.agent("demo")
-            warm = await agent.session(work)
-            await warm.asend(TURN_PROMPT)
-            times = []
+            await (await agent.session(work)).asend(TURN_PROMPT)
+            # Rounds alternate, so that what else the machine does weighs on both sides alike.
             for _ in range(TURN_ROUNDS):
+                direct_times.append(await direct_round(count))
                 sessions = await agent.sessions(count, work)
                 started = time.perf_counter()
                 replies = await asyncio.gather(*(s.asend(TURN_PROMPT) for s in sessions))
-                times.append(time.perf_counter() - started)
+                daemon_times.append(time.perf_counter() - started)
                 assert all(r.text == "done" for r in replies)
-            through_daemon = statistics.median(times)
+    direct = statistics.median(direct_times)
+    through_daemon = statistics.median(daemon_times)
     return [
         (
             f"{count} turns at once, straight to the agent (ACP), median of {TURN_ROUNDS}",

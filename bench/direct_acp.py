@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import statistics
+import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,12 @@ class _QuietClient:
         return None
 
 
-async def run_turns(count: int, prompt: str, cwd: Path, state_dir: Path, rounds: int = 1) -> float:
-    """Seconds for `count` sessions to each open and run one turn at once (after one warm-up turn);
-    with several rounds, the median round."""
+@contextlib.asynccontextmanager
+async def direct_agent(
+    prompt: str, cwd: Path, state_dir: Path
+) -> AsyncIterator[Callable[[int], Awaitable[float]]]:
+    """The demo agent spoken to straight through the ACP SDK; yields `round(count)`: seconds for
+    `count` sessions to each open and run one turn at once (after one warm-up turn)."""
     async with acp.spawn_agent_process(
         _QuietClient(),  # type: ignore[arg-type]
         sys.executable,
@@ -45,10 +49,16 @@ async def run_turns(count: int, prompt: str, cwd: Path, state_dir: Path, rounds:
                 session_id=session.session_id, prompt=[schema.TextContentBlock(type="text", text=prompt)]
             )
 
-        await one()
-        times = []
-        for _ in range(rounds):
+        async def round_(count: int) -> float:
             started = time.perf_counter()
             await asyncio.gather(*(one() for _ in range(count)))
-            times.append(time.perf_counter() - started)
-        return statistics.median(times)
+            return time.perf_counter() - started
+
+        await one()
+        yield round_
+
+
+async def run_turns(count: int, prompt: str, cwd: Path, state_dir: Path) -> float:
+    """One round of `count` turns at once, straight to the agent."""
+    async with direct_agent(prompt, cwd, state_dir) as round_:
+        return await round_(count)

@@ -25,6 +25,7 @@ import uvicorn
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
+from sessiond.daemon import long_lived
 from sessiond.daemon.mcp_bridge import BridgeError, Link, build_server, checked_params
 from sessiond.protocol import methods as names
 from sessiond.protocol.errors import RpcError
@@ -131,6 +132,7 @@ class McpEndpoint:
                     self._task.result()  # raises what stopped it
                     raise RuntimeError("the MCP endpoint stopped as it started")
                 await asyncio.sleep(0.01)
+        long_lived.settle()  # the SDK and the server stay as long as the daemon
         return f"http://127.0.0.1:{port}{PATH}"
 
     def _link_for(self, ctx: Context) -> Link:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import faulthandler
 import fcntl
-import gc
 import ipaddress
 import logging
 import os
@@ -17,6 +16,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from sessiond.daemon import long_lived
 from sessiond.daemon.agents_config import ConfigError, demo_spec, load_agents_toml
 from sessiond.daemon.around import Around
 from sessiond.daemon.core import Core
@@ -126,10 +126,7 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         server.on_stop = stop.set  # daemon/stop
-        # Everything built so far (modules, schemas, the loaded sessions) lives as long as the
-        # daemon: keep it out of the collector's full passes, which otherwise stall the loop.
-        gc.collect()
-        gc.freeze()
+        long_lived.settle()  # modules, schemas and loaded sessions: kept out of full GC passes
         where = str(socket_path) + (f" and tcp {server.tcp_address}" if server.tcp_address else "")
         print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
         attention = asyncio.create_task(core.feed.watch(), name="attention")

@@ -702,7 +702,7 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
     async def daemon_status(p: m.Empty) -> m.DaemonStatus:
         return daemon.status()
 
-    async def daemon_stop(p: m.Empty) -> m.DaemonStopping:
+    async def daemon_stop(p: m.Empty) -> m.StopResult:
         return daemon.stop()
 
     handlers: dict[str, Callable[[Any], Awaitable[BaseModel]]] = {
@@ -770,7 +770,7 @@ class DaemonServer:
             if conn.answers_permissions and conn.initialized:
                 conn.ask_permission(pending, session)
 
-    def stop(self) -> m.DaemonStopping:
+    def stop(self) -> m.StopResult:
         """Begin the orderly stop (after this answer goes out) and say what it will cancel."""
         if self.on_stop is None:
             raise RpcError(ErrorCode.CONFLICT, "this daemon cannot be stopped over its socket; signal it")
@@ -780,7 +780,7 @@ class DaemonServer:
             for s in self.core.sessions.values()
             if s.runtime is not None
         )
-        return m.DaemonStopping(pid=os.getpid(), cancelled_turns=turns)
+        return m.StopResult(pid=os.getpid(), cancelled_turns=turns)
 
     def status(self) -> m.DaemonStatus:
         from datetime import UTC, datetime

@@ -200,7 +200,7 @@ _METHODS = [
     Method(
         DAEMON_STOP,
         m.Empty,
-        m.DaemonStopping,
+        m.StopResult,
         "Stop the daemon as SIGTERM does: its turns are cancelled, its agents stopped, then it exits.",
     ),
 ]

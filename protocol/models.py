@@ -781,7 +781,7 @@ class Empty(Params):
     pass
 
 
-class DaemonStopping(Result):
+class StopResult(Result):
     pid: int
     cancelled_turns: int = Field(
         description="Turns running or queued as it was asked, which the stop cancels."

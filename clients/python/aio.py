@@ -47,7 +47,6 @@ from sessiond.protocol.models import (
     BroadcastResult,
     CancelResult,
     DaemonStatus,
-    DaemonStopping,
     Event,
     EventKind,
     Fleet,
@@ -63,6 +62,7 @@ from sessiond.protocol.models import (
     SessionStatus,
     SideResult,
     Snapshot,
+    StopResult,
     Subscription,
     TaskInfo,
     TaskList,
@@ -745,10 +745,10 @@ class AsyncDaemon:
     async def status(self) -> DaemonStatus:
         return await self._call(m.DAEMON_STATUS, DaemonStatus)
 
-    async def stop(self) -> DaemonStopping:
+    async def stop(self) -> StopResult:
         """Stop the daemon as SIGTERM does (its turns are cancelled, its agents stopped); returns
         once it has closed this connection, at the end of its stop. This client is closed then."""
-        stopping = await self._call(m.DAEMON_STOP, DaemonStopping)
+        stopping = await self._call(m.DAEMON_STOP, StopResult)
         await self._connection.wait_closed()
         return stopping
 

@@ -65,7 +65,6 @@ from sessiond.client.errors import ConnectionLost, SyncCallInEventLoop
 from sessiond.protocol.models import (
     AgentInfo,
     DaemonStatus,
-    DaemonStopping,
     Event,
     EventKind,
     Fleet,
@@ -75,6 +74,7 @@ from sessiond.protocol.models import (
     SessionInfo,
     SessionStatus,
     Snapshot,
+    StopResult,
     TaskInfo,
     ThreadReport,
     Transcript,
@@ -541,7 +541,7 @@ class Daemon(_Twin[AsyncDaemon]):
     def status(self) -> DaemonStatus: ...
 
     @twin(AsyncDaemon.stop)
-    def stop(self) -> DaemonStopping: ...
+    def stop(self) -> StopResult: ...
 
     @twin(AsyncDaemon.fleet)
     def fleet(self) -> Fleet: ...

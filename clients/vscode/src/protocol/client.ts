@@ -24,7 +24,7 @@ import { ClientRequests, Lsp, Methods, Notifications } from './methods';
 import type { Transport } from './transport';
 import type {
   DaemonStatus,
-  DaemonStopping,
+  StopResult,
   EventsNotifyParams,
   MethodName,
   ParamsOf,
@@ -208,7 +208,7 @@ export class SessiondClient {
    * on SIGTERM (turns cancelled and answered, agents stopped), closes every connection (this
    * one too: await `whenClosed` for that) and exits.
    */
-  stopDaemon(): Promise<DaemonStopping> {
+  stopDaemon(): Promise<StopResult> {
     return this.request(Methods.daemonStop, {});
   }
 

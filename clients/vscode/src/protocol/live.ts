@@ -16,7 +16,7 @@ import { FleetModel, type PendingPermission } from './model';
 import type { Transport } from './transport';
 import type {
   DaemonStatus,
-  DaemonStopping,
+  StopResult,
   MethodName,
   ParamsOf,
   PermissionRequestParams,
@@ -52,7 +52,7 @@ export interface SessiondOptions {
 /** A restart of the daemon that went through: what `daemon/stop` answered, and the new daemon's pid. */
 export interface DaemonRestart {
   /** The stopped daemon's pid and the turns (running or queued) its stop cancelled. */
-  stopped: DaemonStopping;
+  stopped: StopResult;
   /** The pid of the daemon this client is connected to now. */
   pid: number;
 }
@@ -69,14 +69,14 @@ export interface RestartFailure {
   /** What went wrong, in a sentence without a final period. */
   reason: string;
   /** daemon/stop's answer, once there was one (stages `close` and `reconnect`). */
-  stopped?: DaemonStopping;
+  stopped?: StopResult;
 }
 
 export class DaemonRestartError extends Error implements RestartFailure {
   constructor(
     readonly stage: RestartStage,
     readonly reason: string,
-    readonly stopped?: DaemonStopping,
+    readonly stopped?: StopResult,
   ) {
     super(`restarting the daemon failed (${stage}): ${reason}`);
     this.name = 'DaemonRestartError';
@@ -175,7 +175,7 @@ export class Sessiond {
     if (methods.length && !methods.includes(Methods.daemonStop)) {
       throw new DaemonRestartError('stop', `this daemon${version ? ` (${version})` : ''} has no ${Methods.daemonStop}: it is older than this extension`);
     }
-    let stopped: DaemonStopping;
+    let stopped: StopResult;
     try {
       stopped = await client.stopDaemon();
     } catch (error) {

@@ -50,7 +50,6 @@ export interface SessiondSchema {
   ContextFill?: ContextFill;
   Cost?: Cost;
   DaemonStatus?: DaemonStatus;
-  DaemonStopping?: DaemonStopping;
   Empty?: Empty;
   Event?: Event;
   EventKind?: EventKind;
@@ -85,6 +84,7 @@ export interface SessiondSchema {
   SideParams?: SideParams;
   SideResult?: SideResult;
   Snapshot?: Snapshot;
+  StopResult?: StopResult;
   Subscription?: Subscription;
   SubscriptionRef?: SubscriptionRef;
   TaskDismissParams?: TaskDismissParams;
@@ -427,13 +427,6 @@ export interface DaemonStatus {
   stateDir: string;
   tcp?: string | null;
   version: string;
-}
-export interface DaemonStopping {
-  /**
-   * Turns running or queued as it was asked, which the stop cancels.
-   */
-  cancelledTurns: number;
-  pid: number;
 }
 export interface Empty {}
 export interface Event {
@@ -928,6 +921,13 @@ export interface TurnUsage {
   thoughtTokens?: number | null;
   totalTokens?: number;
 }
+export interface StopResult {
+  /**
+   * Turns running or queued as it was asked, which the stop cancels.
+   */
+  cancelledTurns: number;
+  pid: number;
+}
 export interface Subscription {
   /**
    * The seq of the newest event when the subscription began.
@@ -1084,7 +1084,7 @@ export interface ProtocolMethods {
   /** The daemon: version, socket, counts. */
   'daemon/status': { params: Empty; result: DaemonStatus; };
   /** Stop the daemon as SIGTERM does: its turns are cancelled, its agents stopped, then it exits. */
-  'daemon/stop': { params: Empty; result: DaemonStopping; };
+  'daemon/stop': { params: Empty; result: StopResult; };
   /** Receive events as `events/notify`, replaying stored ones after `since` first. */
   'events/subscribe': { params: EventsSubscribeParams; result: Subscription; };
   /** Stop a subscription. */

@@ -3,7 +3,7 @@
  * after, the error when a step failed. Pure functions; no `vscode` import.
  */
 import type { DaemonRestart, RestartFailure } from '../protocol/live';
-import type { DaemonStopping, SessionStatus } from '../protocol/types';
+import type { StopResult, SessionStatus } from '../protocol/types';
 import type { ModelView } from './view';
 
 const RECONNECT = '"sessiond: Reconnect to the Daemon"';
@@ -13,7 +13,7 @@ const SHOW_LOG = '"sessiond: Show Log"';
 const IN_HAND = new Set<SessionStatus>(['working', 'queued', 'needs_you']);
 
 /** "; 2 running or queued turns were cancelled", or nothing when none were. */
-function cancelledTurns(stopped: DaemonStopping): string {
+function cancelledTurns(stopped: StopResult): string {
   const n = stopped.cancelledTurns;
   if (!n) return '';
   return n === 1 ? '; 1 running or queued turn was cancelled' : `; ${n} running or queued turns were cancelled`;
