@@ -32,6 +32,7 @@ from sessiond.client.errors import (
     DaemonNotRunning,
     DaemonStartFailed,
     InvalidParams,
+    MethodNotFound,
     ProtocolError,
     SessionClosed,
     SessiondError,
@@ -226,7 +227,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
         print(f"no daemon is running at {launch.resolve_socket(args.socket)}")
         return EXIT_OK
     with daemon:
-        stopping = daemon.stop()
+        try:
+            stopping = daemon.stop()
+        except MethodNotFound:
+            status = daemon.status()
+            print(
+                f"sessiond: the daemon at {status.socket} (sessiond {status.version}, pid {status.pid}) "
+                f"is older than this command and cannot be stopped over its socket; stop it with: "
+                f"kill {status.pid}",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
     turns = f"; {stopping.cancelled_turns} turns were cancelled" if stopping.cancelled_turns else ""
     print(f"stopped the daemon (pid {stopping.pid}){turns}")
     return EXIT_OK

@@ -131,7 +131,9 @@ class Peer:
                     raise RpcError(ErrorCode.INVALID_PARAMS, f"invalid params: {e}") from None
                 if method == names.SESSION_PROMPT:
                     self.prompts[request_id] = parsed.turn_id  # type: ignore[attr-defined]
-                handler = getattr(daemon, "do_" + method.replace("/", "_"))
+                handler = getattr(daemon, "do_" + method.replace("/", "_"), None)
+                if handler is None:  # a method this stand-in does not have: as an older daemon answers
+                    raise RpcError(ErrorCode.METHOD_NOT_FOUND, f"Method Not Found: {method}")
                 outcome = await handler(self, parsed)
                 result = outcome.wire()
             else:

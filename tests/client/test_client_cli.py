@@ -47,6 +47,15 @@ def test_status_as_a_table_and_as_json(fake: FakeDaemon, capsys: pytest.CaptureF
     assert status["version"] == "fake"
 
 
+def test_stop_says_how_to_stop_a_daemon_older_than_daemon_stop(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "stop")  # the stand-in has no daemon/stop, as daemons before it
+    assert (code, out) == (1, "")
+    assert "is older than this command and cannot be stopped over its socket" in err
+    assert err.rstrip().endswith("stop it with: kill 0")
+
+
 def test_new_ls_show_close(
     fake: FakeDaemon, capsys: pytest.CaptureFixture[str], home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
