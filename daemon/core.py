@@ -748,8 +748,16 @@ class Core:
         try:
             yield
         finally:
-            await slot.acquire()  # cancelled here, the turn holds no slot and releases none
-            turn.slot = slot
+            current = asyncio.current_task()
+            # A wait called off (its tool call cancelled) does not queue for a slot again: the turn
+            # goes on without one rather than hold up its cancelling. Cancelled while queued, it
+            # holds none and releases none.
+            if current is None or not current.cancelling():
+                await slot.acquire()
+                if turn.future.done():
+                    slot.release()  # the turn ended meanwhile: nobody would release it
+                else:
+                    turn.slot = slot
 
     async def _drive_started(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> str:
         turn.started_at = _now()

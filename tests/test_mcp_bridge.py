@@ -9,6 +9,7 @@ exactly what the bridge sent, and a real daemon for the end-to-end tests.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -51,6 +52,15 @@ async def bridge(env: dict[str, str]) -> AsyncIterator[Client]:
     params = StdioServerParameters(command=sys.executable, args=["-m", BRIDGE_MODULE], env=env)
     async with Client(params, mode="legacy") as client:
         yield client
+
+
+async def _first(events: AsyncIterator[Any], count: int) -> AsyncIterator[Any]:
+    seen = 0
+    async for event in events:
+        yield event
+        seen += 1
+        if seen == count:
+            return
 
 
 def text_of(result: CallToolResult) -> str:
@@ -319,3 +329,24 @@ async def test_the_endpoint_refuses_a_request_without_a_session_token(
             refused = await client.call_tool("suggest_task", {"title": "t", "prompt": "p"})
         assert refused.is_error
         assert "carries no valid sessiond session token" in text_of(refused)
+
+
+async def test_a_cancelled_wait_leaves_the_slot_it_lent_to_the_agent(real_daemon: Daemon, work: Path) -> None:
+    async with aconnect(real_daemon.socket, start=False) as daemon:
+        demo = await daemon.agent("demo")
+        agent = await daemon.agent("single", command=demo.info.command, max_active_turns=1)
+        coordinator = await agent.session(work)
+        async with daemon.events(kinds=["turn.started"]) as events, asyncio.timeout(60):
+            turn = asyncio.create_task(coordinator.asend("thread hang until cancelled\nwait"))
+            started = [event.session async for event in _first(events, 2)]
+        # The coordinator's turn, then its thread's, in the slot the waiting turn lent it.
+        assert started[0] == coordinator.id
+        assert started[1] != coordinator.id
+        thread = started[1]
+        await coordinator.acancel()
+        assert (await turn).stop_reason == "cancelled"
+        await (await daemon.session(thread)).acancel()
+        # The agent's one slot is free again: neither the cancelled wait nor the thread keeps it.
+        other = await agent.session(work)
+        reply = await asyncio.wait_for(other.asend("say the slot is free"), 60)
+    assert reply.text == "the slot is free"
