@@ -133,7 +133,16 @@ class McpEndpoint:
                     raise RuntimeError("the MCP endpoint stopped as it started")
                 await asyncio.sleep(0.01)
         long_lived.settle()  # the SDK and the server stay as long as the daemon
+        self._task.add_done_callback(self._ended)
         return f"http://127.0.0.1:{port}{PATH}"
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """The server stopped: asked to (close), or it failed; then the next session starts a new one."""
+        if self._server is not None and self._server.should_exit:
+            return
+        error = None if task.cancelled() else task.exception()
+        log.error("the MCP endpoint at %s stopped (%r); the next session starts it again", self._url, error)
+        self._url = self._server = self._task = None
 
     def _link_for(self, ctx: Context) -> Link:
         headers = ctx.headers or {}

@@ -350,3 +350,24 @@ async def test_a_cancelled_wait_leaves_the_slot_it_lent_to_the_agent(real_daemon
         other = await agent.session(work)
         reply = await asyncio.wait_for(other.asend("say the slot is free"), 60)
     assert reply.text == "the slot is free"
+
+
+async def test_the_endpoint_starts_again_when_its_server_stops_on_its_own() -> None:
+    from types import SimpleNamespace
+
+    from sessiond.daemon.mcp_http import McpEndpoint
+
+    # The endpoint alone, before any session: a stand-in core whose tokens match no session.
+    core = SimpleNamespace(around=SimpleNamespace(session_of_token=lambda token: None))
+    endpoint = McpEndpoint(core)  # type: ignore[arg-type]
+    await endpoint.url()
+    task = endpoint._task
+    assert task is not None
+    task.cancel()  # stands in for the server failing: it ends without being asked to
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert endpoint.started_url is None
+    second = await endpoint.url()  # a new server, which answers
+    async with Client(streamable_http_client(second), mode="legacy") as client:
+        assert {tool.name for tool in (await client.list_tools()).tools} == set(TOOLS)
+    await endpoint.close()
