@@ -127,7 +127,7 @@ class Around:
         return session
 
     def children(self, session_id: str) -> list[SessionRecord]:
-        return [s for s in self.core.sessions.values() if s.parent == session_id]
+        return list(self.core.children.get(session_id, ()))
 
     def members(self, root: SessionRecord) -> list[SessionRecord]:
         found, todo = [], [root]

@@ -79,6 +79,7 @@ class Core:
         self.agents: dict[str, AgentRuntime] = {}
         self.sessions: dict[str, SessionRecord] = {}
         self.by_agent_session: dict[tuple[str, str], SessionRecord] = {}
+        self.children: dict[str, list[SessionRecord]] = {}  # by parent id: side chats, tasks, threads
         self._next_ordinal = 1
         self.feed = InsightFeed(self, state_rate=state_rate)
         self.permissions = Permissions(self)
@@ -160,10 +161,15 @@ class Core:
                 record.status_since = now
                 self._save_session(record)
             self.sessions[record.id] = record
+            self._adopt(record)
             self._next_ordinal = max(self._next_ordinal, record.ordinal + 1)
             if not record.closed and record.agent in self.agents:
                 self.agents[record.agent].open_sessions += 1
         self.feed.load()
+
+    def _adopt(self, record: SessionRecord) -> None:
+        if record.parent is not None:
+            self.children.setdefault(record.parent, []).append(record)
 
     def _configure_slots(self, runtime: AgentRuntime) -> None:
         cap = runtime.spec.options.max_active_turns
@@ -459,6 +465,7 @@ class Core:
                 parent=parent,
             )
             self.sessions[record.id] = record
+            self._adopt(record)
             created.append(record)
         runtime.open_sessions += len(created)
         await self._wait(
