@@ -80,6 +80,7 @@ class Core:
         self.sessions: dict[str, SessionRecord] = {}
         self.by_agent_session: dict[tuple[str, str], SessionRecord] = {}
         self.children: dict[str, list[SessionRecord]] = {}  # by parent id: side chats, tasks, threads
+        self.by_run: dict[str, list[SessionRecord]] = {}  # the sessions each run opened
         self._next_ordinal = 1
         self.feed = InsightFeed(self, state_rate=state_rate)
         self.permissions = Permissions(self)
@@ -168,8 +169,11 @@ class Core:
         self.feed.load()
 
     def _adopt(self, record: SessionRecord) -> None:
+        """Index a session just loaded or opened by its parent and its run."""
         if record.parent is not None:
             self.children.setdefault(record.parent, []).append(record)
+        if record.run is not None:
+            self.by_run.setdefault(record.run, []).append(record)
 
     def _configure_slots(self, runtime: AgentRuntime) -> None:
         cap = runtime.spec.options.max_active_turns

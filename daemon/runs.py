@@ -90,7 +90,8 @@ class RunBook:
 
     @staticmethod
     def info(run: RunRecord, sessions: Iterable[SessionRecord]) -> m.RunInfo:
-        mine = [s for s in sessions if s.run == run.id]
+        """The run's summary from the sessions it opened."""
+        mine = list(sessions)
         serial = sum(s.insight.busy_seconds for s in mine if s.insight is not None)
         cost = sum(s.insight.cost() for s in mine if s.insight is not None)
         end = run.ended_at if run.ended_at is not None else time.time()

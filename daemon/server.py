@@ -668,7 +668,7 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
             )
         run = daemon.runs.declare(p)
         conn.run = run.id
-        return daemon.runs.info(run, core.sessions.values())
+        return daemon.runs.info(run, core.by_run.get(run.id, ()))
 
     async def run_end(p: m.RunEndParams) -> m.RunInfo:
         if conn.run is None:
@@ -678,15 +678,15 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         run = daemon.runs.end(conn.run, p.outcome)
         conn.run = None
         await core.store.flush()
-        return daemon.runs.info(run, core.sessions.values())
+        return daemon.runs.info(run, core.by_run.get(run.id, ()))
 
     async def run_list(p: m.Empty) -> m.RunList:
         return m.RunList(
-            runs=[daemon.runs.info(r, core.sessions.values()) for r in daemon.runs.runs.values()]
+            runs=[daemon.runs.info(r, core.by_run.get(r.id, ())) for r in daemon.runs.runs.values()]
         )
 
     async def run_get(p: m.RunRef) -> m.RunInfo:
-        return daemon.runs.info(daemon.runs.get(p.run), core.sessions.values())
+        return daemon.runs.info(daemon.runs.get(p.run), core.by_run.get(p.run, ()))
 
     async def permission_answer(p: m.PermissionAnswerParams) -> m.Answered:
         core.permissions.answer(p)
