@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,9 +81,14 @@ class HttpServer:
     def from_acp(cls, server: McpServerHttp) -> HttpServer:
         return cls(name=server.name, url=server.url, headers=tuple((h.name, h.value) for h in server.headers))
 
-    def transport(self) -> Any:
-        http = create_mcp_http_client(headers=dict(self.headers))
-        return streamable_http_client(self.url, http_client=http)
+    @contextlib.asynccontextmanager
+    async def transport(self) -> AsyncIterator[Any]:
+        # The SDK leaves an HTTP client it was handed open: this one closes with the connection.
+        async with (
+            create_mcp_http_client(headers=dict(self.headers)) as http,
+            streamable_http_client(self.url, http_client=http) as streams,
+        ):
+            yield streams
 
 
 McpServer = StdioServer | HttpServer
