@@ -78,6 +78,9 @@ interface InitializeResult {
   capabilities?: { experimental?: { sessiond?: { methods?: string[] } } };
 }
 
+/** After the connection ends, how long answers already received have to reach their requests. */
+const ANSWERS_GRACE_MS = 1000;
+
 export class SessiondClient {
   private readonly closeEmitter = new Emitter<void>();
   private readonly eventsEmitter = new Emitter<EventsNotice>();
@@ -134,15 +137,11 @@ export class SessiondClient {
       new ClosingWriter(new StreamMessageWriter(transport.output), () => made.client?.dispose()),
     );
     const client = (made.client = new SessiondClient(connection, transport));
-    // vscode-jsonrpc leaves a request pending when the stream ends: without the race, a
-    // `sessiond stdio` that exits before answering (it could not reach or start a daemon; its
-    // stderr says why) would leave this waiting forever.
+    // A `sessiond stdio` that exits before answering (it could not reach or start a daemon; its
+    // stderr says why) fails the handshake like any request the end of the stream leaves waiting.
     const closedEarly = (): Error => new Error(`${transport.description} closed the connection before answering initialize`);
-    const closedFirst = client.whenClosed.then(() => {
-      throw closedEarly();
-    });
     try {
-      await Promise.race([client.initialize(options), closedFirst]);
+      await client.initialize(options, closedEarly);
     } catch (error) {
       client.dispose();
       // A failed write disposes the connection, which rejects the request with vscode-jsonrpc's words.
@@ -152,8 +151,8 @@ export class SessiondClient {
     return client;
   }
 
-  private async initialize(options: ClientOptions): Promise<void> {
-    const result = await this.connection.sendRequest<InitializeResult>(Lsp.initialize, {
+  private async initialize(options: ClientOptions, closedEarly: () => Error): Promise<void> {
+    const result = await this.track<InitializeResult>(Lsp.initialize, closedEarly, {
       processId: process.pid,
       clientInfo: { name: options.clientName },
       rootUri: null,
@@ -183,13 +182,19 @@ export class SessiondClient {
   /** A request of the daemon's, typed by the schema. A cancelled token sends `$/cancelRequest`. */
   request<M extends MethodName>(method: M, params: ParamsOf<M>, token?: CancellationToken): Promise<ResultOf<M>> {
     if (this.closed) return Promise.reject(new Error(`not connected to sessiond (${method})`));
-    return new Promise<ResultOf<M>>((resolve, reject) => {
-      const lost = (): void => reject(new Error(`the connection to sessiond closed before it answered ${method}`));
-      this.inFlight.add(lost);
+    const lost = () => new Error(`the connection to sessiond closed before it answered ${method}`);
+    return this.track<ResultOf<M>>(method, lost, params, token);
+  }
+
+  /** Send a request; if the connection ends before its answer, fail it with `lost()`. */
+  private track<R>(method: string, lost: () => Error, params: unknown, token?: CancellationToken): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      const fail = (): void => reject(lost());
+      this.inFlight.add(fail);
       this.connection
-        .sendRequest<ResultOf<M>>(method, params, token ?? CancellationToken.None)
+        .sendRequest<R>(method, params, token ?? CancellationToken.None)
         .then(resolve, reject)
-        .finally(() => this.inFlight.delete(lost));
+        .finally(() => this.inFlight.delete(fail));
     });
   }
 
@@ -242,9 +247,11 @@ export class SessiondClient {
   private markClosed(): void {
     if (this.closed) return;
     this.closed = true;
-    // Answers that came before the end were handled as they came: what waits now gets none.
-    for (const lost of this.inFlight) lost();
+    // vscode-jsonrpc hands received messages on one per tick, so an answer that came just before
+    // the end may still be on its way to its request: fail only what is still waiting a moment later.
+    const waiting = [...this.inFlight];
     this.inFlight.clear();
+    if (waiting.length) setTimeout(() => waiting.forEach((lost) => lost()), ANSWERS_GRACE_MS);
     this.resolveClosed();
     this.closeEmitter.fire();
   }
