@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -56,13 +56,20 @@ class PlacementSettings(Params):
     sandbox_ro_binds: list[str] = Field(
         default_factory=list, description="sandbox: more paths bound read-only."
     )
-    sandbox_unshare_net: bool = Field(False, description="sandbox: no network inside.")
+    sandbox_network: bool = Field(
+        False, description="sandbox: let commands reach the network (off by default)."
+    )
     container_engine: str | None = Field(
         None, description="container: docker or podman (default: the one that works)."
     )
     container_image: str | None = Field(None, description="container: the image to run.")
     container_run_args: list[str] = Field(
         default_factory=list, description="container: more `run` arguments."
+    )
+    container_network: bool = Field(
+        False,
+        description="container: let commands reach the network (off by default: `--network none`, "
+        "unless containerRunArgs name a network).",
     )
     ssh_target: str | None = Field(
         None, description="ssh: user@host[:port], with the user's ssh config and keys."
@@ -74,6 +81,14 @@ class PlacementSettings(Params):
     ssh_known_hosts: str | None = None
     ssh_verify_host_key: bool = True
     ssh_connect_timeout: float = Field(15.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired(cls, data: Any) -> Any:
+        # sandbox_unshare_net is gone (no network is the default now); stored agents still carry it.
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in ("sandbox_unshare_net", "sandboxUnshareNet")}
+        return data
 
 
 class AgentOptions(Params):
@@ -125,6 +140,22 @@ class AgentOptions(Params):
         description="How permission requests are answered when no client answers them: "
         "ask (wait for a client), allow, allow_reads (allow reads, deny the rest), deny.",
     )
+    env_passthrough: list[str] | None = Field(
+        None,
+        description="The only variables of the daemon's environment its process and commands get "
+        "(a trailing * matches a prefix), beside PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, "
+        "TMPDIR, TZ and the proxies. None: all but the daemon's own (SESSIOND_*).",
+    )
+    env_clear: bool = Field(
+        False,
+        description="Its process and commands start from PATH, HOME, USER, LOGNAME, SHELL, LANG, "
+        "LC_*, TERM, TMPDIR, TZ and the proxies alone (plus env_passthrough and its env).",
+    )
+    max_prompt_bytes: int = Field(
+        1024 * 1024,
+        ge=1,
+        description="The largest prompt (UTF-8 bytes) a turn of this agent takes; a larger one is refused.",
+    )
 
 
 class AgentSpec(Params):
@@ -133,7 +164,9 @@ class AgentSpec(Params):
     name: AgentName
     command: list[str] = Field(min_length=1, description="The ACP agent's command line.")
     env: dict[str, str] = Field(
-        default_factory=dict, description="Added to the daemon's own environment for the agent."
+        default_factory=dict,
+        description="Set for the agent's process, on top of the daemon's environment as its "
+        "options (envPassthrough, envClear) filter it.",
     )
     options: AgentOptions = Field(default_factory=AgentOptions)
 
@@ -191,6 +224,22 @@ class AgentProcessInfo(Result):
     active_turns: int = 0
     note: str | None = Field(None, description="Something a person should know about this agent.")
     log_path: str | None = Field(None, description="Where the agent's stderr goes.")
+    malformed_updates: int = Field(
+        0,
+        description="Updates from the agent that did not fit ACP's schema: what could be read of "
+        "them was kept, the rest dropped (logged once per kind in the daemon's log).",
+    )
+    auth_methods: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The agent's ACP authMethods as it declared them at initialize (id, name, "
+        "description, type; vars for an env_var method), each with `satisfied`: whether the "
+        "agent's environment holds what the method needs.",
+    )
+    authenticated: str | None = Field(
+        None,
+        description="The authMethod the daemon authenticated with (ACP authenticate) before the "
+        "first session; None if none was needed or none could be used.",
+    )
 
 
 class AgentInfo(Result):
@@ -702,6 +751,18 @@ class EventKind(StrEnum):
     SESSION_COLLISION = "session.collision"
     PERMISSION_ASKED = "permission.asked"
     PERMISSION_ANSWERED = "permission.answered"
+
+
+class TurnOutcome(StrEnum):
+    """How a turn ended: `turn.ended`'s `outcome`, where it is given. A turn ended by its agent
+    tells it by `stopReason` (completed or cancelled) or `error` (failed)."""
+
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    """The daemon stopped (killed, crashed) while the turn ran or waited; told once, when it starts
+    again, with `error` saying so. The session's status is then `failed`."""
 
 
 class Event(Result):

@@ -149,6 +149,14 @@ export interface AgentOptions {
    */
   defaultRoot?: string | null;
   /**
+   * Its process and commands start from PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the proxies alone (plus env_passthrough and its env).
+   */
+  envClear?: boolean;
+  /**
+   * The only variables of the daemon's environment its process and commands get (a trailing * matches a prefix), beside PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TMPDIR, TZ and the proxies. None: all but the daemon's own (SESSIOND_*).
+   */
+  envPassthrough?: string[] | null;
+  /**
    * ask: starting a thread is a permission request to the user first.
    */
   helperPolicy?: 'allow' | 'ask';
@@ -160,6 +168,10 @@ export interface AgentOptions {
    * Sessions open at the agent at once; past it the least recently used idle one is closed there and resumed on its next turn. None: no cap.
    */
   maxLiveSessions?: number | null;
+  /**
+   * The largest prompt (UTF-8 bytes) a turn of this agent takes; a larger one is refused.
+   */
+  maxPromptBytes?: number;
   /**
    * Accepted suggested tasks running at once; the rest wait queued.
    */
@@ -215,9 +227,17 @@ export interface PlacementSettings {
    */
   containerImage?: string | null;
   /**
+   * container: let commands reach the network (off by default: `--network none`, unless containerRunArgs name a network).
+   */
+  containerNetwork?: boolean;
+  /**
    * container: more `run` arguments.
    */
   containerRunArgs?: string[];
+  /**
+   * sandbox: let commands reach the network (off by default).
+   */
+  sandboxNetwork?: boolean;
   /**
    * sandbox: more paths bound read-only.
    */
@@ -226,10 +246,6 @@ export interface PlacementSettings {
    * sandbox: more paths bound read-write.
    */
   sandboxRwBinds?: string[];
-  /**
-   * sandbox: no network inside.
-   */
-  sandboxUnshareNet?: boolean;
   sshConnectTimeout?: number;
   /**
    * ssh: the session's directory there (default: the same path).
@@ -252,6 +268,16 @@ export interface AgentProcessInfo {
     [k: string]: unknown | undefined;
   } | null;
   /**
+   * The agent's ACP authMethods as it declared them at initialize (id, name, description, type; vars for an env_var method), each with `satisfied`: whether the agent's environment holds what the method needs.
+   */
+  authMethods?: {
+    [k: string]: unknown | undefined;
+  }[];
+  /**
+   * The authMethod the daemon authenticated with (ACP authenticate) before the first session; None if none was needed or none could be used.
+   */
+  authenticated?: string | null;
+  /**
    * As the agent declared them at initialize; None before its first start.
    */
   capabilities?: AgentCapabilitiesInfo | null;
@@ -265,6 +291,10 @@ export interface AgentProcessInfo {
    * Where the agent's stderr goes.
    */
   logPath?: string | null;
+  /**
+   * Updates from the agent that did not fit ACP's schema: what could be read of them was kept, the rest dropped (logged once per kind in the daemon's log).
+   */
+  malformedUpdates?: number;
   /**
    * Something a person should know about this agent.
    */
@@ -294,7 +324,7 @@ export interface AgentSpec {
    */
   command: [string, ...string[]];
   /**
-   * Added to the daemon's own environment for the agent.
+   * Set for the agent's process, on top of the daemon's environment as its options (envPassthrough, envClear) filter it.
    */
   env?: {
     [k: string]: string | undefined;
@@ -715,9 +745,17 @@ export interface PlacementSettings1 {
    */
   containerImage?: string | null;
   /**
+   * container: let commands reach the network (off by default: `--network none`, unless containerRunArgs name a network).
+   */
+  containerNetwork?: boolean;
+  /**
    * container: more `run` arguments.
    */
   containerRunArgs?: string[];
+  /**
+   * sandbox: let commands reach the network (off by default).
+   */
+  sandboxNetwork?: boolean;
   /**
    * sandbox: more paths bound read-only.
    */
@@ -726,10 +764,6 @@ export interface PlacementSettings1 {
    * sandbox: more paths bound read-write.
    */
   sandboxRwBinds?: string[];
-  /**
-   * sandbox: no network inside.
-   */
-  sandboxUnshareNet?: boolean;
   sshConnectTimeout?: number;
   /**
    * ssh: the session's directory there (default: the same path).
