@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import streaming
+from bench import limits, streaming
 from bench.direct_acp import direct_agent, run_turns
 from bench.harness import children, daemon, rss_kib, table
 from sessiond.client import AsyncDaemon, aconnect
@@ -228,6 +228,8 @@ def main() -> None:
     print(table("The fleet summary", asyncio.run(fleet(args.fleet))))
     print()
     print(table("The sessiond MCP tools", asyncio.run(mcp(args.mcp))))
+    print()
+    print(table("Hostile and careless clients: daemon memory", asyncio.run(limits.run())))
 
 
 if __name__ == "__main__":

@@ -88,9 +88,9 @@ def children(pid: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def daemon() -> Iterator[Daemon]:
+def daemon(*extra_args: str) -> Iterator[Daemon]:
     """A daemon in a fresh SESSIOND_HOME, stopped with SIGTERM at the end."""
-    running = Daemon().start()
+    running = Daemon(extra_args=extra_args).start()
     try:
         yield running
     finally:

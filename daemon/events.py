@@ -68,8 +68,10 @@ class Event:
                     wire[key] = value
             wire["data"] = self.data
             cached = _WIRE[self.seq] = json.dumps(wire)
-            if len(_WIRE) > WIRE_CACHE:
-                _WIRE.popitem(last=False)
+            global _wire_chars
+            _wire_chars += len(cached)
+            while len(_WIRE) > WIRE_CACHE or (_wire_chars > WIRE_CACHE_CHARS and len(_WIRE) > 1):
+                _wire_chars -= len(_WIRE.popitem(last=False)[1])
         return cached
 
     @classmethod
@@ -78,8 +80,10 @@ class Event:
         return cls(seq, kind, at, agent, session, turn, msgpack.unpackb(data, raw=False))
 
 
-WIRE_CACHE = 20_000
+WIRE_CACHE = 20_000  # events, and at most this many characters of them:
+WIRE_CACHE_CHARS = 32 * 1024 * 1024
 _WIRE: OrderedDict[int, str] = OrderedDict()
+_wire_chars = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +125,14 @@ SUPERSEDED = frozenset(
 
 
 class Subscriber:
-    """One client's view of the log: a bounded queue of committed events."""
+    """One client's view of the log: a queue of committed events, bounded in count and in bytes."""
 
-    def __init__(self, event_filter: Filter, limit: int) -> None:
+    def __init__(self, event_filter: Filter, limit: int, byte_limit: int = 8 * 1024 * 1024) -> None:
         self.filter = event_filter
         self.limit = limit
-        self._queue: deque[Event] = deque()
+        self.byte_limit = byte_limit
+        self._bytes = 0  # the wire size of what is queued
+        self._queue: deque[tuple[Event, int]] = deque()  # each with its wire size
         self._latest: dict[tuple[str | None, str], int] = {}
         self._wakeup = asyncio.Event()
         self.overflowed = False
@@ -139,12 +145,15 @@ class Subscriber:
         """Queue one event; `offered` ends a batch of them."""
         if self.closed or self.overflowed or not self.filter.matches(event):
             return
-        if len(self._queue) >= self.limit:
+        size = len(event.json())
+        if len(self._queue) >= self.limit or self._bytes + size > self.byte_limit:
             self.overflowed = True
             self._queue.clear()
             self._latest.clear()
+            self._bytes = 0
         else:
-            self._queue.append(event)
+            self._queue.append((event, size))
+            self._bytes += size
             if event.kind in SUPERSEDED:
                 self._latest[(event.session, event.kind)] = event.seq
 
@@ -175,7 +184,8 @@ class Subscriber:
         """The events queued now, in order, at most `most` (fewer when newer states superseded some)."""
         batch: list[Event] = []
         while self._queue and len(batch) < most:
-            event = self._queue.popleft()
+            event, size = self._queue.popleft()
+            self._bytes -= size
             if event.kind in SUPERSEDED:
                 key = (event.session, event.kind)
                 if self._latest.get(key, event.seq) > event.seq:
@@ -192,7 +202,9 @@ class Subscriber:
                 self._wakeup.clear()
                 await self._wakeup.wait()
             if self.overflowed:
-                raise SubscriberOverflow(f"more than {self.limit} events were waiting unread")
+                raise SubscriberOverflow(
+                    f"more than {self.limit} events or {self.byte_limit} bytes were waiting unread"
+                )
             batch = self.take(most)
         return batch
 
@@ -207,6 +219,10 @@ class EventLog:
         self._subscribers: set[Subscriber] = set()
         self._pending: list[Event] = []
         self._flushing = False
+        # Emitted and queued to the store, not yet known to be committed: delivered after the commit
+        # that stores them (at once, normally; once the store takes writes again, when it said no).
+        self._held: list[Event] = []
+        store.on_commit.append(self._release)
 
     def emit(
         self,
@@ -241,8 +257,13 @@ class EventLog:
         # Committed here and now, not a turn of the loop later: clients see an
         # event one turn after it happened, and never before it is stored.
         self._store.write(op, wait=False)
+        self._held.extend(batch)
         self._store.commit_now()
-        self._deliver(batch)
+
+    def _release(self) -> None:
+        if self._held:
+            batch, self._held = self._held, []
+            self._deliver(batch)
 
     def _deliver(self, batch: list[Event]) -> None:
         # The writer commits in queue order, so batches arrive here in seq order.

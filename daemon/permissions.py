@@ -103,7 +103,7 @@ class Permissions:
             raise RpcError(
                 ErrorCode.INVALID_PARAMS,
                 f"optionId: {params.option_id!r} is not one of the options offered ({offered})",
-                {"field": "optionId"},
+                {"fields": ["optionId"]},
             )
         pending.future.set_result(params.option_id)
 

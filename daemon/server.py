@@ -15,7 +15,6 @@ import hmac
 import json
 import logging
 import os
-import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,13 +24,16 @@ from pydantic import BaseModel, ValidationError
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+from pygls.protocol.json_rpc import JsonRPCRequestMessage, JsonRPCResponseMessage
 from pygls.protocol.language_server import lsp_method
 
+from sessiond.daemon import gate, wire
 from sessiond.daemon.core import Core
 from sessiond.daemon.events import Event, Filter, Subscriber, SubscriberOverflow
+from sessiond.daemon.gate import Access, Drop, Phase, Refuse
 from sessiond.daemon.records import PendingPermission, SessionRecord
 from sessiond.daemon.runs import RunBook
+from sessiond.daemon.wire import Kind, Limits
 from sessiond.protocol import methods as names
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -39,24 +41,16 @@ from sessiond.protocol.methods import METHODS
 
 log = logging.getLogger("sessiond.server")
 
-HEADER = re.compile(rb"^Content-Length: *(\d+)\r\n$", re.IGNORECASE)
-MAX_MESSAGE = 64 * 1024 * 1024
-REPLAY_PAGE = 2000
-# What a connection acting for one session (the MCP bridge) may call.
-ACTING_FOR_SESSION = frozenset(
-    {
-        names.TASK_SUGGEST,
-        names.TASK_LIST,
-        names.THREAD_START,
-        names.THREAD_STATUS,
-        names.THREAD_WAIT,
-        names.DAEMON_STATUS,
-    }
-)
-NO_TOKEN = (
-    "this TCP connection presented no valid token: pass initializationOptions.token "
-    "(the contents of the daemon's tcp-token file)"
-)
+REPLAY_PAGE = 500
+# After a framing error: how long, and how much, the client's rest is read and dropped before closing.
+LINGER_SECONDS = 2.0
+LINGER_IDLE = 0.2  # ...and no longer than this once the client has gone quiet
+LINGER_BYTES = 64 * 1024 * 1024
+# A message over the size limit is skipped, and the connection reads on, when it is at most this many
+# times the limit; a larger one ends the connection.
+SKIP_AT_MOST = 4
+# Replayed events are written in slices of about this many bytes, each awaited to drain.
+REPLAY_SLICE = 1024 * 1024
 
 
 def _error(exc: RpcError) -> JsonRpcException:
@@ -81,13 +75,11 @@ class Connection:
         self.daemon = daemon
         self.id = uuid.uuid4().hex[:8]
         self.writer = writer
-        self.needs_token = needs_token
-        self.authorized = not needs_token
-        self.initialized = False
+        self.access = Access(needs_token=needs_token)
         self.progress_supported = False
         self.answers_permissions = False
         self.run: str | None = None
-        self.acting_for: str | None = None  # the session an MCP bridge speaks for
+        self.in_flight = 0  # requests being answered
         self.subscriptions: dict[str, tuple[Subscriber | None, asyncio.Task[None]]] = {}
         self.prompts: dict[Any, str] = {}  # request id -> turn id
         self.progress_tokens: dict[Any, str] = {}  # progress token -> turn id
@@ -95,55 +87,137 @@ class Connection:
         self.protocol: SessiondProtocol = self.server.protocol  # type: ignore[assignment]
         self.protocol.set_writer(_Writer(writer))
         self.closed = asyncio.Event()
+        self.writable = True  # False from `exit` on: nothing more is written to it
         self.closing: asyncio.Future[None] | None = None
 
     @property
     def core(self) -> Core:
         return self.daemon.core
 
+    @property
+    def initialized(self) -> bool:
+        return self.access.phase is not Phase.NEW
+
+    @property
+    def acting_for(self) -> str | None:
+        """The session an MCP bridge speaks for; None for a client acting for its user."""
+        return self.access.acting_for
+
     async def serve(self, reader: asyncio.StreamReader) -> None:
         try:
             await self._read_loop(reader)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except Exception:
+            log.exception("connection %s failed; it is closed, the daemon carries on", self.id)
         finally:
             await self.close()
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        limits = self.daemon.limits
         while not self.closed.is_set():
-            length: int | None = None
-            while True:
-                line = await reader.readline()
-                if not line:
-                    return
-                if line in (b"\r\n", b"\n"):
-                    break
-                match = HEADER.match(line)
-                if match:
-                    length = int(match.group(1))
-            if length is None:
-                self._send_error(
-                    None, ErrorCode.PARSE_ERROR, "a message came without a Content-Length header"
-                )
-                continue
-            if length > MAX_MESSAGE:
-                self._send_error(None, ErrorCode.INVALID_REQUEST, f"a message of {length} bytes is too large")
-                return
-            body = await reader.readexactly(length)
+            # Back-pressure: a client that does not read its answers stops being read.
+            await self.writer.drain()
+            trusted = self.initialized
+            max_body = limits.max_message if trusted else limits.unauthenticated_message
             try:
-                message = json.loads(body, object_hook=self.protocol.structure_message)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                self._send_error(None, ErrorCode.PARSE_ERROR, f"the message is not valid JSON: {exc}")
-                continue
-            except JsonRpcException as exc:
+                if trusted:
+                    body = await wire.read_frame(reader, limits, max_body=max_body)
+                else:
+                    async with asyncio.timeout(limits.unauthenticated_seconds):
+                        body = await wire.read_frame(reader, limits, max_body=max_body)
+            except TimeoutError:
+                log.info("connection %s sent no whole message in time before initialize; closed", self.id)
+                return
+            except wire.FrameError as exc:
+                await self._hang_up(reader, exc.code, exc.message)
+                return
+            except wire.Oversized as exc:
+                if await self._skipped(reader, exc, trusted=trusted):
+                    continue
+                return
+            if body is None:
+                return
+            self.receive(body)
+            # One client's burst must not hold the loop: let others (and its own answers) run.
+            await asyncio.sleep(0)
+
+    async def _skipped(self, reader: asyncio.StreamReader, exc: wire.Oversized, *, trusted: bool) -> bool:
+        """Answer a message over the size limit; True when it was skipped and the connection reads on."""
+        if not trusted:
+            await self._hang_up(
+                reader,
+                ErrorCode.INVALID_REQUEST,
+                f"a message of {exc.length} bytes before initialize: at most {exc.limit} are taken "
+                "until the connection has initialized",
+            )
+            return False
+        too_much = f"a message of {exc.length} bytes is over this daemon's limit of {exc.limit} bytes"
+        if exc.length > SKIP_AT_MOST * exc.limit:
+            # No client means to send this much: the stream is not to be trusted further.
+            await self._hang_up(reader, ErrorCode.INVALID_REQUEST, too_much + "; the connection is closed")
+            return False
+        # Answered by its id when it starts with one, then dropped unread.
+        try:
+            head = await reader.readexactly(min(exc.length, 1024))
+            self._send_error(
+                wire.leading_id(head),
+                ErrorCode.INVALID_REQUEST,
+                too_much + " and was skipped (`sessiond serve --max-message` raises it)",
+            )
+            await wire.skip(reader, exc.length - len(head))
+        except (asyncio.IncompleteReadError, wire.FrameError):
+            return False
+        return True
+
+    async def _hang_up(self, reader: asyncio.StreamReader, code: int, message: str) -> None:
+        """Say why, then close; what the client is still sending is read and dropped for a moment,
+        so that the closing does not reset the connection and lose the sentence."""
+        self._send_error(None, code, message)
+        with contextlib.suppress(Exception):
+            if self.writer.can_write_eof():
+                self.writer.write_eof()
+            async with asyncio.timeout(LINGER_SECONDS):
+                dropped = 0
+                while dropped < LINGER_BYTES:
+                    chunk = await asyncio.wait_for(reader.read(64 * 1024), LINGER_IDLE)
+                    if not chunk:
+                        break
+                    dropped += len(chunk)
+
+    def receive(self, body: bytes) -> None:
+        """Take one message body: check its envelope, pass the gate, then dispatch it."""
+        try:
+            message = wire.parse(body)
+        except wire.Refusal as refusal:
+            self._send_error(refusal.id, refusal.code, refusal.message)
+            return
+        verdict = gate.admit(self.access, message)
+        if isinstance(verdict, Drop):
+            log.warning("connection %s: %s", self.id, verdict.reason)
+            return
+        if isinstance(verdict, Refuse):
+            self._send_error(message.id, verdict.code, verdict.message)
+            return
+        if message.kind is Kind.REQUEST and self.in_flight >= self.daemon.limits.in_flight:
+            self._send_error(
+                message.id,
+                ErrorCode.LIMIT_REACHED,
+                f"this connection has {self.in_flight} requests being answered already: "
+                "wait for some answers before sending more",
+            )
+            return
+        try:
+            structured = self.protocol.structure_message(message.raw)
+        except JsonRpcException as exc:
+            if message.kind is Kind.REQUEST:
                 self._send_error(
-                    _id_of(body), exc.code, f"the message does not fit its method: {exc.message}"
+                    message.id, exc.code, f"the params do not fit {message.method}: {exc.message}"
                 )
-                continue
-            if not hasattr(message, "jsonrpc"):
-                self._send_error(_id_of(body), ErrorCode.INVALID_REQUEST, "not a JSON-RPC 2.0 message")
-                continue
-            self.protocol.handle_message(message)
+            return
+        if message.method == gate.SHUTDOWN:
+            self.access.phase = Phase.SHUT_DOWN
+        self.protocol.handle_message(structured)
 
     def _send_error(self, msg_id: Any, code: int, message: str) -> None:
         payload = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": int(code), "message": message}}
@@ -153,8 +227,8 @@ class Connection:
         self._write_body(json.dumps(payload).encode())
 
     def _write_body(self, body: bytes) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        if self.writable and not self.writer.is_closing():
+            self.writer.write(wire.frame(body))
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self.send_raw({"jsonrpc": "2.0", "method": method, "params": params})
@@ -213,7 +287,7 @@ class Connection:
             while after < head:
                 page = await events.replay(after, head, event_filter, REPLAY_PAGE)
                 through = page[-1].seq if len(page) == REPLAY_PAGE else head
-                await self._send_events(subscription, page, through)
+                await self._replay(subscription, page, through)
                 after = through
             # Replayed: from here on, events committed while the client keeps up are
             # written as they are committed; the loop below sends the rest.
@@ -239,6 +313,16 @@ class Connection:
             log.exception("subscription %s failed", subscription)
         finally:
             subscriber.push = None
+
+    async def _replay(self, subscription: str, page: list[Event], through: int) -> None:
+        """Write stored events in slices of about REPLAY_SLICE bytes, each drained before the next."""
+        start, size = 0, 0
+        for i, event in enumerate(page):
+            size += len(event.json())
+            if size >= REPLAY_SLICE and i + 1 < len(page):
+                await self._send_events(subscription, page[start : i + 1], event.seq)
+                start, size = i + 1, 0
+        await self._send_events(subscription, page[start:], through)
 
     def _push(self, subscription: str, subscriber: Subscriber) -> bool:
         """Write what `subscriber` has queued, now, while the socket takes it; False leaves it to the pump."""
@@ -337,10 +421,12 @@ class Connection:
             if self.closed.is_set():
                 return  # the connection went away: what came with it is no answer
             if not pending.future.done():
-                with contextlib.suppress(RpcError):
+                try:
                     self.core.permissions.answer(
                         m.PermissionAnswerParams(permission=pending.id, option_id=chosen.option_id)
                     )
+                except RpcError as exc:  # the question stays open for the other clients
+                    log.warning("client %s answered permission %s: %s", self.id, pending.id, exc.message)
 
         waiting = asyncio.ensure_future(wait())
 
@@ -415,24 +501,17 @@ class SessiondProtocol(LanguageServerProtocol):
     connection: Connection
 
     def structure_message(self, data: dict[str, Any]) -> Any:
-        # Our own methods keep their params as plain JSON for pydantic to
-        # validate; pygls would turn them into namedtuples.
-        if "jsonrpc" in data:
-            method = data.get("method")
-            if method in METHODS:
-                if "id" in data:
-                    return JsonRPCRequestMessage(
-                        id=data["id"], method=method, jsonrpc=data["jsonrpc"], params=data.get("params")
-                    )
-                return JsonRPCNotification(method=method, jsonrpc=data["jsonrpc"], params=data.get("params"))
-            if (
-                method is None
-                and "result" in data
-                and "id" in data
-                and self._result_types.get(data["id"]) is None
-            ):
-                self._result_types.pop(data["id"], None)
-                return JsonRPCResponseMessage(id=data["id"], jsonrpc=data["jsonrpc"], result=data["result"])
+        # Called only for messages whose envelope `wire.parse` checked and the gate admitted.
+        # Our own methods keep their params as plain JSON for pydantic to validate; pygls
+        # would turn them into namedtuples.
+        method = data.get("method")
+        if method in METHODS:
+            return JsonRPCRequestMessage(
+                id=data["id"], method=method, jsonrpc="2.0", params=data.get("params")
+            )
+        if method is None and "result" in data and self._result_types.get(data["id"]) is None:
+            self._result_types.pop(data["id"], None)
+            return JsonRPCResponseMessage(id=data["id"], jsonrpc="2.0", result=data["result"])
         return super().structure_message(data)
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
@@ -448,42 +527,14 @@ class SessiondProtocol(LanguageServerProtocol):
             return
         super()._handle_cancel_notification(msg_id)
 
-    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
-        conn = self.connection
-        if method_name != lsp.INITIALIZE and method_name != lsp.SHUTDOWN:
-            if not conn.authorized:
-                self._send_response(
-                    msg_id,
-                    error=lsp.ResponseError(
-                        code=ErrorCode.UNAUTHORIZED,
-                        message=NO_TOKEN,
-                    ),
-                )
-                return
-            if (
-                conn.acting_for is not None
-                and method_name in METHODS
-                and method_name not in ACTING_FOR_SESSION
-            ):
-                self._send_response(
-                    msg_id,
-                    error=lsp.ResponseError(
-                        code=ErrorCode.UNAUTHORIZED,
-                        message=f"this connection acts for session {conn.acting_for}: it may call "
-                        + ", ".join(sorted(ACTING_FOR_SESSION)),
-                    ),
-                )
-                return
-            if not conn.initialized:
-                self._send_response(
-                    msg_id,
-                    error=lsp.ResponseError(
-                        code=ErrorCode.SERVER_NOT_INITIALIZED,
-                        message="the connection is not initialized: send `initialize` first",
-                    ),
-                )
-                return
-        super()._handle_request(msg_id, method_name, params)
+    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        # An answer to a request the daemon gave up on (a permission settled elsewhere) is no
+        # error of the client's: pygls would raise InvalidStateError and drop the connection.
+        future = self._request_futures.get(msg_id)
+        if future is not None and future.done():
+            self._request_futures.pop(msg_id, None)
+            return
+        super()._handle_response(msg_id, result, error)
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams) -> Any:
@@ -496,6 +547,8 @@ class SessiondProtocol(LanguageServerProtocol):
     @lsp_method(lsp.EXIT)
     def lsp_exit(self, *args: Any) -> Any:
         # pygls would sys.exit(): one editor quitting must not stop the daemon for all.
+        # Nothing more is written to it: requests still running go on, unanswered.
+        self.connection.writable = False
         self.connection.closing = asyncio.ensure_future(self.connection.close())
         yield from ()
 
@@ -517,19 +570,20 @@ def _build_server(conn: Connection) -> LanguageServer:
             raise _error(invalid_params(exc)) from None
         caps = params.capabilities
         conn.progress_supported = bool(caps and caps.window and caps.window.work_done_progress)
-        if conn.needs_token:
+        access = conn.access
+        if access.needs_token:
             token = options.token or ""
             if not hmac.compare_digest(token.encode(), daemon.token.encode()):
-                raise JsonRpcException(message=NO_TOKEN, code=int(ErrorCode.UNAUTHORIZED))
-            conn.authorized = True
+                raise JsonRpcException(message=gate.NO_TOKEN, code=int(ErrorCode.UNAUTHORIZED))
         if options.session_token is not None:
-            conn.acting_for = daemon.core.around.session_of_token(options.session_token)
-            if conn.acting_for is None:
+            acting_for = daemon.core.around.session_of_token(options.session_token)
+            if acting_for is None:
                 raise JsonRpcException(
                     message="this session token belongs to no session of this daemon",
                     code=int(ErrorCode.UNAUTHORIZED),
                 )
-        conn.initialized = True
+            access.acting_for = acting_for
+        access.phase = Phase.READY
         conn.answers_permissions = options.answers_permissions
         if conn.answers_permissions:
             # Questions already waiting go to the newcomer too.
@@ -546,18 +600,19 @@ def _build_server(conn: Connection) -> LanguageServer:
             daemon.core.cancel_turn(turn_id)
 
     for method, handler in _handlers(conn).items():
-        server.feature(method)(_wrap(METHODS[method].params, handler))
+        server.feature(method)(_wrap(conn, METHODS[method].params, handler))
     return server
 
 
 def _wrap(
-    params_model: type[BaseModel], handler: Callable[[Any], Awaitable[BaseModel]]
+    conn: Connection, params_model: type[BaseModel], handler: Callable[[Any], Awaitable[BaseModel]]
 ) -> Callable[[Any], Awaitable[Any]]:
     async def run(raw: Any) -> Any:
         try:
             params = params_model.model_validate({} if raw is None else raw)
         except ValidationError as exc:
             raise _error(invalid_params(exc)) from None
+        conn.in_flight += 1
         try:
             result = await handler(params)
         except RpcError as exc:
@@ -569,6 +624,8 @@ def _wrap(
                 "see the daemon's log, and report it if it happens again",
                 code=int(ErrorCode.INTERNAL_ERROR),
             ) from None
+        finally:
+            conn.in_flight -= 1
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     return run
@@ -749,8 +806,18 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
 class DaemonServer:
     """Accepts connections and gives each its own pygls server over the shared core."""
 
-    def __init__(self, core: Core, runs: RunBook, *, version: str, socket_path: str, token: str = "") -> None:
+    def __init__(
+        self,
+        core: Core,
+        runs: RunBook,
+        *,
+        version: str,
+        socket_path: str,
+        token: str = "",
+        limits: Limits | None = None,
+    ) -> None:
         self.core = core
+        self.limits = limits or Limits()
         self.runs = runs
         self.version = version
         self.socket_path = socket_path
@@ -808,13 +875,16 @@ class DaemonServer:
 
     async def listen_unix(self, path: str) -> None:
         server = await asyncio.start_unix_server(
-            lambda r, w: self._accept(r, w, needs_token=False), path=path, limit=MAX_MESSAGE
+            lambda r, w: self._accept(r, w, needs_token=False), path=path, limit=self.limits.header_line
         )
         self._servers.append(server)
 
     async def listen_tcp(self, host: str, port: int) -> tuple[str, int]:
         server = await asyncio.start_server(
-            lambda r, w: self._accept(r, w, needs_token=True), host=host, port=port, limit=MAX_MESSAGE
+            lambda r, w: self._accept(r, w, needs_token=True),
+            host=host,
+            port=port,
+            limit=self.limits.header_line,
         )
         self._servers.append(server)
         address = server.sockets[0].getsockname()
