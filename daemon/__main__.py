@@ -18,8 +18,14 @@ def main() -> int:
         default=10.0,
         help="how many times a second one session's state (plan, usage, changes) may be sent (default 10)",
     )
+    parser.add_argument("--store", type=Path, help="the SQLite store (default: sessiond.db in the state dir)")
+    parser.add_argument(
+        "--max-message",
+        metavar="SIZE",
+        help="the largest message a client may send once initialized, e.g. 16M (the default)",
+    )
     args = parser.parse_args()
-    return run(args.socket, args.tcp, args.state_rate)
+    return run(args.socket, args.tcp, args.state_rate, args.store, args.max_message)
 
 
 if __name__ == "__main__":

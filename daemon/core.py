@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -45,6 +46,7 @@ from sessiond.daemon.placements import (
     validate_placement,
 )
 from sessiond.daemon.placements.worktree import WorktreePlacement
+from sessiond.daemon.prompt_limit import check_prompt_size
 from sessiond.daemon.records import AgentRuntime, SessionRecord, SessionRuntime, Turn
 from sessiond.daemon.session_tools import SessionTools
 from sessiond.daemon.states import Outcome, derive_status, outcome_of
@@ -58,6 +60,7 @@ log = logging.getLogger("sessiond.core")
 # the daemon stops waiting and ends the turn as cancelled anyway.
 CANCEL_GRACE = 10.0
 RECAP_CHARS = 200
+INTERRUPTED = "interrupted: the daemon stopped while this turn was running; send it again"
 
 
 def _now() -> float:
@@ -89,10 +92,13 @@ class Core:
         self.first_turn_at: float | None = None
         self.turn_end = asyncio.Condition()
         self.socket_path = ""
+        # The daemon's own folders (socket's, state, config): sandbox and container hide them.
+        self.daemon_dirs: tuple[str, ...] = (str(state_dir),)
         self.around: Around  # set by whoever builds the core, with its task inbox
         self.last_turn_end: float | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        self._creating: set[str] = set()  # agents whose rows are being committed
 
     # ================================================================ start-up
 
@@ -115,19 +121,17 @@ class Core:
             self._configure_slots(runtime)
             self._save_agent(runtime.spec, wait=False)
 
-        interrupted = "interrupted: the daemon stopped while this turn was running; send it again"
-        cut_off = {
-            row["session"]
-            for row in self.store.query("SELECT session FROM turns WHERE state IN ('queued', 'running')")
-        }
-        self.store.write(
-            st.execute(
-                "UPDATE turns SET state='interrupted', error=?, ended_at=? "
-                "WHERE state IN ('queued','running')",
-                (interrupted, now),
-            ),
-            wait=False,
-        )
+        # Turns a stop cut off, and their sessions: marked here in memory; stored, with the
+        # events that tell of them, by `announce_interrupted` before any client is served.
+        self._cut_off_turns = [
+            (row["id"], row["session"])
+            for row in self.store.query(
+                "SELECT id, session FROM turns WHERE state IN ('queued', 'running') ORDER BY queued_at"
+            )
+        ]
+        self._cut_off_sessions: list[SessionRecord] = []
+        self._cut_off_at = now
+        cut_off = {session for _, session in self._cut_off_turns}
         for row in self.store.query("SELECT * FROM sessions ORDER BY ordinal"):
             status = SessionStatus(row["status"])
             record = SessionRecord(
@@ -157,16 +161,57 @@ class Core:
                 SessionStatus.NEEDS_YOU,
             ):
                 record.last_outcome = Outcome.FAILED
-                record.last_error = interrupted
+                record.last_error = INTERRUPTED
                 record.status = SessionStatus.FAILED
                 record.status_since = now
-                self._save_session(record)
+                self._cut_off_sessions.append(record)
             self.sessions[record.id] = record
             self._adopt(record)
             self._next_ordinal = max(self._next_ordinal, record.ordinal + 1)
             if not record.closed and record.agent in self.agents:
                 self.agents[record.agent].open_sessions += 1
         self.feed.load()
+
+    async def announce_interrupted(self) -> None:
+        """Store and tell what `load` found cut off by a stop: each such turn ends (`turn.ended`,
+        outcome interrupted) and its session's status moves, in one commit with the rows that
+        mark them, so a client that resumes from its last seq sees them end, and a second start
+        finds nothing left to announce. Call once the store batches writes, before serving;
+        raises `StoreUnavailable` when the store says no."""
+        turns, sessions = self._cut_off_turns, self._cut_off_sessions
+        self._cut_off_turns, self._cut_off_sessions = [], []
+        if not turns and not sessions:
+            return
+        # Events first: the log's flush, queued before the rows' commit, commits the rows with them.
+        for turn_id, session_id in turns:
+            record = self.sessions.get(session_id)
+            self.events.emit(
+                EventKind.TURN_ENDED,
+                agent=record.agent if record is not None else None,
+                session=session_id,
+                turn=turn_id,
+                outcome=m.TurnOutcome.INTERRUPTED.value,
+                error=INTERRUPTED,
+            )
+        for record in sessions:
+            self.events.emit(
+                EventKind.SESSION_STATUS,
+                agent=record.agent,
+                session=record.id,
+                status=record.status.value,
+                since=record.status_since,
+            )
+        if turns:
+            self.store.write(
+                st.executemany(
+                    "UPDATE turns SET state='interrupted', error=?, ended_at=? WHERE id=?",
+                    [(INTERRUPTED, self._cut_off_at, turn_id) for turn_id, _ in turns],
+                ),
+                wait=False,
+            )
+        for record in sessions:
+            self._save_session(record)
+        await self.store.flush()
 
     def _adopt(self, record: SessionRecord) -> None:
         """Index a session just loaded or opened by its parent and its run."""
@@ -236,6 +281,9 @@ class Core:
                 active_turns=runtime.active_turns,
                 note=note,
                 log_path=str(self._log_path(runtime.name)),
+                malformed_updates=process.malformed_updates if process is not None else 0,
+                auth_methods=process.auth_methods if process is not None else [],
+                authenticated=process.authenticated if process is not None else None,
             ),
         )
 
@@ -243,15 +291,20 @@ class Core:
         return self.state_dir / "logs" / f"agent-{name}.log"
 
     async def create_agent(self, spec: m.AgentSpec) -> m.AgentInfo:
-        if spec.name in self.agents:
+        if spec.name in self.agents or spec.name in self._creating:
             raise RpcError(
                 ErrorCode.AGENT_EXISTS,
                 f"an agent named {spec.name!r} exists already; change it with agent/update",
             )
         runtime = AgentRuntime(spec=spec)
         self._configure_slots(runtime)
+        # It joins memory once its row is committed: a store that says no leaves nothing of it.
+        self._creating.add(spec.name)
+        try:
+            await self._wait(self._save_agent(spec))
+        finally:
+            self._creating.discard(spec.name)
         self.agents[spec.name] = runtime
-        await self._wait(self._save_agent(spec))
         self.events.emit(EventKind.AGENT_CREATED, agent=spec.name, command=spec.command)
         return self.agent_info(runtime)
 
@@ -272,9 +325,10 @@ class Core:
                 ErrorCode.CONFLICT,
                 f"agent {params.name!r} is built in: its options can change, its command cannot",
             )
-        runtime.spec = runtime.spec.model_copy(update=update)
+        spec = runtime.spec.model_copy(update=update)
+        await self._wait(self._save_agent(spec))  # refused: the agent stays as it was
+        runtime.spec = spec
         self._configure_slots(runtime)
-        await self._wait(self._save_agent(runtime.spec))
         if params.restart and runtime.process is not None:
             await self._stop_agent_process(runtime, reason=f"agent {runtime.name!r} was restarted by request")
         self.events.emit(EventKind.AGENT_UPDATED, agent=runtime.name, fields=sorted(update))
@@ -287,8 +341,9 @@ class Core:
         for session in [s for s in self.sessions.values() if s.agent == name and not s.closed]:
             await self.close_session(session.id)
         await self._stop_agent_process(runtime, reason=f"agent {name!r} was removed")
-        del self.agents[name]
+        # Refused by the store, the agent stays (its process starts again on its next turn).
         await self._wait(self.store.write(st.execute("DELETE FROM agents WHERE name=?", (name,))))
+        self.agents.pop(name, None)
         self.events.emit(EventKind.AGENT_REMOVED, agent=name)
 
     def _save_agent(self, spec: m.AgentSpec, *, wait: bool = True) -> asyncio.Future[None] | None:
@@ -450,9 +505,11 @@ class Core:
         stored_options = json.dumps(options.to_mapping()) if options.to_mapping() else None
         now = _now()
         created = []
-        for _ in range(params.count):
-            ordinal = self._next_ordinal
-            self._next_ordinal += 1
+        # Ordinals are taken now (another open may run while this one waits on the store); the
+        # sessions join memory only once their rows are committed: refused, nothing is left of them.
+        first = self._next_ordinal
+        self._next_ordinal += params.count
+        for ordinal in range(first, first + params.count):
             record = SessionRecord(
                 id=f"s{ordinal}",
                 ordinal=ordinal,
@@ -468,18 +525,24 @@ class Core:
                 kind=kind,
                 parent=parent,
             )
-            self.sessions[record.id] = record
-            self._adopt(record)
             created.append(record)
-        runtime.open_sessions += len(created)
-        await self._wait(
-            self.store.write(
-                st.executemany(
-                    "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    [r.row() for r in created],
+        try:
+            await self._wait(
+                self.store.write(
+                    st.executemany(
+                        "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        [r.row() for r in created],
+                    )
                 )
             )
-        )
+        except BaseException:
+            if self._next_ordinal == first + params.count:
+                self._next_ordinal = first  # nobody took the ones after: no gap in the ids
+            raise
+        for record in created:
+            self.sessions[record.id] = record
+            self._adopt(record)
+        runtime.open_sessions += len(created)
         for record in created:
             self.feed.status_moved(record, None)
             self.events.emit(
@@ -567,6 +630,19 @@ class Core:
             for turn in turns:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(turn.future)
+        # Closed in the store before anything else changes: a store that says no leaves it open.
+        closing = dataclasses.replace(session, status=SessionStatus.CLOSED, status_since=_now())
+        await self._wait(
+            self.store.write(
+                st.execute(
+                    "INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    closing.row(),
+                )
+            )
+        )
+        if session.closed:
+            return session  # closed by another request meanwhile
+        if rt is not None:
             kept = await rt.placement.close()
             if kept:
                 session.last_error = kept
@@ -581,7 +657,6 @@ class Core:
                         await runtime.process.close_session(session.agent_session_id)
         self.feed.collisions.forget(session.id)
         self.set_status(session, closed=True)
-        await self.store.flush()
         self.events.emit(
             EventKind.SESSION_CLOSED,
             agent=session.agent,
@@ -639,6 +714,7 @@ class Core:
                 ErrorCode.DAEMON_STOPPING, "the daemon is stopping; send the prompt again once it is back"
             )
         agent = self.get_agent(session.agent)
+        check_prompt_size(params.prompt, agent.spec)  # before anything is stored
         if (reason := self.around.over_budget(session)) is not None:
             raise RpcError(ErrorCode.LIMIT_REACHED, reason)
         rt = self.runtime_of(session)
@@ -677,6 +753,7 @@ class Core:
                 # Unique beyond this store: a worktree branch outlives the store that named it.
                 session_id=f"{session.id}-{int(session.created_at * 1000) % 100_000_000:08d}",
                 options=options,
+                daemon_dirs=self.daemon_dirs,
             )
             session.runtime = SessionRuntime(placement=placement)
         return session.runtime

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import faulthandler
 import fcntl
 import ipaddress
 import logging
 import os
+import re
 import secrets
 import signal
+import sqlite3
 import sys
 import time
 from importlib import metadata
@@ -23,8 +26,9 @@ from sessiond.daemon.core import Core
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.runs import RunBook
 from sessiond.daemon.server import DaemonServer
-from sessiond.daemon.store import Store
+from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, trouble_of
 from sessiond.daemon.tasks import TaskBook
+from sessiond.daemon.wire import Limits
 from sessiond.protocol import paths
 
 log = logging.getLogger("sessiond")
@@ -59,9 +63,72 @@ def parse_tcp(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _private_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
+def _private_dir(path: Path, what: str, instead: str) -> None:
+    """Make `path` (private to the user) and check it can be written, or say which folder cannot."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path.stat().st_mode & 0o777 != 0o700:
+            os.chmod(path, 0o700)
+        # Modes do not tell (root ignores them; a read-only mount does not show in them): try.
+        probe = path / f".sessiond-write-test-{os.getpid()}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise StartError(
+                f"the disk holding {what} {path} is full; free some space on it and start again"
+            ) from None
+        raise StartError(
+            f"cannot write {what} {path} ({exc.strerror or exc}); make it writable, or {instead}"
+        ) from None
+
+
+STATE_DIR_INSTEAD = "choose another with SESSIOND_STATE_DIR (or SESSIOND_HOME)"
+
+
+def busy_timeout() -> float:
+    """How long a write waits for another process's lock on the store: SESSIOND_BUSY_TIMEOUT seconds."""
+    raw = os.environ.get("SESSIOND_BUSY_TIMEOUT")
+    if not raw:
+        return BUSY_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise StartError(
+            f"SESSIOND_BUSY_TIMEOUT={raw!r}: expected seconds, 0 or more (default {BUSY_TIMEOUT:g})"
+        )
+    return value
+
+
+def store_trouble(exc: BaseException, path: Path, state_dir: Path, waited: float) -> StartError:
+    """The sentence for a store that cannot be used at start-up: which file, and what to do."""
+    reason = trouble_of(exc) or "io"
+    cause = exc.cause if isinstance(exc, StoreUnavailable) else str(exc)
+    where = "the state dir" if path.parent == state_dir else "the store's folder"
+    if reason == "damaged":
+        return StartError(
+            f"the store {path} is damaged or is not a sessiond store ({cause}); move it aside "
+            f"(`mv {path} {path}.broken`) and start again to begin a new one, or start on another "
+            "store with `sessiond serve --store PATH`"
+        )
+    if reason in ("readonly", "cantopen"):
+        return StartError(
+            f"cannot write {where} {path.parent} (the store {path.name} there: {cause}); make it "
+            f"writable, or {STATE_DIR_INSTEAD}, or start on another store with `sessiond serve --store PATH`"
+        )
+    if reason == "full":
+        return StartError(f"the disk holding the store {path} is full; free some space on it and start again")
+    if reason == "locked":
+        return StartError(
+            f"the store {path} is locked by another process (waited {waited:g} s); close whatever "
+            "holds it (a sqlite3 shell, a backup, another sessiond on this state dir) and start again"
+        )
+    return StartError(
+        f"cannot use the store {path} ({cause}); check that disk, or start on another store with "
+        "`sessiond serve --store PATH`"
+    )
 
 
 def _token(path: Path) -> str:
@@ -91,29 +158,42 @@ def _lock(socket_path: Path) -> int:
     return fd
 
 
-async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
+async def _serve(
+    socket_path: Path, tcp: str | None, state_rate: float, store_path: Path | None, limits: Limits
+) -> int:
     paths.check_socket_path(socket_path)
     tcp_address = parse_tcp(tcp) if tcp else None
-    _private_dir(socket_path.parent)
+    waited = busy_timeout()
+    _private_dir(
+        socket_path.parent, "the socket's folder", "choose another socket with --socket or SESSIOND_SOCKET"
+    )
     state_dir = paths.state_dir()
-    _private_dir(state_dir)
+    _private_dir(state_dir, "the state dir", STATE_DIR_INSTEAD)
     lock_fd = _lock(socket_path)
     try:
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()  # stale: its daemon is gone, or we would not hold the lock
-        store = Store(state_dir / "sessiond.db")
-        events = EventLog(store)
-        core = Core(store, events, state_dir=state_dir, version=version(), state_rate=state_rate)
+        db = store_path.absolute() if store_path is not None else state_dir / "sessiond.db"
+        # A store that cannot be used says so in a sentence (which file, what to do), not a traceback.
         try:
-            configured = load_agents_toml(paths.config_dir() / "agents.toml")
-        except ConfigError as exc:
-            raise StartError(str(exc)) from None
-        core.load([demo_spec(state_dir)], configured)
-        core.around = Around(core, TaskBook(store), state_dir)
-        core.socket_path = str(socket_path)
-        runs = RunBook(store)
-        store.start()
-        server = DaemonServer(core, runs, version=version(), socket_path=str(socket_path))
+            store = Store(db, busy_timeout=waited)
+            events = EventLog(store)
+            core = Core(store, events, state_dir=state_dir, version=version(), state_rate=state_rate)
+            try:
+                configured = load_agents_toml(paths.config_dir() / "agents.toml")
+            except ConfigError as exc:
+                raise StartError(str(exc)) from None
+            core.load([demo_spec(state_dir)], configured)
+            core.around = Around(core, TaskBook(store), state_dir)
+            core.socket_path = str(socket_path)
+            core.daemon_dirs = (str(socket_path.parent), str(state_dir), str(paths.config_dir()))
+            runs = RunBook(store)
+            store.start()
+            # Turns cut off by the last stop end, stored and told, before any client is served.
+            await core.announce_interrupted()
+        except (StoreUnavailable, sqlite3.Error) as exc:
+            raise store_trouble(exc, db, state_dir, waited) from None
+        server = DaemonServer(core, runs, version=version(), socket_path=str(socket_path), limits=limits)
         server.started_at = time.time()
         await server.listen_unix(str(socket_path))
         os.chmod(socket_path, 0o600)
@@ -142,9 +222,17 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         # A stop must never hang: past the grace turns get, say where it was stuck and exit.
         faulthandler.dump_traceback_later(STOP_DEADLINE, exit=True)
         server.close_listeners()
-        await core.shutdown()
+        with contextlib.suppress(StoreUnavailable):  # what it kept is tried once more by close()
+            await core.shutdown()
         server.end_runs("stopped")
-        await store.close()
+        lost = await store.close()
+        if lost:
+            why = store.trouble.message if store.trouble else "the store refused them"
+            print(
+                f"sessiond: stopped, but {lost} changes could not be stored: {why}",
+                file=sys.stderr,
+                flush=True,
+            )
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()
         if tcp_address is not None:
@@ -155,14 +243,29 @@ async def _serve(socket_path: Path, tcp: str | None, state_rate: float) -> int:
         os.close(lock_fd)
         lock_fd = -1
         await server.stop_accepting()
-        return 0
+        return 1 if lost else 0
     finally:
         if lock_fd >= 0:
             os.close(lock_fd)
 
 
-def run(socket: Path | None = None, tcp: str | None = None, state_rate: float = 10.0) -> int:
-    """Serve until SIGTERM or SIGINT; the exit code."""
+def parse_size(text: str) -> int:
+    """`--max-message`: bytes, or with K, M or G (binary: 16M is 16 MiB)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kmg]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    if match is None or int(match.group(1)) <= 0:
+        raise StartError(f"--max-message {text!r}: expected a size such as 16M, 1048576 or 512K")
+    return int(match.group(1)) * 1024 ** " kmg".index(match.group(2).lower() or " ")
+
+
+def run(
+    socket: Path | None = None,
+    tcp: str | None = None,
+    state_rate: float = 10.0,
+    store: Path | None = None,
+    max_message: str | None = None,
+) -> int:
+    """Serve until SIGTERM or SIGINT; the exit code. `store`: the SQLite file (default: in the state dir);
+    `max_message`: the largest message a client may send once initialized (default 16M)."""
     logging.basicConfig(
         level=os.environ.get("SESSIOND_LOG", "WARNING").upper(),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -172,7 +275,8 @@ def run(socket: Path | None = None, tcp: str | None = None, state_rate: float = 
     try:
         if state_rate <= 0:
             raise StartError(f"--state-rate {state_rate}: must be above 0 (updates per second)")
-        return asyncio.run(_serve(socket or paths.socket_path(), tcp, state_rate))
+        limits = Limits() if max_message is None else Limits(max_message=parse_size(max_message))
+        return asyncio.run(_serve(socket or paths.socket_path(), tcp, state_rate, store, limits))
     except (StartError, ValueError) as exc:
         print(f"sessiond: {exc}", file=sys.stderr)
         return 1

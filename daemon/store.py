@@ -13,16 +13,27 @@ for the commit of the events it sends.
 Reads at start-up run on the caller's thread before the loop serves anyone;
 reads while serving (event replay) go through `read()` on a thread of their
 own, with a connection of its own.
+
+When the store itself says no (locked past the busy timeout, the disk full,
+the file read-only or damaged) the whole batch is rolled back: every write a
+request waits on fails with `StoreUnavailable` (an `RpcError` whose sentence
+names the file and what to do), so the request is refused and its caller
+puts memory back as it was; writes nobody waits on (events, status rows) are
+kept, in order, and committed with the next batch once the store takes them.
+A write that fails on its own (a constraint, a bug) still fails alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+from sessiond.protocol.errors import ErrorCode, RpcError
 
 T = TypeVar("T")
 Write = Callable[[sqlite3.Connection], None]
@@ -107,34 +118,156 @@ CREATE INDEX IF NOT EXISTS events_session_kind ON events (session, kind, seq);
 """
 
 
+BUSY_TIMEOUT = 5.0  # seconds a write waits for another process's lock before the store says no
+# Seconds before the writes kept through an outage are tried again on their own, doubling to the
+# most while the store still says no (a locked store holds the loop for the busy timeout each time).
+RETRY_KEPT = 1.0
+RETRY_KEPT_MOST = 30.0
+
+# SQLite's primary result codes that are the store's trouble, not one write's.
+_TROUBLE = {
+    5: "locked",  # SQLITE_BUSY
+    6: "locked",  # SQLITE_LOCKED
+    7: "io",  # SQLITE_NOMEM
+    8: "readonly",  # SQLITE_READONLY
+    10: "io",  # SQLITE_IOERR
+    11: "damaged",  # SQLITE_CORRUPT
+    13: "full",  # SQLITE_FULL
+    14: "cantopen",  # SQLITE_CANTOPEN
+    15: "io",  # SQLITE_PROTOCOL
+    26: "damaged",  # SQLITE_NOTADB
+}
+_BY_MESSAGE = (
+    ("database is locked", "locked"),
+    ("disk is full", "full"),
+    ("readonly database", "readonly"),
+    ("read-only", "readonly"),
+    ("not a database", "damaged"),
+    ("malformed", "damaged"),
+    ("unable to open", "cantopen"),
+    ("disk i/o error", "io"),
+)
+
+
+def trouble_of(exc: BaseException) -> str | None:
+    """What is wrong with the store when `exc` says the store (not one write) failed; else None."""
+    if isinstance(exc, StoreUnavailable):
+        return exc.reason
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return _TROUBLE.get(code & 0xFF)
+    text = str(exc).lower()
+    return next((reason for needle, reason in _BY_MESSAGE if needle in text), None)
+
+
+def explain(reason: str, path: Path, cause: BaseException, *, busy_timeout: float = BUSY_TIMEOUT) -> str:
+    """One sentence: what is wrong with the store at `path`, and what to do about it."""
+    if reason == "full":
+        return (
+            f"the disk holding the store {path} is full, so nothing was changed; "
+            "free some space on it and try again"
+        )
+    if reason == "locked":
+        return (
+            f"the store {path} is locked by another process (waited {busy_timeout:g} s), so nothing "
+            "was changed; close whatever holds it (a sqlite3 shell, a backup, another sessiond on "
+            "this state dir) and try again"
+        )
+    if reason in ("readonly", "cantopen"):
+        return (
+            f"cannot write the state dir {path.parent} (the store {path.name} there cannot be "
+            f"written: {cause}), so nothing was changed; make it writable and try again"
+        )
+    if reason == "damaged":
+        return (
+            f"the store {path} is damaged ({cause}), so nothing was changed; stop the daemon, move "
+            f"the file aside and start it again, or start it on another store with "
+            f"`sessiond serve --store PATH`"
+        )
+    return f"writing the store {path} failed ({cause}), so nothing was changed; check that disk and try again"
+
+
 class StoreClosed(RuntimeError):
     pass
 
 
-def connect(path: Path) -> sqlite3.Connection:
+class StoreUnavailable(RpcError):
+    """The store said no to a whole batch: locked, full, read-only, damaged. Nothing of it was written."""
+
+    def __init__(self, message: str, *, reason: str, path: Path, cause: str) -> None:
+        super().__init__(ErrorCode.INTERNAL_ERROR, message, {"store": str(path), "reason": reason})
+        self.reason = reason
+        self.path = path
+        self.cause = cause  # SQLite's own words
+
+    def again(self) -> StoreUnavailable:
+        """The same error, for one more waiting caller (an exception is raised in one place only)."""
+        return StoreUnavailable(self.message, reason=self.reason, path=self.path, cause=self.cause)
+
+
+def connect(path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    # NORMAL in WAL mode survives a crash of the process (what "acknowledged"
-    # promises); only a power loss can take the last commits.
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=5000")
+    try:
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode survives a crash of the process (what "acknowledged"
+        # promises); only a power loss can take the last commits.
+        conn.execute("PRAGMA synchronous=NORMAL")
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
 class Store:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
+        """Open (or make) the store; raises `StoreUnavailable` with a sentence when it cannot."""
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = connect(path)
-        self._conn.executescript(SCHEMA)
-        self._add_missing_columns()
-        self._conn.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
-        )
+        self.busy_timeout = busy_timeout
         self._pending: list[tuple[Write, asyncio.Future[None] | None]] = []
+        # Writes nobody waits on, kept through an outage of the store until it takes them.
+        self._kept: list[tuple[Write, asyncio.Future[None] | None]] = []
+        self._retry: asyncio.TimerHandle | None = None
+        self._retry_delay = RETRY_KEPT
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self.commits = 0
+        self.trouble: StoreUnavailable | None = None  # set while the store says no
+        # Called after each commit that went through: what was queued before it is stored now.
+        self.on_commit: list[Callable[[], None]] = []
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self.unavailable(
+                sqlite3.OperationalError(f"unable to open database file: {exc.strerror}")
+            ) from None
+        try:
+            self._conn = connect(path, busy_timeout=busy_timeout)
+            try:
+                self._conn.executescript(SCHEMA)
+                self._add_missing_columns()
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
+                )
+            except BaseException:
+                self._conn.close()
+                raise
+        except sqlite3.Error as exc:
+            raise self.unavailable(exc) from None
+
+    def unavailable(self, exc: BaseException, reason: str | None = None) -> StoreUnavailable:
+        """The error a request gets when the store says no, with the sentence for it."""
+        if isinstance(exc, StoreUnavailable):
+            return exc
+        reason = reason or trouble_of(exc) or "io"
+        return StoreUnavailable(
+            explain(reason, self.path, exc, busy_timeout=self.busy_timeout),
+            reason=reason,
+            path=self.path,
+            cause=str(exc),
+        )
 
     def _add_missing_columns(self) -> None:
         """A store made by an older version gains the columns added since."""
@@ -158,14 +291,22 @@ class Store:
         """From now on writes are batched per turn of the running loop."""
         self._loop = asyncio.get_running_loop()
 
-    async def close(self) -> None:
-        """Commit everything written so far, then close."""
+    async def close(self) -> int:
+        """Commit everything written so far, then close; the number of writes the store refused."""
         if self._closed:
-            return
+            return 0
         self._closed = True
-        if self._pending:
+        if self._retry is not None:
+            self._retry.cancel()
+        if self._pending or self._kept:
             self._commit_pending()
+        lost = len(self._kept)
+        if lost and self.trouble is not None:
+            logging.getLogger("sessiond.store").error(
+                "%d writes could not be stored before closing: %s", lost, self.trouble.message
+            )
         self._conn.close()
+        return lost
 
     # ------------------------------------------------------------ writes
 
@@ -180,7 +321,12 @@ class Store:
             raise StoreClosed("the store is closed")
         if self._loop is None:
             # Before start(): the loop does not serve anyone yet, write in place.
-            op(self._conn)
+            try:
+                op(self._conn)
+            except sqlite3.Error as exc:
+                if trouble_of(exc) is None:
+                    raise
+                raise self.unavailable(exc) from None
             return None
         future = self._loop.create_future() if wait else None
         if not self._pending:
@@ -193,7 +339,8 @@ class Store:
         self._commit_pending()
 
     def _commit_pending(self) -> None:
-        batch, self._pending = self._pending, []
+        batch: list[tuple[Write, asyncio.Future[None] | None]] = [*self._kept, *self._pending]
+        self._kept, self._pending = [], []
         if batch:
             self._commit(batch)
 
@@ -204,24 +351,21 @@ class Store:
             await future
 
     def _commit(self, batch: list[tuple[Write, asyncio.Future[None] | None]]) -> None:
-        assert self._loop is not None
-        failures: list[tuple[asyncio.Future[None] | None, BaseException]] = []
-        self._conn.execute("BEGIN")
         try:
-            for op, _ in batch:
-                op(self._conn)
-        except Exception:
-            # One bad write must not lose the others: run them again one by one.
-            self._conn.execute("ROLLBACK")
-            self._conn.execute("BEGIN")
-            for op, future in batch:
-                try:
-                    with _savepoint(self._conn):
-                        op(self._conn)
-                except Exception as exc:
-                    failures.append((future, exc))
-        self._conn.execute("COMMIT")
+            failures = self._apply(batch)
+            self._conn.execute("COMMIT")
+        except Exception as exc:
+            if trouble_of(exc) is None:
+                raise
+            self._refused(batch, self.unavailable(exc))
+            return
         self.commits += 1
+        for hook in self.on_commit:
+            hook()
+        self._retry_delay = RETRY_KEPT
+        if self.trouble is not None:
+            logging.getLogger("sessiond.store").warning("the store %s takes writes again", self.path)
+            self.trouble = None
         failed = {id(f): error for f, error in failures if f is not None}
         for _, future in batch:
             if future is not None:
@@ -229,6 +373,65 @@ class Store:
         for orphan, error in failures:
             if orphan is None:
                 _report(error)
+
+    def _apply(
+        self, batch: list[tuple[Write, asyncio.Future[None] | None]]
+    ) -> list[tuple[asyncio.Future[None] | None, BaseException]]:
+        """Run the batch in one open transaction; the writes that failed on their own.
+
+        Raises (with the transaction still to be rolled back) when the store itself says no.
+        """
+        failures: list[tuple[asyncio.Future[None] | None, BaseException]] = []
+        self._rollback()  # a transaction left open by an earlier failure
+        self._conn.execute("BEGIN")
+        try:
+            for op, _ in batch:
+                op(self._conn)
+        except Exception as exc:
+            if trouble_of(exc) is not None:
+                raise
+            # One bad write must not lose the others: run them again one by one.
+            self._conn.execute("ROLLBACK")
+            self._conn.execute("BEGIN")
+            for op, future in batch:
+                try:
+                    with _savepoint(self._conn):
+                        op(self._conn)
+                except Exception as one:
+                    if trouble_of(one) is not None:
+                        raise
+                    failures.append((future, one))
+        return failures
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def _refused(
+        self, batch: list[tuple[Write, asyncio.Future[None] | None]], error: StoreUnavailable
+    ) -> None:
+        """The store said no to the whole batch: nothing of it is written.
+
+        Those waiting are told (their requests are refused); the writes nobody waits
+        on are kept, in order, for the next commit, and retried until the store takes them.
+        """
+        self._rollback()
+        if self.trouble is None or self.trouble.message != error.message:
+            logging.getLogger("sessiond.store").error("%s", error.message)
+        self.trouble = error
+        self._kept = [(op, None) for op, future in batch if future is None]
+        for _, future in batch:
+            if future is not None:
+                _settle(future, error.again())
+        if self._kept and self._loop is not None and self._retry is None and not self._closed:
+            self._retry = self._loop.call_later(self._retry_delay, self._retry_kept)
+            self._retry_delay = min(self._retry_delay * 2, RETRY_KEPT_MOST)
+
+    def _retry_kept(self) -> None:
+        self._retry = None
+        if self._kept and not self._closed and not self._pending:
+            self._commit_pending()
 
     # ------------------------------------------------------------ reads
 
@@ -246,7 +449,7 @@ class Store:
         """A read on a thread of its own, with its own connection (WAL lets it run beside writes)."""
 
         def run() -> T:
-            conn = connect(self.path)
+            conn = connect(self.path, busy_timeout=self.busy_timeout)
             conn.row_factory = sqlite3.Row
             try:
                 return fn(conn)
@@ -266,8 +469,6 @@ def _settle(future: asyncio.Future[None], exc: BaseException | None) -> None:
 
 
 def _report(exc: BaseException) -> None:
-    import logging
-
     logging.getLogger("sessiond.store").error("a write failed and was dropped: %s", exc)
 
 

@@ -144,7 +144,12 @@ def _daemon(args: argparse.Namespace, *, start: bool = False) -> Daemon:
 def cmd_serve(args: argparse.Namespace) -> int:
     from sessiond.daemon.serve import run  # the daemon's imports are only paid for by `serve`
 
-    return run(socket=Path(args.socket) if args.socket else None, tcp=args.tcp)
+    return run(
+        socket=Path(args.socket) if args.socket else None,
+        tcp=args.tcp,
+        store=Path(args.store) if args.store else None,
+        max_message=args.max_message,
+    )
 
 
 def cmd_stdio(args: argparse.Namespace) -> int:
@@ -879,6 +884,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = command("serve", cmd_serve, "run the daemon in the foreground")
     serve.add_argument("--tcp", metavar="127.0.0.1:PORT", help="also listen on loopback TCP (with a token)")
+    serve.add_argument("--store", metavar="PATH", help="the SQLite store (default: in the state dir)")
+    serve.add_argument(
+        "--max-message",
+        metavar="SIZE",
+        help="the largest message a client may send once initialized, e.g. 16M (the default)",
+    )
     command("stdio", cmd_stdio, "relay stdin/stdout to the daemon (what editors spawn); starts one if needed")
     command("status", cmd_status, "show the daemon's status", as_json)
     command("stop", cmd_stop, "stop the daemon (cancelling its turns) and wait until it has")

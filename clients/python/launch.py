@@ -2,9 +2,12 @@
 
 A started daemon is ``python -m sessiond.client serve --socket PATH`` in a
 session of its own (so the terminal's Ctrl-C never reaches it), with its
-output appended to ``state_dir()/daemon.log``. Two clients racing to start
-one is fine: ``serve`` refuses to run twice, and the loser simply waits for
-the winner's socket like everyone else.
+output appended to ``state_dir()/daemon.log`` (beside the socket when the state
+dir cannot be written: the daemon's own sentence saying so must land somewhere).
+Two clients racing to start one is fine: ``serve`` refuses to run twice, and
+the loser simply waits for the winner's socket like everyone else. A daemon
+that cannot start says why in one line (``sessiond: ...``); that sentence is
+what the client raises, at once.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from sessiond.client.errors import DaemonNotRunning, DaemonStartFailed
 from sessiond.protocol import paths
@@ -49,14 +54,47 @@ def daemon_command(socket: Path) -> list[str]:
     return [sys.executable, "-m", "sessiond.client", "serve", "--socket", str(socket)]
 
 
-def start_daemon(socket: Path) -> subprocess.Popen[bytes]:
+def _open_log(socket: Path) -> tuple[BinaryIO, Path]:
+    """The daemon's log, appended to: in the state dir, else beside the socket."""
+    first = log_path()
+    for log in (first, socket.parent / "daemon.log"):
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return open(log, "ab"), log
+        except OSError:
+            continue
+    raise DaemonStartFailed(
+        f"cannot start a daemon: neither {first} nor {socket.parent / 'daemon.log'} can be written "
+        "for its log; make the state dir writable (or choose another with SESSIOND_STATE_DIR)"
+    )
+
+
+@dataclass
+class Started:
+    """A daemon started in the background, and where its output goes."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    offset: int  # where its own lines start in the log
+
+    def own_sentence(self) -> str | None:
+        """The reason it gave for not starting (its last ``sessiond: `` line), if any."""
+        with contextlib.suppress(OSError), open(self.log, "rb") as f:
+            f.seek(self.offset)
+            lines = f.read(64 * 1024).decode(errors="replace").splitlines()
+            said = [line.removeprefix("sessiond: ") for line in lines if line.startswith("sessiond: ")]
+            return said[-1] if said else None
+        return None
+
+
+def start_daemon(socket: Path) -> Started:
     """Start a daemon serving ``socket`` in the background; it outlives this process."""
     command = daemon_command(socket)
-    log = log_path()
-    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(log, "ab") as out:
+    out, log = _open_log(socket)
+    with out:
         out.write(f"--- {datetime.now().isoformat(timespec='seconds')} {shlex.join(command)}\n".encode())
         out.flush()
+        offset = out.tell()
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -67,7 +105,7 @@ def start_daemon(socket: Path) -> subprocess.Popen[bytes]:
         )
     # Reap it whenever it exits, so it never lingers as a zombie of a long-lived client.
     threading.Thread(target=process.wait, name="sessiond-daemon-reaper", daemon=True).start()
-    return process
+    return Started(process, log, offset)
 
 
 def not_running_message(socket: Path) -> str:
@@ -87,7 +125,7 @@ class Attempts:
         self.socket = socket
         self.start = start
         self.timeout = timeout
-        self.process: subprocess.Popen[bytes] | None = None
+        self.started: Started | None = None
         self._deadline = 0.0
         self._delay = FIRST_DELAY
 
@@ -96,10 +134,17 @@ class Attempts:
         now = time.monotonic()
         if not self.start:
             raise DaemonNotRunning(not_running_message(self.socket))
-        if self.process is None:
-            self.process = start_daemon(self.socket)
+        if self.started is None:
+            self.started = start_daemon(self.socket)
             self._deadline = now + self.timeout
-        elif self.process.returncode is not None:
+        elif (code := self.started.process.returncode) is not None:
+            said = self.started.own_sentence() if code != 0 else None
+            if said is not None and "already running" not in said:
+                # It said why it cannot start: no point waiting (a lost race says "already running").
+                log = self.started.log
+                raise DaemonStartFailed(
+                    f"{said} (the daemon started for this exited with code {code}; see {log})"
+                )
             self._deadline = min(self._deadline, now + GRACE_AFTER_EXIT)
         if now >= self._deadline:
             raise DaemonStartFailed(self._failure())
@@ -107,12 +152,12 @@ class Attempts:
         return min(delay, self._deadline - now)
 
     def _failure(self) -> str:
-        assert self.process is not None
-        log = log_path()
-        exited = self.process.returncode
+        assert self.started is not None
+        log = self.started.log
+        exited = self.started.process.returncode
         what = f"it exited with code {exited}" if exited is not None else "it is still running"
         message = (
-            f"started a daemon (pid {self.process.pid}) but nothing accepted connections at "
+            f"started a daemon (pid {self.started.process.pid}) but nothing accepted connections at "
             f"{self.socket} within {self.timeout:g} s ({what}); see {log}"
         )
         tail = _tail(log, lines=5)
