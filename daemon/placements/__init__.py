@@ -36,18 +36,31 @@ __all__ = [
 _LOCAL: dict[str, type[LocalPlacement]] = {
     "here": LocalPlacement,
     "worktree": WorktreePlacement,
-    "sandbox": SandboxPlacement,
-    "container": ContainerPlacement,
 }
 
 
-def make_placement(kind: str, *, root: str, session_id: str, options: PlacementOptions) -> Placement:
-    """A placement of `kind` for one session. Cheap and synchronous: no I/O until prepare()."""
+def make_placement(
+    kind: str,
+    *,
+    root: str,
+    session_id: str,
+    options: PlacementOptions,
+    daemon_dirs: tuple[str, ...] = (),
+) -> Placement:
+    """A placement of `kind` for one session. Cheap and synchronous: no I/O until prepare().
+
+    `daemon_dirs` are the daemon's own folders (its socket's, its state, its config):
+    the placements that confine commands (sandbox, container) keep them out of reach.
+    """
     if kind == "ssh":
         # Imported on first use: asyncssh (and its cryptography) costs ~0.2 s at daemon start.
         from sessiond.daemon.placements.ssh import SshPlacement
 
         return SshPlacement(root=root, session_id=session_id, options=options)
+    if kind == "sandbox":
+        return SandboxPlacement(root=root, session_id=session_id, options=options, daemon_dirs=daemon_dirs)
+    if kind == "container":
+        return ContainerPlacement(root=root, session_id=session_id, options=options, daemon_dirs=daemon_dirs)
     cls = _LOCAL.get(kind)
     if cls is None:
         raise PlacementError(f"unknown placement {kind!r}; one of {', '.join(KINDS)}")

@@ -8,6 +8,7 @@ agent sees (its message is a sentence meant for the agent and the user).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -35,21 +36,39 @@ class UnknownTerminal(PlacementError, terminals.TerminalNotFound):
     """A terminal id this placement does not hold (never created, or released already)."""
 
 
+# Options once stored and now ignored: sessions opened before keep working.
+# sandbox_unshare_net: no network is the sandbox's default now (sandbox_network turns it on).
+RETIRED = frozenset({"sandbox_unshare_net"})
+
+
+def present_dirs(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The real paths of those of `paths` that are directories now, without `/`, each once."""
+    real = (os.path.realpath(path) for path in paths)
+    return tuple(dict.fromkeys(path for path in real if path != "/" and os.path.isdir(path)))
+
+
+def is_within(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or under it (both absolute and normalised)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 @dataclass(frozen=True)
 class PlacementOptions:
     """The settings of a placement; each kind reads its own and ignores the rest."""
 
     # worktree: the ref the session's branch starts from; None is the HEAD of the root's repository.
     base: str | None = None
-    # sandbox: more paths bound at their own path, read-write or read-only; and whether the
-    # network is cut (off by default: what a sandbox isolates is the tools, not the network).
+    # sandbox: more paths bound at their own path, read-write or read-only; and whether its
+    # commands may reach the network (off by default: no network, not even the daemon's TCP port).
     sandbox_rw_binds: tuple[str, ...] = ()
     sandbox_ro_binds: tuple[str, ...] = ()
-    sandbox_unshare_net: bool = False
-    # container: "docker" or "podman"; None takes the first whose `info` works.
+    sandbox_network: bool = False
+    # container: "docker" or "podman"; None takes the first whose `info` works. Its network is
+    # off (`--network none`) unless container_network, or container_run_args name one.
     container_engine: str | None = None
     container_image: str | None = None
     container_run_args: tuple[str, ...] = ()
+    container_network: bool = False
     # ssh: `user@host[:port]`; the directory on the target (None: the session root's own path);
     # a key file (None: the user's keys and agent); a known_hosts file (None: the user's, as
     # their ssh config says); host key checking can be turned off (tests, throwaway hosts).
@@ -64,6 +83,7 @@ class PlacementOptions:
     def from_mapping(cls, values: Mapping[str, Any]) -> PlacementOptions:
         """Options from stored or configured values (snake_case keys); unknown keys are refused."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
+        values = {key: value for key, value in values.items() if key not in RETIRED}
         unknown = sorted(set(values) - set(fields))
         if unknown:
             raise PlacementError(

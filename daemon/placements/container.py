@@ -1,8 +1,10 @@
 """`container`: a container apiece (docker or podman), commands run in it with exec.
 
 Brought up on the first turn from the configured image, as the calling user,
-with the project directory bound at its own path, kept alive by `sleep
-infinity`, and removed (`rm -f`) when the session closes. Files are read and
+with the project directory bound at its own path (and the daemon's own
+folders, should the project hold one, covered by an empty tmpfs), without
+network unless the session asks, kept alive by `sleep infinity`, and removed
+(`rm -f`) when the session closes. Files are read and
 written directly, as for `here`: they are the same files.
 
 Killing a command means killing it inside the container: stopping the
@@ -23,7 +25,8 @@ import shlex
 import shutil
 import uuid
 
-from sessiond.daemon.placements.base import PlacementError, PlacementOptions
+from sessiond.daemon.child_env import child_environment
+from sessiond.daemon.placements.base import PlacementError, PlacementOptions, is_within, present_dirs
 from sessiond.daemon.placements.local import LocalPlacement
 
 ENGINES = ("docker", "podman")
@@ -45,14 +48,27 @@ def run_argv(
     gid: int,
     session_id: str,
     extra: tuple[str, ...] = (),
+    hide: tuple[str, ...] = (),
+    network: bool = False,
 ) -> list[str]:
+    """`run` of the session's container: `root` mounted, the folders of `hide` under it empty.
+
+    Only the root is mounted, so only a hidden folder inside it needs covering (the
+    engine mounts the deeper path last). No network unless asked, or `extra` names one.
+    """
     argv = [engine, "run", "-d", "--rm", "--name", name, "--label", f"sessiond.session={session_id}"]
     argv += ["--user", f"{uid}:{gid}"]
     if os.path.basename(engine) == "podman" and uid != 0:
         # Rootless podman maps the user to root inside unless told to keep the id, and the
         # files the commands write would belong to a subordinate uid on the host.
         argv += ["--userns=keep-id"]
-    argv += ["-v", f"{root}:{root}", "-w", root, *extra, image, "sleep", "infinity"]
+    if not network and not any(arg.split("=")[0] in ("--network", "--net") for arg in extra):
+        argv += ["--network", "none"]
+    argv += ["-v", f"{root}:{root}"]
+    for path in hide:
+        if path != root and is_within(path, root):
+            argv += ["--tmpfs", path]
+    argv += ["-w", root, *extra, image, "sleep", "infinity"]
     return argv
 
 
@@ -93,6 +109,7 @@ async def run(argv: list[str], timeout: float) -> tuple[int, str, str]:
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
+            env=child_environment(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -133,8 +150,12 @@ async def find_engine(preferred: str | None = None) -> str:
 class ContainerPlacement(LocalPlacement):
     kind = "container"
 
-    def __init__(self, *, root: str, session_id: str, options: PlacementOptions) -> None:
+    def __init__(
+        self, *, root: str, session_id: str, options: PlacementOptions, daemon_dirs: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(root=root, session_id=session_id, options=options)
+        # The daemon's socket, state and config folders: empty inside, should the root hold one.
+        self.daemon_dirs = daemon_dirs
         if not options.container_image:
             raise PlacementError("placement container needs an image (the agent's container_image)")
         if options.container_engine not in (None, *ENGINES):
@@ -167,6 +188,8 @@ class ContainerPlacement(LocalPlacement):
             gid=os.getgid(),
             session_id=self.session_id,
             extra=self.options.container_run_args,
+            hide=present_dirs(self.daemon_dirs),
+            network=self.options.container_network,
         )
         code, out, err = await run(argv, RUN_TIMEOUT)
         if code != 0:

@@ -7,6 +7,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from sessiond.daemon.child_env import DEFAULT_RULES, child_environment
 from sessiond.daemon.placements.base import PlacementError
 
 # Parsed output must not depend on the user's language; prompts must never wait for a tty.
@@ -40,7 +41,7 @@ async def run_git(*args: str, cwd: str) -> GitResult:
         "git",
         *args,
         cwd=cwd,
-        env={**os.environ, **_ENV},
+        env=child_environment(_ENV, DEFAULT_RULES),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

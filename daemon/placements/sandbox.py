@@ -5,6 +5,14 @@ the system read-only, so a command finds the machine's tools but can change
 only the project. Files are read and written directly (the same paths), as
 for `here`. Nothing stays up between commands: each terminal is its own
 `bwrap`, started with --die-with-parent so it cannot outlive the daemon.
+
+A command must not reach the daemon that runs it: its socket, state (the
+store, `session-secret`, `tcp-token`) and config folders are empty tmpfs
+inside, it sees only its own processes (a /proc of its own: not the daemon's
+environment, open files or root), it has no network unless the session asks
+(so not the daemon's TCP port or MCP endpoint either), and when the daemon
+runs as root bwrap is told to drop root's capabilities, which it otherwise
+keeps (and with them the power to unmount what hides the daemon).
 """
 
 from __future__ import annotations
@@ -12,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from pathlib import PurePosixPath
 
-from sessiond.daemon.placements.base import PlacementError
+from sessiond.daemon.placements.base import PlacementError, PlacementOptions, present_dirs
 from sessiond.daemon.placements.local import LocalPlacement
 
 INSTALL_HINT = (
@@ -30,22 +39,33 @@ def bwrap_argv(
     *,
     rw_binds: tuple[str, ...] = (),
     ro_binds: tuple[str, ...] = (),
-    unshare_net: bool = False,
+    hide: tuple[str, ...] = (),
+    network: bool = False,
+    drop_caps: bool = False,
     bwrap: str = "bwrap",
 ) -> list[str]:
-    """The bwrap command line that runs `command` confined to `root`.
+    """The bwrap command line that runs `command` confined to `root`, with the folders `hide` empty.
 
-    Mounts apply in order: the private /tmp comes before the project's bind,
-    or a project under /tmp would be hidden by it.
+    bwrap applies mounts in order, each over what is already at its path, so they
+    are sorted by depth, shallowest first (the sort is stable): the private /tmp
+    before a project under /tmp, a hidden folder before a project inside it and
+    after a project that holds it. At one path the later kind wins: the project
+    and explicit binds over a hidden folder.
     """
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    argv += ["--bind", root, root]
-    for path in rw_binds:
-        argv += ["--bind", path, path]
-    for path in ro_binds:
-        argv += ["--ro-bind", path, path]
-    if unshare_net:
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    mounts = [("/tmp", ["--tmpfs", "/tmp"])]
+    mounts += [(path, ["--tmpfs", path]) for path in hide]
+    mounts += [(root, ["--bind", root, root])]
+    mounts += [(path, ["--bind", path, path]) for path in rw_binds]
+    mounts += [(path, ["--ro-bind", path, path]) for path in ro_binds]
+    for _, words in sorted(mounts, key=lambda mount: len(PurePosixPath(mount[0]).parts)):
+        argv += words
+    # A pid namespace: the /proc above shows the command's own processes, not the daemon's.
+    argv += ["--unshare-pid"]
+    if not network:
         argv += ["--unshare-net"]
+    if drop_caps:
+        argv += ["--cap-drop", "ALL"]
     argv += ["--die-with-parent", "--chdir", cwd, "--", command, *args]
     return argv
 
@@ -55,8 +75,16 @@ class SandboxPlacement(LocalPlacement):
 
     _bwrap: str | None = None
 
+    def __init__(
+        self, *, root: str, session_id: str, options: PlacementOptions, daemon_dirs: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(root=root, session_id=session_id, options=options)
+        # The daemon's socket, state and config folders: empty inside.
+        self.daemon_dirs = daemon_dirs
+
     def describe(self) -> str:
-        return f"sandbox (bubblewrap), {self.root} writable, the rest read-only"
+        network = "" if self.options.sandbox_network else ", no network"
+        return f"sandbox (bubblewrap), {self.root} writable, the rest read-only{network}"
 
     async def prepare(self) -> None:
         await super().prepare()
@@ -85,7 +113,11 @@ class SandboxPlacement(LocalPlacement):
             args,
             rw_binds=self.options.sandbox_rw_binds,
             ro_binds=self.options.sandbox_ro_binds,
-            unshare_net=self.options.sandbox_unshare_net,
+            # Looked at per command: a folder made after the session started is hidden too.
+            hide=present_dirs(self.daemon_dirs),
+            network=self.options.sandbox_network,
+            # As root bwrap keeps every capability unless told: the command could unmount the tmpfs.
+            drop_caps=os.geteuid() == 0,
             bwrap=bwrap,
         )
 

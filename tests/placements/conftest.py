@@ -45,6 +45,19 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def off_tmp() -> Iterator[Path]:
+    """A short, fresh folder outside /tmp (under /var/tmp): a sandbox's private /tmp would hide
+    anything under /tmp anyway, so what is meant to be hidden by other means is tested here."""
+    if not os.access("/var/tmp", os.W_OK):
+        pytest.skip("/var/tmp is not writable here")
+    folder = Path(tempfile.mkdtemp(prefix="sd-", dir="/var/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
     """Bounded connect retry: ready when the port answers, failed when sshd exits or time runs out."""
     while time.monotonic() < deadline:

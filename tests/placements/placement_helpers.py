@@ -76,6 +76,53 @@ def make_escapes(root: Path, outside: Path) -> list[str]:
     ]
 
 
+# What a sandboxed command tries, one check per argument NAME=KIND:TARGET; each prints
+# `OK NAME` when it worked, else `NO NAME <exception>: <message>`. KINDs: read PATH, write PATH,
+# unix PATH (connect), tcp HOST:PORT (connect), procroot PID:PATH (read PATH through
+# /proc/PID/root, i.e. in that process's view of the file system, around any mount).
+PROBE = r"""
+import socket, sys
+for arg in sys.argv[1:]:
+    name, _, check = arg.partition("=")
+    kind, _, target = check.partition(":")
+    try:
+        if kind == "read":
+            open(target, "rb").read(1)
+        elif kind == "write":
+            open(target, "w").write("escaped\n")
+        elif kind == "unix":
+            socket.socket(socket.AF_UNIX).connect(target)
+        elif kind == "tcp":
+            host, _, port = target.rpartition(":")
+            socket.create_connection((host, int(port)), timeout=5).close()
+        elif kind == "procroot":
+            pid, _, path = target.partition(":")
+            open(f"/proc/{pid}/root{path}", "rb").read(1)
+        else:
+            raise ValueError(kind)
+        print("OK", name)
+    except Exception as exc:
+        print("NO", name, f"{type(exc).__name__}: {exc}")
+"""
+
+
+def write_probe(folder: Path) -> Path:
+    path = folder / "probe.py"
+    path.write_text(PROBE)
+    return path
+
+
+def probe_results(output: str) -> dict[str, str]:
+    """{NAME: "OK" or "NO <exception>: <message>"} from the probe's output (other lines ignored)."""
+    results = {}
+    for line in output.splitlines():
+        verdict, _, rest = line.partition(" ")
+        if verdict in ("OK", "NO"):
+            name, _, detail = rest.partition(" ")
+            results[name] = f"{verdict} {detail}".strip()
+    return results
+
+
 def git(cwd: Path | str, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from placement_helpers import Sshd, bwrap_problem, git
+from placement_helpers import Sshd, bwrap_problem, git, probe_results, write_probe
 
 from bench.harness import Daemon
 from sessiond.client import AsyncDaemon, InvalidParams, SessiondError, aconnect
@@ -111,6 +112,84 @@ async def test_a_sandboxed_command_sees_the_project_and_cannot_write_outside(
     assert (project / "made-inside.txt").exists()
     assert "exit code 0" in reply
     assert "exit code 1" in reply  # touch outside failed: read-only
+
+
+@pytest.fixture
+async def exposed(off_tmp: Path) -> AsyncIterator[tuple[AsyncDaemon, Daemon]]:
+    """A daemon whose home is outside /tmp (the sandbox's private /tmp would hide it anyway),
+    serving TCP as well, with a config folder that holds something."""
+    problem = bwrap_problem()
+    if problem:
+        pytest.fail(f"bubblewrap does not work here: {problem} (./dev test installs it)")
+    home = off_tmp / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "agents.toml").write_text("# nothing\n")
+    daemon = Daemon(home, extra_args=("--tcp", "127.0.0.1:0")).start()
+    try:
+        async with aconnect(daemon.socket, start=False) as connected:
+            yield connected, daemon
+    finally:
+        assert daemon.stop() == 0
+
+
+async def probe(client: AsyncDaemon, session: SessionInfo, script: Path, checks: list[str]) -> dict[str, str]:
+    reply = await prompt(client, session.id, f"run {sys.executable} {script} {' '.join(checks)}")
+    results = probe_results(reply)
+    assert len(results) == len(checks), reply
+    return results
+
+
+async def test_a_sandboxed_command_cannot_reach_the_daemon_nor_write_outside(
+    exposed: tuple[AsyncDaemon, Daemon], off_tmp: Path
+) -> None:
+    """What a command in a sandbox session tries, each against the real daemon that runs it.
+
+    The same commands in a `here` session all work, and with `sandbox_network` the TCP
+    connect does: so each check can fail, and fails in the sandbox for the reason given.
+    """
+    client, daemon = exposed
+    state = daemon.home / "state"
+    address = (state / "tcp-address").read_text().strip()
+    assert (state / "tcp-token").exists()
+    assert (state / "session-secret").exists()
+    script = write_probe(off_tmp)
+    project = off_tmp / "project"
+    project.mkdir()
+    inside_state = state / "work"  # a project inside the daemon's state folder
+    inside_state.mkdir()
+
+    def checks(tag: str, root: Path) -> list[str]:
+        return [
+            f"socket=unix:{daemon.socket}",
+            f"secret=read:{state}/session-secret",
+            f"token=read:{state}/tcp-token",
+            f"store=read:{state}/sessiond.db",
+            f"config=read:{daemon.home}/config/agents.toml",
+            f"tcp=tcp:{address}",
+            f"procroot=procroot:{daemon.pid}:{state}/session-secret",
+            f"outside=write:{off_tmp}/outside-{tag}.txt",
+            f"inside=write:{root}/inside-{tag}.txt",
+        ]
+
+    here = await open_session(client, project, "here")
+    assert set((await probe(client, here, script, checks("here", project))).values()) == {"OK"}
+
+    for tag, root in (("sibling", project), ("within", inside_state)):
+        sandbox = await open_session(client, root, "sandbox")
+        results = await probe(client, sandbox, script, checks(tag, root))
+        for name in ("socket", "secret", "token", "store", "config", "procroot"):
+            assert results[name].startswith("NO FileNotFoundError: [Errno 2] No such file"), results
+        assert results["tcp"] == "NO ConnectionRefusedError: [Errno 111] Connection refused"
+        assert results["outside"].startswith("NO OSError: [Errno 30] Read-only file system"), results
+        assert not (off_tmp / f"outside-{tag}.txt").exists()
+        assert results["inside"] == "OK"
+        assert (root / f"inside-{tag}.txt").read_text() == "escaped\n"
+
+    networked = await open_session(client, project, "sandbox", sandbox_network=True)
+    results = await probe(client, networked, script, checks("networked", project))
+    assert results["tcp"] == "OK"  # the port is there: only the sandbox's own network kept it out
+    assert results["secret"].startswith("NO FileNotFoundError")  # so the token it needs stays hidden
+    assert results["socket"].startswith("NO FileNotFoundError")
 
 
 async def test_an_ssh_session_runs_and_writes_on_the_target(

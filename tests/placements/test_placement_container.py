@@ -49,18 +49,58 @@ exit 2
 def test_run_builds_the_container_as_the_user_with_the_project_at_its_own_path() -> None:
     argv = run_argv(
         "docker", name="sessiond-s1-ab", image="python:3.12", root="/home/u/p", uid=1000, gid=1000,
-        session_id="s1", extra=("--network", "none"),
+        session_id="s1", extra=("--cpus", "2"),
     )  # fmt: skip
     assert argv == [
         "docker", "run", "-d", "--rm", "--name", "sessiond-s1-ab", "--label", "sessiond.session=s1",
-        "--user", "1000:1000", "-v", "/home/u/p:/home/u/p", "-w", "/home/u/p",
-        "--network", "none", "python:3.12", "sleep", "infinity",
+        "--user", "1000:1000", "--network", "none", "-v", "/home/u/p:/home/u/p", "-w", "/home/u/p",
+        "--cpus", "2", "python:3.12", "sleep", "infinity",
     ]  # fmt: skip
     podman = run_argv("podman", name="n", image="i", root="/p", uid=1000, gid=1000, session_id="s1")
     assert "--userns=keep-id" in podman
     assert "--userns=keep-id" not in run_argv(
         "podman", name="n", image="i", root="/p", uid=0, gid=0, session_id="s"
     )
+
+
+def test_no_network_unless_asked_or_named_in_the_run_arguments() -> None:
+    def run(extra: tuple[str, ...] = (), network: bool = False) -> list[str]:
+        return run_argv(
+            "docker",
+            name="n",
+            image="i",
+            root="/p",
+            uid=1,
+            gid=1,
+            session_id="s",
+            extra=extra,
+            network=network,
+        )
+
+    argv = run()
+    assert argv[argv.index("--network") : argv.index("--network") + 2] == ["--network", "none"]
+    assert "--network" not in run(network=True)
+    # The user's own choice of network is theirs: ours would conflict with it.
+    assert "--network" not in run(extra=("--network=host",))
+    assert "--network" not in run(extra=("--net", "bridge"))
+
+
+def test_the_daemons_folders_inside_the_project_are_covered_by_an_empty_tmpfs() -> None:
+    """Only the project is mounted: a daemon folder elsewhere is not in the container at all."""
+    argv = run_argv(
+        "docker", name="n", image="i", root="/home/u", uid=1, gid=1, session_id="s",
+        hide=("/home/u/.local/state/sessiond", "/run/user/1/sessiond", "/home/u"),
+    )  # fmt: skip
+    assert argv.count("--tmpfs") == 1
+    assert argv[argv.index("--tmpfs") : argv.index("--tmpfs") + 2] == [
+        "--tmpfs",
+        "/home/u/.local/state/sessiond",
+    ]
+    assert argv.index("--tmpfs") > argv.index("-v")
+    # A project inside a daemon folder is mounted as asked (only it, not the rest of the folder).
+    inner = run_argv("docker", name="n", image="i", root="/srv/state/p", uid=1, gid=1, session_id="s",
+                     hide=("/srv/state",))  # fmt: skip
+    assert "--tmpfs" not in inner
 
 
 def test_exec_kill_and_rm_command_lines() -> None:
@@ -123,6 +163,27 @@ async def test_no_working_engine_is_a_clear_error_and_a_retry_works(
     assert await placement.close() is None
 
 
+async def test_the_placement_hides_the_daemons_folders_it_is_given_and_asks_for_network_as_set(
+    fake_engine: Path, project: Path
+) -> None:
+    state = project / "state"  # a daemon whose state folder is inside the project
+    state.mkdir()
+    options = PlacementOptions(container_image="busybox", container_engine="docker", container_network=True)
+    placement = make_placement(
+        "container",
+        root=str(project),
+        session_id="s1",
+        options=options,
+        daemon_dirs=(str(state), str(project.parent / "absent")),
+    )
+    await placement.prepare()
+    run_line = fake_engine.read_text().splitlines()[1]
+    assert f"--tmpfs {state} " in run_line
+    assert run_line.count("--tmpfs") == 1  # a folder that does not exist is not mounted over
+    assert "--network" not in run_line
+    await placement.close()
+
+
 @pytest.fixture
 async def container(fake_engine: Path, project: Path) -> AsyncIterator[ContainerPlacement]:
     options = PlacementOptions(container_image="busybox", container_engine="docker")
@@ -142,6 +203,7 @@ async def test_with_a_stand_in_engine_commands_go_through_exec_and_close_removes
     assert run_line.startswith("run -d --rm --name sessiond-s1-")
     assert f"-v {project}:{project}" in run_line
     assert f"--user {os.getuid()}:{os.getgid()}" in run_line
+    assert "--network none" in run_line
     tid = await container.create_terminal("sh", ["-c", 'pwd; echo "$X"'], {"X": "from env"}, "sub", None)
     assert await container.wait_for_terminal_exit(tid) == (0, None)
     assert (await container.terminal_output(tid))[0].splitlines() == [str(project / "sub"), "from env"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from sessiond.daemon.placements import (
     KINDS,
@@ -14,6 +15,7 @@ from sessiond.daemon.placements import (
     make_placement,
     validate_placement,
 )
+from sessiond.protocol.models import PlacementSettings
 
 
 def options_for(kind: str) -> PlacementOptions:
@@ -62,3 +64,15 @@ def test_options_round_trip_through_plain_values() -> None:
     assert PlacementOptions.from_mapping({}) == PlacementOptions()
     with pytest.raises(PlacementError, match="unknown placement option"):
         PlacementOptions.from_mapping({"image": "x"})
+
+
+def test_the_retired_sandbox_unshare_net_is_dropped_where_it_was_stored() -> None:
+    """Stored sessions and agents (every saved agent carries all its settings) still load; no
+    network is the sandbox's default now."""
+    assert PlacementOptions.from_mapping({"sandbox_unshare_net": True}) == PlacementOptions()
+    stored = PlacementSettings.model_validate({"sandbox_unshare_net": False, "sandbox_rw_binds": ["/c"]})
+    assert stored == PlacementSettings(sandbox_rw_binds=["/c"])
+    assert PlacementSettings.model_validate({"sandboxUnshareNet": True}) == PlacementSettings()
+    assert "sandbox_unshare_net" not in PlacementSettings().model_dump()
+    with pytest.raises(ValidationError):
+        PlacementSettings.model_validate({"sandbox_unshare_nett": True})  # other unknown names still fail
