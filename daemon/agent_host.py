@@ -8,10 +8,11 @@ becomes a `ClientError` the agent reads as a sentence.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sessiond.daemon.acp_backend import ClientError, TerminalResult
+from sessiond.daemon.child_env import DEFAULT_RULES, EnvRules, child_environment, rules_for_commands
 from sessiond.daemon.placements import Placement, PlacementError
 
 if TYPE_CHECKING:
@@ -31,6 +32,12 @@ class AgentHost:
     def __init__(self, core: Core, agent: str) -> None:
         self._core = core
         self._agent = agent
+        # One host per agent process: the environment rules it starts with hold for its terminals too.
+        runtime = core.agents.get(agent)
+        self.env_rules = EnvRules.of(runtime.spec.options) if runtime is not None else DEFAULT_RULES
+
+    def child_environment(self, extra: Mapping[str, str]) -> dict[str, str]:
+        return child_environment(extra, self.env_rules)
 
     def _session(self, agent_session_id: str) -> SessionRecord:
         session = self._core.by_agent_session.get((self._agent, agent_session_id))
@@ -91,7 +98,8 @@ class AgentHost:
         session, placement = self._placement(agent_session_id)
         self._refuse_writes(session)
         self._core.feed.touched(session)
-        with _as_client_error():
+        # The command gets the daemon's environment as the agent's rules filter it, plus `env`.
+        with _as_client_error(), rules_for_commands(self.env_rules):
             return await placement.create_terminal(command, args, env, cwd, output_byte_limit)
 
     async def terminal_output(self, agent_session_id: str, terminal_id: str) -> TerminalResult:

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessiond.daemon.prompt_limit import check_prompt_size
 from sessiond.daemon.records import SessionRecord
 from sessiond.daemon.tasks import TaskBook, TaskRecord
 from sessiond.protocol import models as m
@@ -218,6 +219,8 @@ class Around:
 
     async def side(self, params: m.SideParams) -> m.SideResult:
         main = self.core.get_session(params.session)
+        if params.question:
+            check_prompt_size(params.question, self.core.get_agent(main.agent).spec, "question")
         (side,) = await self.core.open_sessions(
             m.SessionOpenParams(
                 agent=main.agent, root=main.root, placement="here", title=f"side of {main.id}"
@@ -253,7 +256,7 @@ class Around:
                 ErrorCode.INVALID_PARAMS,
                 "agent: say whose inbox (agent), or which session suggests it (fromSession)",
             )
-        self.core.agent_info(self.core.get_agent(agent))  # refuses an unknown agent
+        check_prompt_size(params.prompt, self.core.get_agent(agent).spec)  # refuses an unknown agent too
         task = self.tasks.add(agent, params, params.root or (source.root if source else None))
         self._announce(task)
         return task
@@ -287,6 +290,7 @@ class Around:
             raise RpcError(
                 ErrorCode.CONFLICT, f"task {task_id!r} has no root to run in; suggest it again with root"
             )
+        check_prompt_size(task.prompt, self.core.get_agent(task.agent).spec)  # its limit may be lower now
         task.status = "queued"
         self.tasks.save(task)
         await self._start_tasks(task.agent)
@@ -345,6 +349,7 @@ class Around:
         parent = self.core.get_session(params.parent)
         root = self.root_of(parent)
         agent = self.core.get_agent(parent.agent)
+        check_prompt_size(params.prompt, agent.spec)
         options = agent.spec.options
         threads = sum(1 for s in self.members(root) if s.kind == "thread")
         if options.max_threads is not None and threads >= options.max_threads:
@@ -425,6 +430,8 @@ class Around:
             raise RpcError(
                 ErrorCode.INVALID_PARAMS, "sessions: name the sessions, or threadsOf a coordinator"
             )
+        for session in targets:  # all or none: each target's agent takes the prompt
+            check_prompt_size(params.prompt, self.core.get_agent(session.agent).spec)
         for session in targets:
             self.core.start_in_background(session, params.prompt)
         return [s.id for s in targets]

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessiond.daemon.child_env import DEFAULT_RULES, child_environment
 from sessiond.protocol import models as m
 
 SNAPSHOT_FILE_LIMIT = 256 * 1024
@@ -39,7 +40,7 @@ async def _git(cwd: str, *args: str, env: dict[str, str] | None = None) -> str:
         "git",
         *args,
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env=child_environment(env, DEFAULT_RULES),  # the daemon's own git: no agent's rules
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

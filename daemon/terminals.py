@@ -3,6 +3,8 @@
 A terminal's output keeps at most its byte limit, dropping from the start
 (the end of a command's output is what tells what happened). Killing or
 releasing a terminal ends its whole process group, so nothing is left behind.
+A command's environment is `child_env.child_environment`'s: the daemon's, as
+the session's agent's rules filter it, plus what the agent asked for.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import itertools
 import os
 import signal
 from dataclasses import dataclass, field
+
+from sessiond.daemon.child_env import child_environment
 
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 _ids = itertools.count(1)
@@ -61,7 +65,7 @@ class Terminals:
             command,
             *args,
             cwd=cwd,
-            env={**os.environ, **env},
+            env=child_environment(env),  # the daemon's, as the session's agent's rules filter it
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
