@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast, get_args
 
 import acp
 from acp import schema as s
+from pydantic import BaseModel, Field, ValidationError, create_model
 
 log = logging.getLogger("sessiond.acp")
 
@@ -112,9 +114,197 @@ class BackendHost(Protocol):
 
     async def release_terminal(self, agent_session_id: str, terminal_id: str) -> None: ...
 
+    def child_environment(self, extra: Mapping[str, str]) -> dict[str, str]:
+        """The agent process's environment: the daemon's, filtered by the agent's rules, plus `extra`."""
+        ...
+
 
 def _update_kind(update: Any) -> str:
     return str(getattr(update, "session_update", type(update).__name__))
+
+
+# ---------------------------------------------------------------- updates
+
+STDOUT_LIMIT = 50 * 1024 * 1024
+_SALVAGE_ROUNDS = 32
+
+
+def _update_models() -> dict[str, type[BaseModel]]:
+    """Each `sessionUpdate` tag of the schema with the model that reads it."""
+    models: dict[str, type[BaseModel]] = {}
+    for model in get_args(s.SessionNotification.model_fields["update"].annotation):
+        for tag in get_args(model.model_fields["session_update"].annotation):
+            models[str(tag)] = model
+    return models
+
+
+_UPDATE_MODELS = _update_models()
+
+
+@dataclass(slots=True)
+class ReadUpdate:
+    """An agent's update as far as it could be read: what did not fit the schema is left out."""
+
+    kind: str
+    payload: dict[str, Any] | None  # wire form (camelCase); None: nothing of it could be read
+    unreadable: list[str] = field(default_factory=list)  # "used: Input should be a valid integer"
+
+
+def _find(node: Any, loc: tuple[int | str, ...]) -> tuple[Any, int | str] | None:
+    """The container and key of pydantic's error location in the raw data; a step that is
+    not a key there (a union member's tag) is stepped over, the last one must be a key."""
+    if not loc:
+        return None
+    step, rest = loc[0], loc[1:]
+    in_dict = isinstance(node, dict) and isinstance(step, str) and step in node
+    in_list = isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node)
+    if in_dict or in_list:
+        if not rest:
+            return node, step
+        if (found := _find(node[step], rest)) is not None:
+            return found
+    return _find(node, rest)
+
+
+def _remove(data: Any, loc: tuple[int | str, ...]) -> bool:
+    """Remove the value at pydantic's error location from the raw data; True if something went."""
+    found = _find(data, loc)
+    if found is None:
+        return False
+    container, key = found
+    del container[key]
+    return True
+
+
+_PARTIAL_MODELS: dict[type[BaseModel], type[BaseModel]] = {}
+
+
+def _partial(model: type[BaseModel]) -> type[BaseModel]:
+    """The model with its required fields made optional: what reads the rest of an update
+    whose required field could not be read."""
+    partial = _PARTIAL_MODELS.get(model)
+    if partial is None:
+        optional: dict[str, Any] = {
+            name: (cast(Any, info.annotation) | None, Field(None, alias=info.alias))
+            for name, info in model.model_fields.items()
+            if info.is_required() and name != "session_update"
+        }
+        partial = create_model(f"Partial{model.__name__}", __base__=model, **optional)
+        _PARTIAL_MODELS[model] = partial
+    return partial
+
+
+def read_update(raw: Any) -> ReadUpdate:
+    """Read one `session/update`'s `update` field field by field: what fits the schema is kept
+    (validated and dumped), what does not is dropped and named in `unreadable`."""
+    if not isinstance(raw, dict):
+        return ReadUpdate("unknown", None, ["update: not an object"])
+    kind = raw.get("sessionUpdate")
+    if not isinstance(kind, str):
+        return ReadUpdate("unknown", None, ["sessionUpdate: missing"])
+    model = _UPDATE_MODELS.get(kind)
+    if model is None:
+        return ReadUpdate(kind, None, [f"sessionUpdate: {kind!r} is not a kind this daemon knows"])
+    try:
+        update = model.model_validate(raw)
+    except ValidationError:
+        pass
+    else:
+        return ReadUpdate(kind, update.model_dump(mode="json", by_alias=True, exclude_none=True))
+    # Salvage: drop what does not fit, one field at a time (locations shift once one goes).
+    partial = _partial(model)
+    data = json.loads(json.dumps(raw))  # a private copy to cut down
+    unreadable: list[str] = []
+    for _ in range(_SALVAGE_ROUNDS):
+        try:
+            update = partial.model_validate(data)
+            break
+        except ValidationError as exc:
+            error = exc.errors()[0]
+        loc = tuple(error["loc"])
+        # An object inside that lacks a field it needs goes whole (its innermost one in the data).
+        tries = [loc[:end] for end in range(len(loc) - 1, 0, -1)] if error["type"] == "missing" else [loc]
+        if not any(_remove(data, where) for where in tries):
+            return ReadUpdate(kind, None, [*unreadable, f"{_where(error['loc'])}: {error['msg']}"])
+        unreadable.append(f"{_where(error['loc'])}: {error['msg']}")
+    else:
+        return ReadUpdate(kind, None, unreadable)
+    payload = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        named = any(u.startswith(f"{key}:") for u in unreadable)
+        if info.is_required() and key not in payload and not named:
+            unreadable.append(f"{key}: null or missing")
+    return ReadUpdate(kind, payload, unreadable)
+
+
+def _where(loc: Any) -> str:
+    return ".".join(str(step) for step in loc)
+
+
+class _Updates:
+    """The agent's `session/update` notifications, read as they arrive (in order) and handed
+    to the host; those that do not fit the schema are salvaged, counted, and logged once per kind."""
+
+    def __init__(self, agent: str, host: BackendHost) -> None:
+        self._agent = agent
+        self._host = host
+        self.malformed = 0
+        self._logged: set[str] = set()
+
+    def handle(self, params: Any) -> None:
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if not isinstance(session_id, str):
+            self._count("session/update", ["sessionId: missing"], kept=False)
+            return
+        read = read_update(params.get("update"))
+        if read.unreadable:
+            self._count(read.kind, read.unreadable, kept=read.payload is not None)
+        if read.payload is not None:
+            try:
+                self._host.on_update(session_id, read.kind, read.payload)
+            except Exception:
+                # Never let one update stop the reading of the agent's output.
+                log.exception("handling agent %r's %s update failed", self._agent, read.kind)
+
+    def _count(self, kind: str, unreadable: list[str], *, kept: bool) -> None:
+        self.malformed += 1
+        if kind in self._logged:
+            return
+        self._logged.add(kind)
+        log.warning(
+            "agent %r sent a %s that does not fit ACP's schema (%s); %s. Further ones of this kind "
+            "are only counted (malformedUpdates in agent/get)",
+            self._agent,
+            kind,
+            "; ".join(unreadable),
+            "the rest of it was kept" if kept else "it was dropped",
+        )
+
+    def take(self, line: bytes) -> bool:
+        """True if the line was a session/update notification, now handled."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False  # the SDK reports it
+        if not isinstance(message, dict) or message.get("method") != "session/update" or "id" in message:
+            return False
+        self.handle(message.get("params"))
+        return True
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    chunks: list[bytes] = []
+    try:
+        while True:
+            try:
+                chunks.append(await reader.readuntil(b"\n"))
+                return b"".join(chunks)
+            except asyncio.LimitOverrunError as exc:
+                chunks.append(await reader.readexactly(exc.consumed))
+    except asyncio.IncompleteReadError as exc:
+        chunks.append(exc.partial)
+        return b"".join(chunks)
 
 
 class _Client:
@@ -255,6 +445,16 @@ def describe_request_error(exc: acp.RequestError) -> str:
     return text
 
 
+def _auth_method(method: Any, env: Mapping[str, str]) -> dict[str, Any]:
+    """An auth method as the agent declared it, with `satisfied`: the agent's environment holds
+    every variable an env_var method needs (other kinds need a person, so never)."""
+    info: dict[str, Any] = method.model_dump(mode="json", by_alias=True, exclude_none=True)
+    info.setdefault("type", "agent")
+    needed = [v for v in info.get("vars", []) if not v.get("optional")]
+    info["satisfied"] = info["type"] == "env_var" and all(env.get(v["name"]) for v in needed)
+    return info
+
+
 class AgentProcess:
     """One agent process: started once, holds every session of its agent."""
 
@@ -276,6 +476,12 @@ class AgentProcess:
         self._proc: asyncio.subprocess.Process | None = None
         self._conn: Any = None
         self._watcher: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._updates = _Updates(name, host)
+        self._spawn_env: Mapping[str, str] = {}
+        self.auth_methods: list[dict[str, Any]] = []  # as declared, each with "satisfied"
+        self.authenticated: str | None = None
+        self._auth_lock = asyncio.Lock()
         self.capabilities = Capabilities()
         self.agent_info: dict[str, Any] | None = None
         self.exited = asyncio.Event()
@@ -294,7 +500,8 @@ class AgentProcess:
     async def start(self) -> None:
         """Spawn the process and run ACP initialize; raises AgentExited with a reason on failure."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        environment = {**os.environ, **self.env}
+        # The daemon's environment as the agent's options filter it (child_env), then its own env.
+        environment = self._host.child_environment(self.env)
         # The agent's stderr goes straight to its log file: nothing to drain, nothing to block on.
         with open(self.log_path, "ab") as stderr:
             stderr.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.command}\n".encode())
@@ -316,10 +523,16 @@ class AgentProcess:
                     f"check the agent's command (sessiond agent update)"
                 ) from None
         self.started_at = time.time()
+        self._spawn_env = environment  # what its env_var auth methods are checked against
         assert self._proc.stdin is not None
         assert self._proc.stdout is not None
+        # Updates are read off the agent's stdout here, in order, before the SDK sees the rest.
+        sdk_stdout = asyncio.StreamReader(limit=STDOUT_LIMIT)
+        self._reader = asyncio.create_task(
+            self._read_stdout(self._proc.stdout, sdk_stdout), name=f"agent-{self.name}-stdout"
+        )
         self._conn = acp.connect_to_agent(
-            _Client(self._host), self._proc.stdin, self._proc.stdout, use_unstable_protocol=True
+            _Client(self._host), self._proc.stdin, sdk_stdout, use_unstable_protocol=True
         )
         self._watcher = asyncio.create_task(self._watch(), name=f"agent-{self.name}-watch")
         response = await self._call(
@@ -346,6 +559,24 @@ class AgentProcess:
         )
         if response.agent_info is not None:
             self.agent_info = response.agent_info.model_dump(mode="json", exclude_none=True)
+        self.auth_methods = [_auth_method(method, self._spawn_env) for method in response.auth_methods or []]
+
+    @property
+    def malformed_updates(self) -> int:
+        """Updates from the agent that did not fit ACP's schema (salvaged or dropped)."""
+        return self._updates.malformed
+
+    async def _read_stdout(self, source: asyncio.StreamReader, sdk: asyncio.StreamReader) -> None:
+        """Hand session/update notifications to `_Updates` as they arrive; the rest to the SDK."""
+        try:
+            while line := await _read_line(source):
+                if b'"session/update"' in line and self._updates.take(line):
+                    continue
+                sdk.feed_data(line)
+        except Exception:
+            log.exception("reading agent %r's output failed", self.name)
+        finally:
+            sdk.feed_eof()
 
     async def _watch(self) -> None:
         assert self._proc is not None
@@ -401,45 +632,94 @@ class AgentProcess:
             f"(its log: {self.log_path})"
         )
 
+    # ------------------------------------------------------------ authentication
+
+    async def authenticate(self) -> None:
+        """ACP `authenticate` with the first env_var method the agent's environment satisfies,
+        once, before its first session. Agents that declare no such method (or none whose
+        variables are set) are left to say themselves whether they need credentials."""
+        if self.authenticated is not None:
+            return
+        async with self._auth_lock:
+            if self.authenticated is not None:
+                return
+            method = next((m for m in self.auth_methods if m["satisfied"]), None)
+            if method is None:
+                return
+            try:
+                await self._call(
+                    self._conn.authenticate(method_id=method["id"]), timeout=60, what="authenticate"
+                )
+            except AgentRequestFailed as exc:
+                raise AgentRequestFailed(
+                    f"agent {self.name!r} refused authentication with {method['id']!r}: {exc}",
+                    exc.code,
+                    exc.data,
+                ) from None
+            self.authenticated = method["id"]
+            log.info("agent %r authenticated with %r", self.name, method["id"])
+
+    def auth_help(self) -> str:
+        """The agent's auth methods and what each needs, for an error a person reads."""
+        if not self.auth_methods:
+            return ""
+        parts = []
+        for method in self.auth_methods:
+            names = [v["name"] for v in method.get("vars", []) if not v.get("optional")]
+            if method.get("type") == "env_var":
+                need = f"set {' and '.join(names)} in the agent's env (sessiond agent update --env)"
+            elif method.get("type") == "terminal":
+                need = f"run `{' '.join([*self.command, *method.get('args', [])])}` in a terminal and log in"
+            else:
+                need = method.get("description") or "done by the agent itself (an interactive login)"
+            parts.append(f"{method['id']} ({need})")
+        return f"; agent {self.name!r} offers these ways to authenticate: " + ", ".join(parts)
+
+    async def _session_call(self, request: Callable[[], Awaitable[Any]], what: str) -> Any:
+        """A session/new, load, resume or fork: authenticated first, auth errors explained."""
+        await self.authenticate()
+        try:
+            return await self._call(request(), timeout=SESSION_SETUP_TIMEOUT, what=what)
+        except AgentRequestFailed as exc:
+            if exc.code == AUTH_REQUIRED and self.auth_methods:
+                raise AgentRequestFailed(str(exc) + self.auth_help(), exc.code, exc.data) from None
+            raise
+
     # ------------------------------------------------------------ sessions
 
     async def new_session(
         self, cwd: str, mcp: list[dict[str, Any]] | None = None
     ) -> tuple[str, SessionSetup]:
-        response = await self._call(
-            self._conn.new_session(cwd=cwd, mcp_servers=_mcp(mcp)),
-            timeout=SESSION_SETUP_TIMEOUT,
-            what="session/new",
+        response = await self._session_call(
+            lambda: self._conn.new_session(cwd=cwd, mcp_servers=_mcp(mcp)),
+            "session/new",
         )
         return response.session_id, _setup(response)
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp: list[dict[str, Any]] | None = None
     ) -> tuple[str, SessionSetup]:
-        response = await self._call(
-            self._conn.fork_session(session_id=session_id, cwd=cwd, mcp_servers=_mcp(mcp)),
-            timeout=SESSION_SETUP_TIMEOUT,
-            what="session/fork",
+        response = await self._session_call(
+            lambda: self._conn.fork_session(session_id=session_id, cwd=cwd, mcp_servers=_mcp(mcp)),
+            "session/fork",
         )
         return response.session_id, _setup(response)
 
     async def resume_session(
         self, session_id: str, cwd: str, mcp: list[dict[str, Any]] | None = None
     ) -> SessionSetup:
-        response = await self._call(
-            self._conn.resume_session(session_id=session_id, cwd=cwd, mcp_servers=_mcp(mcp)),
-            timeout=SESSION_SETUP_TIMEOUT,
-            what="session/resume",
+        response = await self._session_call(
+            lambda: self._conn.resume_session(session_id=session_id, cwd=cwd, mcp_servers=_mcp(mcp)),
+            "session/resume",
         )
         return _setup(response)
 
     async def load_session(
         self, session_id: str, cwd: str, mcp: list[dict[str, Any]] | None = None
     ) -> SessionSetup:
-        response = await self._call(
-            self._conn.load_session(cwd=cwd, session_id=session_id, mcp_servers=_mcp(mcp)),
-            timeout=SESSION_SETUP_TIMEOUT,
-            what="session/load",
+        response = await self._session_call(
+            lambda: self._conn.load_session(cwd=cwd, session_id=session_id, mcp_servers=_mcp(mcp)),
+            "session/load",
         )
         return _setup(response)
 
@@ -461,10 +741,15 @@ class AgentProcess:
         )
 
     async def prompt(self, session_id: str, text: str) -> PromptOutcome:
-        response = await self._call(
-            self._conn.prompt(session_id=session_id, prompt=[s.TextContentBlock(type="text", text=text)]),
-            what="session/prompt",
-        )
+        try:
+            response = await self._call(
+                self._conn.prompt(session_id=session_id, prompt=[s.TextContentBlock(type="text", text=text)]),
+                what="session/prompt",
+            )
+        except AgentRequestFailed as exc:
+            if exc.code == AUTH_REQUIRED and self.auth_methods:
+                raise AgentRequestFailed(str(exc) + self.auth_help(), exc.code, exc.data) from None
+            raise
         usage = None
         if response.usage is not None:
             usage = response.usage.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -497,6 +782,9 @@ class AgentProcess:
                 continue
         if self._watcher is not None:
             await asyncio.gather(self._watcher, return_exceptions=True)
+        if self._reader is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(self._reader, return_exceptions=True), grace)
 
 
 def _mcp(servers: list[dict[str, Any]] | None) -> list[Any]:

@@ -1,19 +1,33 @@
-"""Interoperability with a real ACP agent from npm: claude-agent-acp, with no API key.
+"""Interoperability with a real ACP agent from npm: claude-agent-acp (and the Claude Code it drives).
 
-Without a key its `session/new` still succeeds and the prompt ends at once
-with "Authentication required": enough to prove the daemon speaks ACP with a
-real agent, and that one agent's failure leaves the others running.
+With no key its `session/new` still succeeds and the prompt ends at once with
+"Authentication required": enough to prove the daemon speaks ACP with a real
+agent, and that one agent's failure leaves the others running.
+
+Pointed at a stand-in of the Anthropic Messages API (tests/standins/anthropic.py)
+it does whole turns offline: the model's replies are scripted per test, the
+agent carries out the tools they ask for (Write, Edit, Bash, TodoWrite) and
+sends their results back, and the stand-in records what it received.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 import shutil
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from events import kind, next_matching
 
-from sessiond.client import AgentError, AsyncDaemon
+from bench.harness import Daemon
+from sessiond.client import AgentError, AgentUnavailable, AsyncAgent, AsyncDaemon
+from tests.standins.anthropic import AnthropicStandIn, Reply, Text
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "claude-agent-acp"
 
@@ -25,12 +39,76 @@ def claude_command() -> list[str]:
     return [str(AGENT)]
 
 
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    """One daemon for the module (each test its own agent): stopping one costs seconds."""
+    running = Daemon().start()
+    yield running
+    code = running.stop()
+    print("\n".join(["--- daemon stderr", *running.stderr]))
+    assert code == 0, f"the daemon exited with {code}"
+    shutil.rmtree(running.home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def _standin_server() -> Iterator[AnthropicStandIn]:
+    standin = AnthropicStandIn().start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
+def standin(_standin_server: AnthropicStandIn) -> AnthropicStandIn:
+    """The module's stand-in, its script and records fresh for each test."""
+    with _standin_server.lock:
+        _standin_server.script.clear()
+        _standin_server.requests.clear()
+    return _standin_server
+
+
+MakeAgent = Callable[..., Awaitable[AsyncAgent]]
+
+
+@pytest.fixture
+async def claude(
+    client: AsyncDaemon,
+    standin: AnthropicStandIn,
+    claude_command: list[str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[MakeAgent]:
+    """Makes this test's claude-agent-acp, talking to the stand-in, its Claude Code settings and
+    sessions under tmp_path; removed (its process stopped) when the test ends."""
+    made: list[AsyncAgent] = []
+
+    async def make(**options: Any) -> AsyncAgent:
+        home = tmp_path / "claude"
+        home.mkdir(exist_ok=True)
+        env = {**standin.env(), "CLAUDE_CONFIG_DIR": str(home)}
+        name = f"claude-{len(made)}-{request.node.name[5:30]}".replace("_", "-")
+        made.append(await client.agent(name, command=claude_command, env=env, **options))
+        return made[-1]
+
+    yield make
+    for agent in made:
+        await agent.aremove()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10, what: str = "") -> None:
+    """State events are throttled: poll until `check` holds."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        await asyncio.sleep(0.05)
+
+
 async def test_a_real_agent_opens_its_session_and_fails_the_turn_clearly(
     client: AsyncDaemon, work: Path, claude_command: list[str]
 ) -> None:
     # As root it refuses to run without IS_SANDBOX; no key, so it cannot call a model.
     claude = await client.agent(
-        "claude", command=claude_command, env={"IS_SANDBOX": "1", "ANTHROPIC_API_KEY": ""}
+        "claude-no-key", command=claude_command, env={"IS_SANDBOX": "1", "ANTHROPIC_API_KEY": ""}
     )
     demo = await client.agent("demo")
     session = await claude.session(work)
@@ -53,3 +131,188 @@ async def test_a_real_agent_opens_its_session_and_fails_the_turn_clearly(
         await bystander.acancel()
         assert (await hanging).stop_reason == "cancelled"
         assert (await bystander.asend("say fine")).text == "fine"
+    await claude.aremove()
+
+
+async def test_a_whole_turn_streams_plans_writes_edits_and_runs_at_the_placement(
+    client: AsyncDaemon, daemon: Daemon, work: Path, claude: MakeAgent, standin: AnthropicStandIn
+) -> None:
+    agent = await claude(permission_policy="allow")
+    session = await agent.session(work)
+    notes = work / "notes.txt"
+    standin.push(
+        Reply.todos(("Write the notes", "in_progress"), ("Check where we are", "pending")),
+        Reply.write(str(notes), "hello\n", say="Writing the notes."),
+        Reply.edit(str(notes), "hello", "hello world"),
+        Reply.bash("pwd > where.txt"),
+        Reply.todos(("Write the notes", "completed"), ("Check where we are", "completed")),
+        Reply.text("All done: the notes say hello world."),
+    )
+    chunks: list[str] = []
+    stream = session.astream("write the notes, then check where we are")
+    async for event in stream:
+        if event.kind == "turn.chunk":
+            chunks.append(event.data["text"])
+    reply = stream.reply
+    assert reply is not None
+    assert reply.stop_reason == "end_turn"
+    assert reply.text.endswith("All done: the notes say hello world.")
+    assert len(chunks) > 2  # streamed in pieces, as the stand-in sent them
+    assert "".join(chunks) == reply.text
+
+    # The agent's tools ran for real, at the session's root.
+    assert notes.read_text() == "hello world\n"
+    assert (work / "where.txt").read_text().strip() == str(work)
+    # Each tool's result went back to the model in the next request.
+    main = standin.main_requests()
+    assert len(main) == 6
+    for asked, answered in itertools.pairwise(main):
+        assert asked.reply is not None
+        tool_ids = {b.id for b in asked.reply.blocks if hasattr(b, "id")}
+        assert tool_ids <= {r["tool_use_id"] for r in answered.tool_results()}
+
+    async def settled() -> bool:
+        info = await session.aget()
+        changed = {f.path for f in info.changes.files} if info.changes else set()
+        return bool(info.plan and info.plan.done == 2 and {"notes.txt", "where.txt"} <= changed)
+
+    await eventually(settled, what="the plan and the changed files")
+    info = await session.aget()
+    assert info.plan is not None
+    assert [e.content for e in info.plan.entries] == ["Write the notes", "Check where we are"]
+    # Context fill and cost as the agent reported them (the stand-in's usage has the cache fields).
+    assert info.context is not None
+    assert not info.context.estimated
+    assert info.context.size == 200000
+    assert info.context.used > 0
+    assert info.context.cost is not None
+    assert info.context.cost.amount > 0
+    reported_cost = info.context.cost.amount
+
+    # A reply whose usage lacks the cache fields: claude-agent-acp 0.23.1 then sends
+    # `usage_update` with `"used": null`. The update is read field by field, not dropped:
+    # the cost it carries still counts, and the daemon logs it once, without a traceback.
+    standin.push(Reply.text("Once more.", cache_fields=False), Reply.text("And again.", cache_fields=False))
+    assert (await session.asend("again")).text == "Once more."
+    assert (await session.asend("and again")).text == "And again."
+
+    async def cost_grew() -> bool:
+        return (await client.fleet()).cost > reported_cost
+
+    await eventually(cost_grew, what="the cost of the turns whose usage had no cache fields")
+    info = await session.aget()
+    assert info.context is not None
+    assert info.context.size == 200000
+    process = (await agent.aget()).process
+    assert process.malformed_updates >= 2
+    logged = [line for line in daemon.stderr if f"agent {agent.name!r} sent a" in line]
+    assert len(logged) == 1, logged  # once per agent and kind
+    assert "usage_update" in logged[0]
+    assert "used" in logged[0]
+    assert not any("handling notification method=session/update" in line for line in daemon.stderr)
+
+
+async def test_a_permission_reaches_a_client_and_its_answer_reaches_the_agent(
+    client: AsyncDaemon, work: Path, claude: MakeAgent, standin: AnthropicStandIn
+) -> None:
+    agent = await claude()  # permission policy: ask
+    session = await agent.session(work)
+    standin.push(
+        Reply.bash("echo yes > allowed.txt"),
+        Reply.text("Ran it."),
+        Reply.bash("echo no > denied.txt"),
+        Reply.text("Could not run it."),
+    )
+    async with client.events(sessions=[session.id], kinds=["permission.asked"]) as events:
+        for prompt, answer in (("run the first", "allow_once"), ("run the second", "reject_once")):
+            turn = asyncio.create_task(session.asend(prompt))
+            asked = await next_matching(events, kind("permission.asked"))
+            assert "echo" in str(asked.data["toolCall"])
+            option = next(o["optionId"] for o in asked.data["options"] if o["kind"] == answer)
+            assert await client.answer_permission(asked.data["permission"], option)
+            await turn
+    assert (work / "allowed.txt").read_text() == "yes\n"
+    assert not (work / "denied.txt").exists()
+    # The refusal went back to the model as the tool's (failed) result.
+    refused = standin.main_requests()[3].tool_results()[-1]
+    assert refused.get("is_error") is True
+
+
+async def test_cancel_mid_stream_ends_the_turn_cancelled(
+    client: AsyncDaemon, work: Path, claude: MakeAgent, standin: AnthropicStandIn
+) -> None:
+    agent = await claude()
+    session = await agent.session(work)
+    long = " ".join(f"word{i}" for i in range(400))
+    standin.push(Reply((Text(long, chunks=400),), delay=0.05), "Still here.", "Here too.")  # ~20 s
+    async with client.events(sessions=[session.id], kinds=["turn.ended"]) as events:
+        stream = session.astream("talk for a long time")
+        async for event in stream:
+            if event.kind == "turn.chunk":
+                break
+        started = time.monotonic()
+        await stream.aclose()  # leaving the stream cancels the turn
+        ended = await next_matching(events, kind("turn.ended"), timeout=15)
+    assert ended.data["stopReason"] == "cancelled"
+    assert time.monotonic() - started < 15
+
+    async def hung_up() -> bool:
+        return standin.main_requests()[0].aborted
+
+    await eventually(hung_up, what="the agent hanging up on the model's stream")
+    # The session carries on. claude-agent-acp 0.23.1 answers the turn after a cancel with
+    # what is left of the cancelled one (an empty reply) and the model's answer to it arrives
+    # with the turn after: the agent's doing (its prompt loop), not the daemon's.
+    second = await session.asend("are you there?")
+    assert second.stop_reason == "end_turn"
+    third = await session.asend("and now?")
+    assert "Still here." in second.text + third.text
+
+
+async def test_max_live_sessions_evicts_and_an_evicted_session_comes_back_with_its_history(
+    work: Path, claude: MakeAgent, standin: AnthropicStandIn
+) -> None:
+    agent = await claude(max_live_sessions=2)
+    sessions = await agent.sessions(4, work)
+    for index, session in enumerate(sessions):
+        standin.push(f"Noted fruit {index}.")
+        assert (await session.asend(f"remember the fruit number {index}")).text == f"Noted fruit {index}."
+        assert (await agent.aget()).process.live_sessions <= 2
+    # Back to each one, the first two long evicted: its next request carries what it said before.
+    for index, session in enumerate(sessions):
+        standin.push(f"It was fruit {index}.")
+        assert (await session.asend("which fruit was it?")).text == f"It was fruit {index}."
+        assert (await agent.aget()).process.live_sessions <= 2
+        last = standin.main_requests()[-1]
+        texts = "\n".join(last.texts())
+        assert f"remember the fruit number {index}" in texts
+        assert f"Noted fruit {index}." in texts
+        others = [i for i in range(4) if i != index]
+        assert not any(f"remember the fruit number {i}" in texts for i in others)
+
+
+async def test_killing_the_agent_fails_only_its_running_turn(
+    client: AsyncDaemon, work: Path, claude: MakeAgent, standin: AnthropicStandIn
+) -> None:
+    agent = await claude()
+    demo = await client.agent("demo")
+    session = await agent.session(work)
+    bystander = await demo.session(work)
+    standin.push("Warm.", Reply((Text("slow " * 200, chunks=200),), delay=0.05))  # then ~10 s
+    assert (await session.asend("warm up")).text == "Warm."
+    async with client.events(sessions=[session.id], kinds=["turn.chunk"]) as events:
+        turn = asyncio.create_task(session.asend("talk slowly"))
+        other = asyncio.create_task(bystander.asend("hang"))
+        await next_matching(events, kind("turn.chunk"))
+        pid = (await agent.aget()).process.pid
+        assert pid is not None
+        os.killpg(pid, signal.SIGKILL)  # the agent and the Claude Code processes it started
+        with pytest.raises(AgentUnavailable, match="killed by SIGKILL during session/prompt"):
+            await asyncio.wait_for(turn, 15)
+    assert not other.done()
+    await bystander.acancel()
+    assert (await other).stop_reason == "cancelled"
+    # It starts again on the next turn, and the session comes back.
+    standin.push("Back.")
+    assert (await session.asend("are you back?")).text == "Back."
+    assert (await agent.aget()).process.starts == 2

@@ -1,0 +1,97 @@
+"""Interoperability with codex-acp (npm @zed-industries/codex-acp, a native binary) through ACP auth.
+
+codex-acp advertises auth methods at initialize (`openai-api-key` for
+OPENAI_API_KEY, `codex-api-key` for CODEX_API_KEY, `chatgpt` for a login) and
+refuses `session/new` with "Authentication required" until the client calls
+`authenticate`. The daemon does so itself when the agent's env holds what a
+method needs. Codex talks to a stand-in of the OpenAI Responses API
+(tests/standins/openai_responses.py) through the `openai_base_url` of a
+config.toml in a CODEX_HOME of the test's own.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon
+from sessiond.client import AgentError, AsyncDaemon
+from tests.standins.openai_responses import OpenAIResponsesStandIn
+
+AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "codex-acp"
+
+
+@pytest.fixture
+def codex_command() -> list[str]:
+    if not AGENT.exists():
+        pytest.fail(f"{AGENT} is missing: `./dev test` installs it (npm ci --prefix tests/interop)")
+    return [str(AGENT)]
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    """One daemon for the module (each test its own agent)."""
+    running = Daemon().start()
+    yield running
+    code = running.stop()
+    print("\n".join(["--- daemon stderr", *running.stderr]))
+    assert code == 0, f"the daemon exited with {code}"
+    shutil.rmtree(running.home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[OpenAIResponsesStandIn]:
+    running = OpenAIResponsesStandIn().start()
+    yield running
+    running.stop()
+
+
+async def test_codex_authenticates_with_the_key_in_its_env_and_does_a_text_turn(
+    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+) -> None:
+    # /tmp is refused for its helper binaries (a warning only); keep its home short and private.
+    home = standin.codex_home(tmp_path / "codex")
+    env = {"CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-standin", "CODEX_API_KEY": ""}
+    codex = await client.agent("codex-key", command=codex_command, env=env)
+    session = await codex.session(work)
+    standin.push("Hello from codex.")
+    reply = await session.asend("say hello")
+    assert reply.text == "Hello from codex."
+    assert reply.stop_reason == "end_turn"
+    (request,) = [r for r in standin.responses() if r.method == "POST"]
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    assert headers["authorization"] == "Bearer sk-standin"
+    assert "say hello" in "\n".join(request.texts())
+    process = (await codex.aget()).process
+    methods = {m["id"]: m for m in process.auth_methods}
+    assert methods["openai-api-key"]["type"] == "env_var"
+    assert methods["openai-api-key"]["satisfied"] is True
+    assert methods["codex-api-key"]["satisfied"] is False  # set, but empty
+    assert methods["chatgpt"]["satisfied"] is False
+    assert process.authenticated == "openai-api-key"
+    info = await session.aget()
+    assert info.context is not None
+    assert not info.context.estimated  # codex reports its context fill
+    await codex.aremove()
+
+
+async def test_codex_without_credentials_fails_saying_what_each_way_needs(
+    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+) -> None:
+    home = standin.codex_home(tmp_path / "codex")
+    env = {"CODEX_HOME": str(home), "OPENAI_API_KEY": "", "CODEX_API_KEY": ""}
+    codex = await client.agent("codex-none", command=codex_command, env=env)
+    session = await codex.session(work)
+    with pytest.raises(AgentError, match="Authentication required") as failed:
+        await session.asend("say hello")
+    message = str(failed.value)
+    assert "openai-api-key (set OPENAI_API_KEY" in message
+    assert "codex-api-key (set CODEX_API_KEY" in message
+    assert "chatgpt" in message
+    process = (await codex.aget()).process
+    assert process.authenticated is None
+    assert not any(m["satisfied"] for m in process.auth_methods)
+    await codex.aremove()

@@ -1,0 +1,232 @@
+"""A stand-in of the OpenAI Responses API on loopback, enough for text turns, scripted per test.
+
+Codex (codex-acp) is pointed here through a `config.toml` in its CODEX_HOME
+(`codex_home()` writes one: a model provider whose base_url is this server,
+wire_api "responses", the key from OPENAI_API_KEY). Each `POST /v1/responses`
+takes the next scripted text off the queue (`default` when it is empty) and
+streams it as server-sent events the way the real API does
+(`response.created`, `response.output_item.added`, `response.output_text.delta`,
+..., `response.output_item.done`, `response.completed` with usage).
+Everything received is recorded (`requests`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+_ids = itertools.count(1)
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}_standin{next(_ids):06d}"
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+
+    def texts(self) -> list[str]:
+        """The input's texts, in order."""
+        out: list[str] = []
+        for item in (self.body or {}).get("input") or []:
+            content = item.get("content") if isinstance(item, dict) else None
+            if isinstance(content, str):
+                out.append(content)
+            for part in content if isinstance(content, list) else []:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    out.append(part["text"])
+        return out
+
+
+class OpenAIResponsesStandIn:
+    def __init__(self, default: str = "done") -> None:
+        self.default = default
+        self.websocket_status = 426
+        self.script: deque[str] = deque()
+        self.requests: list[Request] = []
+        self.lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> OpenAIResponsesStandIn:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def push(self, *texts: str) -> None:
+        with self.lock:
+            self.script.extend(texts)
+
+    def codex_home(self, home: Path, model: str = "gpt-5.4-mini") -> Path:
+        """A CODEX_HOME whose config sends every model call here."""
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "config.toml").write_text(
+            f'model = "{model}"\n'
+            # The built-in provider, here: it needs ACP authenticate before a session.
+            f'openai_base_url = "{self.base_url}"\n'
+            'approval_policy = "never"\n'
+            'sandbox_mode = "workspace-write"\n'
+            "check_for_update_on_startup = false\n"
+            "[analytics]\nenabled = false\n"
+            "[feedback]\nenabled = false\n"
+        )
+        return home
+
+    def responses(self) -> list[Request]:
+        with self.lock:
+            return [r for r in self.requests if r.path.split("?")[0].endswith("/responses")]
+
+    def _take(self) -> str:
+        with self.lock:
+            return self.script.popleft() if self.script else self.default
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+            def _record(self, body: dict[str, Any] | None) -> None:
+                request = Request(self.command, self.path, dict(self.headers.items()), body)
+                with standin.lock:
+                    standin.requests.append(request)
+
+            def _json(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._record(None)
+                if self.path.split("?")[0].endswith("/responses"):
+                    # A WebSocket upgrade: refuse it, so the agent falls back to plain HTTPS.
+                    self._json(standin.websocket_status, {"error": {"message": "no WebSockets here"}})
+                elif self.path.split("?")[0].rstrip("/").endswith("/models"):
+                    self._json(200, {"object": "list", "data": [], "models": []})
+                else:
+                    self._json(404, {"error": {"message": f"the stand-in has no {self.path}"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = None
+                self._record(body)
+                if not self.path.split("?")[0].endswith("/responses"):
+                    self._json(404, {"error": {"message": f"the stand-in has no {self.path}"}})
+                    return
+                model = str((body or {}).get("model", "gpt-standin"))
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for name, data in _events(standin._take(), model):
+                        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        return Handler
+
+
+def _events(text: str, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    response_id, item_id = _id("resp"), _id("msg")
+    response: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "in_progress",
+        "model": model,
+        "output": [],
+        "usage": None,
+    }
+    seq = itertools.count()
+    yield "response.created", {"type": "response.created", "sequence_number": next(seq), "response": response}
+    yield (
+        "response.in_progress",
+        {"type": "response.in_progress", "sequence_number": next(seq), "response": response},
+    )
+    item = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+    yield (
+        "response.output_item.added",
+        {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": 0, "item": item},
+    )
+    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    yield (
+        "response.content_part.added",
+        {
+            "type": "response.content_part.added",
+            "sequence_number": next(seq),
+            **where,
+            "part": {"type": "output_text", "text": "", "annotations": []},
+        },
+    )
+    size = max(1, len(text) // 3)
+    for start in range(0, len(text), size):
+        yield (
+            "response.output_text.delta",
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": next(seq),
+                **where,
+                "delta": text[start : start + size],
+            },
+        )
+    yield (
+        "response.output_text.done",
+        {"type": "response.output_text.done", "sequence_number": next(seq), **where, "text": text},
+    )
+    part = {"type": "output_text", "text": text, "annotations": []}
+    yield (
+        "response.content_part.done",
+        {"type": "response.content_part.done", "sequence_number": next(seq), **where, "part": part},
+    )
+    done = {**item, "status": "completed", "content": [part]}
+    yield (
+        "response.output_item.done",
+        {"type": "response.output_item.done", "sequence_number": next(seq), "output_index": 0, "item": done},
+    )
+    usage = {
+        "input_tokens": 100,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 20,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 120,
+    }
+    completed = {**response, "status": "completed", "output": [done], "usage": usage}
+    yield (
+        "response.completed",
+        {"type": "response.completed", "sequence_number": next(seq), "response": completed},
+    )
