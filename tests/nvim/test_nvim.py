@@ -13,6 +13,7 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,6 +113,7 @@ def run_script(name: str, daemon: Daemon | None, work: Path) -> str:
     return finish(start_script(name, daemon, work), name, daemon)
 
 
+
 def test_model_and_status_text(work: Path) -> None:
     assert "ok model" in run_script("test_model.lua", None, work)
 
@@ -173,6 +175,33 @@ def test_daemon_restart_is_survived(work: Path) -> None:
         second = Daemon(first.home).start()  # the same home: the same store and event log
         (signals / "started").touch()
         assert "ok restart" in finish(process, "test_restart.lua", second)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for running in (first, second):
+            if running is not None:
+                running.stop()
+        shutil.rmtree(first.home, ignore_errors=True)
+
+
+def test_a_killed_daemon_s_turns_end_interrupted_in_the_view(work: Path) -> None:
+    """SIGKILL the daemon mid-turn and start it again: its start-up events end the turn
+    (outcome interrupted), and the view shows the session ended, not working."""
+    first = Daemon().start()
+    second: Daemon | None = None
+    process = start_script("test_restart_killed.lua", first, work)
+    try:
+        signals = work / "signals"
+        deadline = time.monotonic() + SCRIPT_TIMEOUT
+        while not (signals / "stop").exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                finish(process, "test_restart_killed.lua", first)
+                pytest.fail("test_restart_killed.lua never asked for the daemon to stop")
+            time.sleep(0.05)
+        first.stop(signal.SIGKILL)
+        second = Daemon(first.home).start()
+        (signals / "started").touch()
+        assert "ok restart killed" in finish(process, "test_restart_killed.lua", second)
     finally:
         if process.poll() is None:
             process.kill()
@@ -256,3 +285,62 @@ def test_setup_refuses_politely_on_neovim_0_7(work: Path) -> None:
     version_text = ".".join(match.groups())
     refusal = f"sessiond needs Neovim 0.10 or newer; this is {version_text}, so setup() did nothing."
     assert notes == [refusal, refusal]
+
+    # :checkhealth sessiond reports the refusal instead of crashing (0.7 has no vim.health).
+    health_out = work / "health.txt"
+    code = (
+        "vim.cmd('checkhealth sessiond') "
+        "local f = io.open(vim.env.OUT, 'w') "
+        "f:write(table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')) "
+        "f:close()"
+    )
+    subprocess.run(
+        [str(OLD_NVIM), "--headless", "-u", "NONE", "-i", "NONE", "--cmd", f"set rtp^={REPO / 'clients' / 'nvim'}",
+         "-c", f"lua {code}", "-c", "qa!"],
+        env={**nvim_env(None, work), "OUT": str(health_out)},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+    )
+    report = health_out.read_text()
+    assert f"ERROR: sessiond needs Neovim 0.10 or newer; this is {version_text}, so setup() does nothing" in report, report
+    assert "attempt to" not in report and "Traceback" not in report, report
+
+
+def test_help_works_on_a_runtimepath_install(work: Path) -> None:
+    """A copy of the plugin put on 'runtimepath' by hand (no plugin manager, no :helptags):
+    setup() makes `:help sessiond` work, next to the doc, or in the cache when the doc's
+    folder is read-only."""
+    for writable in (True, False):
+        plugin = work / ("plugin-rw" if writable else "plugin-ro")
+        shutil.copytree(REPO / "clients" / "nvim", plugin, ignore=shutil.ignore_patterns("tags"))
+        if not writable:
+            (plugin / "doc").chmod(0o555)
+        code = (
+            f"vim.opt.rtp:prepend('{plugin}') "
+            "vim.notify = function() end "
+            "require('sessiond').setup({ socket = '/tmp/sessiond-test-nothing-here.sock', autostart = false }) "
+            "vim.cmd('help sessiond') "
+            "io.stdout:write(vim.api.nvim_buf_get_name(0), '\\n') "
+            "vim.cmd('help :Sessiond-answer') "
+            "io.stdout:write(vim.api.nvim_get_current_line(), '\\n')"
+        )
+        script = work / "help.lua"
+        script.write_text(code)
+        result = subprocess.run(
+            [str(nvim_binary()), "--clean", "-l", str(script)],
+            cwd=work / "root", env=nvim_env(None, work), stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=60,
+        )
+        (plugin / "doc").chmod(0o755)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[0].endswith("sessiond.txt"), result.stdout
+        assert "*:Sessiond-answer*" in result.stdout, result.stdout
+        if os.geteuid() != 0:  # root writes into a read-only folder anyway
+            assert (plugin / "doc" / "tags").exists() == writable
+
+
+def test_statusline_at_start_up_and_an_idle_focused_panel_costs_nothing(daemon: Daemon, work: Path) -> None:
+    assert "ok idle" in run_script("test_idle.lua", daemon, work)
+
+
+def test_everyday_use_permissions_confirmations_compose_and_sentences(daemon: Daemon, work: Path) -> None:
+    assert "ok everyday" in run_script("test_everyday.lua", daemon, work)

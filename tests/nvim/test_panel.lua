@@ -6,6 +6,7 @@ local H = dofile(vim.fn.fnamemodify(arg[0], ":p:h") .. "/helpers.lua")
 local sessiond = H.setup({
   socket = "/tmp/sessiond-test-nothing-here.sock",
   cmd = { "sessiond", "--socket", vim.env.SESSIOND_SOCKET, "stdio" },
+  compose = "input", -- one line with vim.ui.input (the compose buffer: test_everyday.lua)
 })
 local client = require("sessiond.client")
 H.eq("stdio", client.state.transport, "nothing at the socket: connected through `sessiond stdio`")

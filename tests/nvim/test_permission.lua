@@ -3,7 +3,7 @@
 -- permission/answer, later with :Sessiond answer, and one answered elsewhere.
 local H = dofile(vim.fn.fnamemodify(arg[0], ":p:h") .. "/helpers.lua")
 local picks = H.capture_select()
-local sessiond = H.setup({})
+local sessiond = H.setup({ permission_prompt = "select" })
 local client = require("sessiond.client")
 
 -- Spy on the requests the plugin sends.
@@ -63,7 +63,7 @@ end)
 
 -- 2. Through the event log and permission/answer (answer_permissions off: a new connection).
 local generation = client.state.generation
-sessiond.setup({ answer_permissions = false })
+sessiond.setup({ answer_permissions = false, permission_prompt = "select" })
 H.wait("the new connection", function()
   return client.state.generation > generation and sessiond.model.connection == "online"
 end)
@@ -87,7 +87,7 @@ H.wait("the notification", function()
     vim.tbl_map(function(n)
       return n.message
     end, H.notes),
-    "needs you: third? (:Sessiond answer)"
+    "asks: third? (:Sessiond answer)"
   ) == 1
 end)
 H.eq(before, #picks, "no picker in notify mode")

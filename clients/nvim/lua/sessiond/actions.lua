@@ -15,10 +15,43 @@ local function model()
   return require("sessiond").model
 end
 
+local function status_name(info)
+  return require("sessiond.status").name(info)
+end
+
+local function status_escape(text)
+  return require("sessiond.status").escape(text)
+end
+
+--- The daemon's sentences name its methods and shell commands for every
+--- client ("list sessions with session/list (`sessiond ls`)"): say what to do
+--- here instead.
+local HINTS = {
+  { "; list sessions with session/list %(`sessiond ls`%)", "; :Sessiond panel lists the open sessions" },
+  { "; list them with task/list %(`sessiond tasks`%)", "; :Sessiond tasks lists them" },
+  { "; list runs with run/list %(`sessiond runs`%)", "" },
+  { "; open a new one with session/open", "; open a new one with :Sessiond new" },
+  { "; create it with agent/create", "" },
+  { "; change it with agent/update", "" },
+  { "raise it with agent/update", "raise it in the agent's settings" },
+}
+
+--- A daemon error message as this editor's user should read it.
+function M.humane(message)
+  message = tostring(message)
+  for _, hint in ipairs(HINTS) do
+    message = message:gsub(hint[1], hint[2])
+  end
+  -- Any other "with some/method" or "(`sessiond ...`)" hint is for other clients.
+  message = message:gsub(";? ?[%w ]* with [%l_]+/[%a_]+ ?%(`sessiond [^`]*`%)", "")
+  message = message:gsub(" ?%(`sessiond [^`]*`%)", "")
+  return message
+end
+
 local function report(what)
   return function(err)
     if err then
-      notify(what .. ": " .. tostring(err.message), vim.log.levels.ERROR)
+      notify(what .. ": " .. M.humane(err.message), vim.log.levels.ERROR)
     end
   end
 end
@@ -99,10 +132,15 @@ function M.send(text, session, callback)
   return turn
 end
 
---- Ask for a prompt with vim.ui.input, then send it.
+--- Ask for a prompt, then send it: in a compose buffer (the default; `compose`
+--- option), or on one line with vim.ui.input.
 function M.ask_and_send(session)
   local id = target(session)
   if not id then
+    return
+  end
+  if config.options.compose == "buffer" then
+    M.compose(id)
     return
   end
   vim.ui.input({ prompt = ("sessiond %s> "):format(id) }, function(text)
@@ -110,6 +148,63 @@ function M.ask_and_send(session)
       M.send(text, id)
     end
   end)
+end
+
+--- A buffer to write a prompt for `session` in, like a commit message: `:w`
+--- (or `ZZ`, `:x`) sends what it holds and closes it; an empty buffer, `:q!`
+--- or wiping it sends nothing. `text` starts it off.
+--- @return integer buf
+function M.compose(session, text)
+  local id = session
+  local name = "sessiond://compose/" .. id
+  local stale = vim.fn.bufnr(name)
+  if stale ~= -1 then
+    pcall(vim.api.nvim_buf_delete, stale, { force = true })
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, name)
+  vim.bo[buf].buftype = "acwrite"
+  vim.bo[buf].bufhidden = "wipe"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].filetype = "markdown"
+  if text and text ~= "" then
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, "\n", { plain = true }))
+  end
+  vim.bo[buf].modified = false
+  vim.api.nvim_create_autocmd("BufWriteCmd", {
+    buffer = buf,
+    callback = function()
+      local prompt = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
+      vim.bo[buf].modified = false
+      if not prompt:find("%S") then
+        notify(("nothing sent to %s: the prompt is empty"):format(id))
+      else
+        M.send(vim.trim(prompt), id)
+        notify(("sent to %s"):format(id))
+      end
+      vim.schedule(function()
+        for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+          if #vim.api.nvim_list_wins() > 1 then
+            pcall(vim.api.nvim_win_close, win, true)
+          end
+        end
+        pcall(vim.api.nvim_buf_delete, buf, { force = true })
+      end)
+    end,
+  })
+  vim.cmd("botright 10split")
+  local win = vim.api.nvim_get_current_win()
+  vim.api.nvim_win_set_buf(win, buf)
+  local info = model():session(id)
+  vim.wo[win].winbar = status_escape(
+    ("sessiond · prompt for %s · :w or ZZ sends · empty or :q! sends nothing"):format(
+      info and status_name(info) or id
+    )
+  )
+  if not (text and text ~= "") then
+    vim.cmd("startinsert")
+  end
+  return buf
 end
 
 function M.cancel(session)
@@ -125,11 +220,28 @@ function M.cancel(session)
   end
 end
 
-function M.close(session)
+local BUSY = { working = true, queued = true, needs_you = true }
+
+--- Close `session`; with `opts.confirm`, a session that works (or waits) is
+--- closed only once the user says so: closing cancels its turns.
+--- @param opts? { confirm?: boolean }
+function M.close(session, opts)
   local id = target(session)
-  if id then
-    client.request("session/close", { session = id }, report("could not close " .. id))
+  if not id then
+    return
   end
+  local info = model():session(id)
+  if opts and opts.confirm and info and BUSY[info.status] then
+    local question = ("Close %s? It is %s; closing cancels its turns."):format(
+      status_name(info),
+      (info.status:gsub("_", " "))
+    )
+    if vim.fn.confirm(question, "&Close\n&Keep it", 2, "Question") ~= 1 then
+      notify(("kept %s"):format(id))
+      return
+    end
+  end
+  client.request("session/close", { session = id }, report("could not close " .. id))
 end
 
 --- Make `id` current and show it: in the panel when it is open, else in a view.
@@ -400,13 +512,19 @@ function M.restart(callback)
   end)
 end
 
-function M.answer(session)
-  require("sessiond.permission").answer_next(session or model().current)
+--- Answer a permission request: with `only`, the request of `session` (a
+--- panel row, a view) or none; else that session's, or the oldest of any.
+function M.answer(session, only)
+  require("sessiond.permission").answer_next(session or model().current, only)
 end
 
 function M.open(id)
+  if not id then
+    notify("which session? :Sessiond open {session} (<Tab> completes), or pick one in :Sessiond panel", vim.log.levels.WARN)
+    return
+  end
   if not model():session(id) then
-    notify(("no open session %s"):format(tostring(id)), vim.log.levels.WARN)
+    notify(("there is no open session %s; :Sessiond panel lists them"):format(id), vim.log.levels.WARN)
     return
   end
   model():set_current(id)

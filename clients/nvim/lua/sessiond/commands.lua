@@ -56,11 +56,22 @@ M.subcommands = {
     summary = "open a session at the working directory: [placement] [agent]",
     run = function(args)
       local opts = {}
+      local agents = model().agent_order
       for _, word in ipairs(args) do
         if vim.tbl_contains(M.PLACEMENTS, word) then
           opts.placement = word
-        else
+        elseif #agents == 0 or vim.tbl_contains(agents, word) then
           opts.agent = word
+        else
+          vim.notify(
+            ("sessiond: %q is neither a placement (%s) nor an agent (%s); :Sessiond new [placement] [agent]"):format(
+              word,
+              table.concat(M.PLACEMENTS, ", "),
+              table.concat(agents, ", ")
+            ),
+            vim.log.levels.ERROR
+          )
+          return
         end
       end
       actions().new(opts)
@@ -72,7 +83,12 @@ M.subcommands = {
   send = {
     summary = "send {text}, or the selected lines, to the current session",
     run = function(_, opts)
-      actions().send(M.prompt_from(opts))
+      local prompt = M.prompt_from(opts)
+      if not prompt:find("%S") and opts.range == 0 then
+        actions().ask_and_send() -- the compose buffer (or one line, `compose = "input"`)
+        return
+      end
+      actions().send(prompt)
     end,
   },
   next = {
@@ -102,7 +118,7 @@ M.subcommands = {
     complete = session_ids,
   },
   open = {
-    summary = "open the view of {session}",
+    summary = "open the view of {session} (default: current)",
     run = function(args)
       actions().open(args[1] or model().current)
     end,
@@ -175,6 +191,42 @@ function M.names()
   local names = vim.tbl_keys(M.subcommands)
   table.sort(names)
   return names
+end
+
+--- <Plug> mappings, one per action (defined by plugin/sessiond.lua; they set
+--- up with the defaults when setup() was not called, like :Sessiond).
+M.PLUGS = {
+  panel = "Sessiond panel",
+  new = "Sessiond new",
+  send = "Sessiond send",
+  side = "Sessiond side",
+  tasks = "Sessiond tasks",
+  next = "Sessiond next",
+  prev = "Sessiond prev",
+  cancel = "Sessiond cancel",
+  close = "close",
+  open = "Sessiond open",
+  answer = "Sessiond answer",
+  merge = "Sessiond merge",
+  connect = "Sessiond connect",
+}
+
+function M.define_plug_mappings()
+  for name, command in pairs(M.PLUGS) do
+    local lhs = ("<Plug>(sessiond-%s)"):format(name)
+    local rhs = "<Cmd>" .. command .. "<CR>"
+    if name == "close" then
+      -- Asks first when the session works, as the panel's `C` does.
+      rhs = function()
+        if require("sessiond").ensure_setup() then
+          actions().close(nil, { confirm = true })
+        end
+      end
+    end
+    vim.keymap.set("n", lhs, rhs, { desc = "sessiond: " .. name })
+  end
+  -- The selected lines as the prompt.
+  vim.keymap.set("x", "<Plug>(sessiond-send)", ":Sessiond send<CR>", { desc = "sessiond: send the selection" })
 end
 
 --- :Sessiond with the user command's opts.

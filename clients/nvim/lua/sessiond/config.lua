@@ -52,10 +52,23 @@ M.schema = {
   {
     name = "permission_prompt",
     type = "string",
-    one_of = { "select", "notify" },
-    default = "select",
-    description = "`select`: ask at once with |vim.ui.select()|. `notify`: only a "
-      .. "notification and the status line; answer with |:Sessiond-answer|.",
+    one_of = { "notify", "select" },
+    default = "notify",
+    description = "`notify`: a notification, and the status line and panel mark the "
+      .. "session; answer when ready with `a` in the panel or a session view, or "
+      .. "|:Sessiond-answer|. `select`: also open |vim.ui.select()| at once, but only "
+      .. "in normal mode: while you type (insert mode, the command line) it waits "
+      .. "until you are back in normal mode.",
+  },
+  {
+    name = "compose",
+    type = "string",
+    one_of = { "buffer", "input" },
+    default = "buffer",
+    description = "How `s` (panel, view) and |:Sessiond-send| with no text ask for a "
+      .. "prompt. `buffer`: a buffer to write it in, like a commit message: `:w` or "
+      .. "`ZZ` sends it, an empty buffer or `:q!` sends nothing. `input`: one line "
+      .. "with |vim.ui.input()|.",
   },
   {
     name = "progress",

@@ -2,7 +2,24 @@
 
 local M = {}
 
+--- vim.health (0.10+), or the report_* functions of Neovim 0.7–0.9's `health`
+--- module, so that an old Neovim hears why the plugin does nothing there.
 local health = vim.health
+if not (health and health.start) then
+  local ok, old = pcall(require, "health")
+  old = ok and type(old) == "table" and old or {}
+  local function say(name)
+    return function(...)
+      local fn = old["report_" .. name] or (vim.fn.exists("*health#report_" .. name) == 1 and function(...)
+        vim.fn["health#report_" .. name](...)
+      end)
+      if fn then
+        fn(...)
+      end
+    end
+  end
+  health = { start = say("start"), ok = say("ok"), info = say("info"), warn = say("warn"), error = say("error") }
+end
 
 local function check_neovim()
   health.start("sessiond: Neovim")
@@ -11,7 +28,10 @@ local function check_neovim()
   if vim.fn.has("nvim-0.10") == 1 then
     health.ok("Neovim " .. version)
   else
-    health.error("Neovim " .. version .. " is too old", { "sessiond needs Neovim 0.10 or newer" })
+    health.error(
+      ("sessiond needs Neovim 0.10 or newer; this is %s, so setup() does nothing"):format(version),
+      { "Upgrade Neovim to 0.10 or newer" }
+    )
   end
 end
 

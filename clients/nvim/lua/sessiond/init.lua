@@ -39,14 +39,20 @@ end
 
 local refresh = { timer = nil, last = 0, dirty = {}, all = false }
 
+--- g:sessiond_status and g:sessiond_status_dict from the model.
+local function publish_status()
+  local text, dict = require("sessiond.status").get(M.model)
+  vim.g.sessiond_status = text
+  vim.g.sessiond_status_dict = dict
+  return text, dict
+end
+
 local function flush()
   refresh.timer = nil
   refresh.last = vim.uv.now()
   local dirty, all = refresh.dirty, refresh.all
   refresh.dirty, refresh.all = {}, false
-  local text, dict = require("sessiond.status").get(M.model)
-  vim.g.sessiond_status = text
-  vim.g.sessiond_status_dict = dict
+  local _, dict = publish_status()
   require("sessiond.panel").refresh()
   require("sessiond.tasks").refresh()
   require("sessiond.view").refresh(not all and dirty or nil)
@@ -154,6 +160,38 @@ local function define_highlights()
   end
 end
 
+--- `:help sessiond` needs doc/tags, which a plain 'runtimepath' install lacks:
+--- make it next to the doc when that folder is writable, else in a copy of the
+--- doc under stdpath("cache") that is put on 'runtimepath'. Cheap when fresh.
+local function ensure_helptags()
+  local source = debug.getinfo(1, "S").source:gsub("^@", "")
+  local root = vim.fn.fnamemodify(source, ":p:h:h:h")
+  local doc = root .. "/doc/sessiond.txt"
+  local doc_stat = vim.uv.fs_stat(doc)
+  if not doc_stat then
+    return
+  end
+  local function fresh(dir)
+    local tags = vim.uv.fs_stat(dir .. "/tags")
+    return tags and tags.mtime.sec >= doc_stat.mtime.sec
+  end
+  if fresh(root .. "/doc") or #vim.api.nvim_get_runtime_file("doc/sessiond.txt", true) == 0 then
+    return
+  end
+  if vim.fn.filewritable(root .. "/doc") == 2 and pcall(vim.cmd.helptags, vim.fn.fnameescape(root .. "/doc")) then
+    return
+  end
+  local copy = vim.fn.stdpath("cache") .. "/sessiond"
+  if not fresh(copy .. "/doc") then
+    vim.fn.mkdir(copy .. "/doc", "p")
+    vim.fn.writefile(vim.fn.readfile(doc), copy .. "/doc/sessiond.txt")
+    pcall(vim.cmd.helptags, vim.fn.fnameescape(copy .. "/doc"))
+  end
+  if not vim.tbl_contains(vim.opt.runtimepath:get(), copy) then
+    vim.opt.runtimepath:append(copy)
+  end
+end
+
 local function connection_settings(options)
   return vim.inspect({ options.socket, options.cmd, options.answer_permissions, options.progress })
 end
@@ -174,6 +212,7 @@ function M.setup(opts)
     M.model = require("sessiond.model").new()
   end
   define_highlights()
+  pcall(ensure_helptags)
   local group = vim.api.nvim_create_augroup("sessiond", { clear = true })
   vim.api.nvim_create_autocmd("VimLeavePre", { group = group, callback = client.on_vim_leave })
   vim.api.nvim_create_autocmd("ColorScheme", { group = group, callback = define_highlights })
@@ -198,6 +237,8 @@ function M.setup(opts)
     client.state.socket = nil
     client.disconnect(true)
   end
+  -- Defined now, before the first redraw: a 'statusline' with %{g:sessiond_status} must not fail.
+  publish_status()
   M.changed(nil)
   return true
 end

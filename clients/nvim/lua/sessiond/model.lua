@@ -147,11 +147,14 @@ function Model:set_connection(state)
   end
 end
 
+--- @return boolean changed
 function Model:set_current(id)
   if self.current ~= id then
     self.current = id
     bump(self)
+    return true
   end
+  return false
 end
 
 --- The last non-blank line of a reply, kept while it streams.

@@ -27,6 +27,9 @@ local ns = vim.api.nvim_create_namespace("sessiond.panel")
 
 local panel = { buf = nil, line_session = {}, session_line = {} }
 
+--- How many times the panel was drawn (tests: idle must draw nothing).
+M.renders = 0
+
 local function model()
   return require("sessiond").model
 end
@@ -41,7 +44,16 @@ end
 
 --- One session's line; a side chat, task or thread (`depth` > 0) is indented
 --- under its parent and named by its kind.
-function M.session_line(info, depth)
+function M.session_line(info, depth, m)
+  local asks = m and m:pending_permissions(info.id)[1]
+  local last = info.lastLine or info.recap or ""
+  if asks then
+    local key = config.options.panel.keys.answer
+    last = ("asks: %s (%s)"):format(
+      asks.toolCall.title or asks.toolCall.kind or "a permission",
+      key and (key .. " answers") or ":Sessiond answer"
+    )
+  end
   local plan = status.plan_progress(info)
   local context = status.context_percent(info)
   local files = status.changed_files(info)
@@ -64,7 +76,7 @@ function M.session_line(info, depth)
     pad(plan and ("plan " .. plan) or "", 9),
     pad(context and (context .. "%") or "", 4),
     pad(files and files > 0 and (files .. (files == 1 and " file" or " files")) or "", 8),
-    info.lastLine or info.recap or ""
+    last
   )
 end
 
@@ -86,7 +98,7 @@ function M.lines(m)
   for _, group in ipairs(m:by_agent()) do
     lines[#lines + 1] = agent_line(group)
     for _, info in ipairs(group.sessions) do
-      lines[#lines + 1] = M.session_line(info, group.depth and group.depth[info.id])
+      lines[#lines + 1] = M.session_line(info, group.depth and group.depth[info.id], m)
       line_session[#lines] = info.id
     end
   end
@@ -124,7 +136,17 @@ end
 local function update_winbar()
   local win = panel_win()
   if win then
-    vim.wo[win].winbar = status.escape(M.winbar_text(model(), session_under_cursor()))
+    local text = status.escape(M.winbar_text(model(), session_under_cursor()))
+    if vim.wo[win].winbar ~= text then
+      vim.wo[win].winbar = text
+    end
+  end
+end
+
+--- Put the cursor of `win` on `line`, unless it is there already (no CursorMoved for nothing).
+local function set_line(win, line)
+  if vim.api.nvim_win_get_cursor(win)[1] ~= line then
+    vim.api.nvim_win_set_cursor(win, { line, 0 })
   end
 end
 
@@ -133,11 +155,14 @@ function M.render()
   if not panel.buf or not vim.api.nvim_buf_is_valid(panel.buf) then
     return
   end
+  M.renders = M.renders + 1
   local keep = session_under_cursor()
   local lines, line_session = M.lines(model())
-  vim.bo[panel.buf].modifiable = true
-  vim.api.nvim_buf_set_lines(panel.buf, 0, -1, false, lines)
-  vim.bo[panel.buf].modifiable = false
+  if not vim.deep_equal(lines, vim.api.nvim_buf_get_lines(panel.buf, 0, -1, false)) then
+    vim.bo[panel.buf].modifiable = true
+    vim.api.nvim_buf_set_lines(panel.buf, 0, -1, false, lines)
+    vim.bo[panel.buf].modifiable = false
+  end
   panel.line_session = line_session
   panel.session_line = {}
   vim.api.nvim_buf_clear_namespace(panel.buf, ns, 0, -1)
@@ -155,7 +180,7 @@ function M.render()
   end
   local win = panel_win()
   if win and keep and panel.session_line[keep] then
-    vim.api.nvim_win_set_cursor(win, { panel.session_line[keep], 0 })
+    set_line(win, panel.session_line[keep])
   end
   update_winbar()
 end
@@ -176,7 +201,7 @@ function M.reveal(id)
   M.render()
   local line = panel.session_line[id]
   if line then
-    vim.api.nvim_win_set_cursor(win, { line, 0 })
+    set_line(win, line)
   end
   update_winbar()
   return true
@@ -210,8 +235,18 @@ local function map_keys(buf)
     open = { on_session(actions.open), "open the session's view" },
     send = { on_session(actions.ask_and_send), "send a prompt to the session" },
     cancel = { on_session(actions.cancel), "cancel the session's turns" },
-    close = { on_session(actions.close), "close the session" },
-    answer = { on_session(actions.answer), "answer the session's permission request" },
+    close = {
+      on_session(function(id)
+        actions.close(id, { confirm = true })
+      end),
+      "close the session (asks first when it works)",
+    },
+    answer = {
+      on_session(function(id)
+        actions.answer(id, true)
+      end),
+      "answer the session's permission request",
+    },
     merge = { on_session(actions.merge), "merge the worktree session's branch" },
     side = {
       on_session(function(id)
@@ -272,9 +307,10 @@ local function create_buffer()
   vim.api.nvim_create_autocmd("CursorMoved", {
     buffer = buf,
     callback = function()
+      -- Only a real change redraws: render() moves the cursor too, and an
+      -- unconditional redraw here would loop (render, CursorMoved, render).
       local id = session_under_cursor()
-      if id then
-        model():set_current(id)
+      if id and model():set_current(id) then
         require("sessiond").changed(id)
       end
       update_winbar()

@@ -1,5 +1,10 @@
---- Permission requests: an agent asks, the user picks an option with
---- vim.ui.select (so any picker works), one picker at a time.
+--- Permission requests: an agent asks; by default a notification says so and
+--- the status line and panel mark the session, and the user answers when
+--- ready (`a` in the panel or a view, :Sessiond answer) by picking an option
+--- with vim.ui.select (so any picker works), one picker at a time. A request
+--- never takes the keyboard by itself; with `permission_prompt = "select"` the
+--- picker opens at once, but only when the user is not typing (insert mode,
+--- the command line): else once they are back in normal mode.
 ---
 --- A request reaches the plugin twice: as a `session/requestPermission`
 --- request from the daemon (when answer_permissions is on) and as a
@@ -44,7 +49,7 @@ end
 
 local function describe(entry)
   local info = model():session(entry.session)
-  local label = info and require("sessiond.status").label(info) or tostring(entry.session)
+  local label = info and require("sessiond.status").name(info) or tostring(entry.session)
   local title = entry.toolCall.title or entry.toolCall.kind or "a tool call"
   return label, title
 end
@@ -120,7 +125,30 @@ function M.prompt(id)
   return true
 end
 
+--- Is the user typing (insert or replace mode, the command line, a prompt)?
+local function typing()
+  local mode = vim.api.nvim_get_mode()
+  return mode.blocking or not mode.mode:find("^n") or vim.fn.getcmdwintype() ~= ""
+end
+
+local waiting_for_normal = false
+
 show_next = function()
+  if #queue > 0 and not showing and typing() then
+    -- Not now: once back in normal mode.
+    if not waiting_for_normal then
+      waiting_for_normal = true
+      vim.api.nvim_create_autocmd("ModeChanged", {
+        pattern = "*:n",
+        once = true,
+        callback = function()
+          waiting_for_normal = false
+          vim.schedule(show_next)
+        end,
+      })
+    end
+    return
+  end
   while not showing and #queue > 0 do
     local id = table.remove(queue, 1)
     if M.prompt(id) then
@@ -139,7 +167,7 @@ local function offer(entry)
     vim.schedule(show_next)
   else
     local label, title = describe(entry)
-    notify(("%s needs you: %s (:Sessiond answer)"):format(label, title), vim.log.levels.WARN)
+    notify(("%s asks: %s (:Sessiond answer)"):format(label, title), vim.log.levels.WARN)
   end
 end
 
@@ -212,14 +240,14 @@ function M.pending(session)
   return list
 end
 
---- :Sessiond answer: the oldest request of `session` (or any), in the picker.
-function M.answer_next(session)
+--- :Sessiond answer: the oldest request of `session` (or any, unless `only`), in the picker.
+function M.answer_next(session, only)
   local pending = M.pending(session)
-  if #pending == 0 and session then
+  if #pending == 0 and session and not only then
     pending = M.pending()
   end
   if #pending == 0 then
-    notify("no permission request is waiting")
+    notify(only and session and ("%s has no permission request waiting"):format(session) or "no permission request is waiting")
     return
   end
   if showing then

@@ -15,6 +15,16 @@ function M.label(info, width)
   return label
 end
 
+--- A session's name in sentences (a permission request's "who asks", a
+--- confirmation): "title (id)" when it has a title, else its id. The same
+--- rule as the VS Code extension's, so a request reads alike in both.
+function M.name(info)
+  if info.title and info.title ~= "" then
+    return ("%s (%s)"):format(info.title, info.id)
+  end
+  return info.id
+end
+
 function M.plan_progress(info)
   local plan = info.plan
   if type(plan) ~= "table" or not plan.total or plan.total == 0 then

@@ -137,7 +137,7 @@ end
 local function highlight_lines(view, first, items)
   vim.api.nvim_buf_clear_namespace(view.buf, ns, first, first + #items)
   for i, item in ipairs(items) do
-    local group = HIGHLIGHT[item.role]
+    local group = item.hl or HIGHLIGHT[item.role]
     if group then
       vim.api.nvim_buf_set_extmark(view.buf, ns, first + i - 1, 0, { line_hl_group = group })
     end
@@ -286,7 +286,33 @@ function M.on_event(event)
     feed(view, "tool", event.turn, ("[%s] %s\n"):format(data.toolKind or "tool", data.title))
   elseif kind == "turn.ended" then
     end_line(view)
+    local mark, group = M.end_mark(data)
+    if mark then
+      feed(view, "end", event.turn, mark .. "\n")
+      local last = view.items[#view.items]
+      if last and last.role == "end" then
+        last.hl = group
+        highlight_lines(view, view.header_len + #view.items - 1, { last })
+      end
+    end
   end
+end
+
+--- The transcript's mark for a turn that did not simply finish: cancelled,
+--- failed, or cut off by a daemon that stopped (outcome "interrupted").
+--- @return string|nil mark, string|nil highlight group
+function M.end_mark(data)
+  if data.outcome == "interrupted" then
+    local why = tostring(data.error or "the daemon stopped during this turn")
+    return "── " .. (why:find("^interrupted") and why or ("interrupted: " .. why)) .. " ──", "SessiondFailed"
+  elseif data.error then
+    return "── failed: " .. tostring(data.error) .. " ──", "SessiondFailed"
+  elseif data.stopReason == "cancelled" then
+    return "── cancelled ──", "SessiondThought"
+  elseif data.stopReason and data.stopReason ~= "end_turn" then
+    return "── ended: " .. tostring(data.stopReason) .. " ──", "SessiondThought"
+  end
+  return nil
 end
 
 -- ------------------------------------------------------------------ transcript
@@ -377,7 +403,7 @@ local function map_keys(view)
     actions.cancel(view.session)
   end, "cancel the running turn")
   map("answer", function()
-    actions.answer(view.session)
+    actions.answer(view.session, true)
   end, "answer a permission request")
   map("merge", function()
     actions.merge(view.session)
@@ -416,8 +442,7 @@ local function create(id)
   vim.api.nvim_create_autocmd("BufEnter", {
     buffer = buf,
     callback = function()
-      if model():session(id) then
-        model():set_current(id)
+      if model():session(id) and model():set_current(id) then
         require("sessiond").changed(id)
       end
     end,

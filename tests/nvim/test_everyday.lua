@@ -1,0 +1,166 @@
+-- What a day in Neovim turned up (issue 15): permission requests that never
+-- take the keyboard, `a` answering the row's own request, one label rule,
+-- `C` asking first, the compose buffer, sentences instead of protocol hints,
+-- <Plug> mappings, and marks for cancelled and failed turns in the view.
+local H = dofile(vim.fn.fnamemodify(arg[0], ":p:h") .. "/helpers.lua")
+local picks = H.capture_select()
+local sessiond = H.setup({})
+local function notes()
+  return vim.tbl_map(function(n)
+    return n.message
+  end, H.notes)
+end
+local function last_note()
+  return H.notes[#H.notes] and H.notes[#H.notes].message or ""
+end
+
+-- <Plug> mappings for the actions.
+for _, name in ipairs({ "panel", "new", "send", "side", "tasks", "next", "prev", "cancel", "close", "open", "answer", "merge" }) do
+  H.truthy(vim.fn.maparg(("<Plug>(sessiond-%s)"):format(name), "n") ~= "", "<Plug>(sessiond-" .. name .. ")")
+end
+H.truthy(vim.fn.maparg("<Plug>(sessiond-send)", "x") ~= "", "<Plug>(sessiond-send) in visual mode")
+
+-- Clear sentences.
+vim.cmd("Sessiond open")
+H.truthy(last_note():find("which session? :Sessiond open {session}", 1, true), ":Sessiond open alone: " .. last_note())
+H.eq(nil, last_note():find("nil", 1, true), "no nil")
+H.wait("the agents", function()
+  return #sessiond.model.agent_order > 0
+end)
+vim.cmd("Sessiond new badplacement")
+H.truthy(last_note():find('"badplacement" is neither a placement (here, worktree', 1, true), last_note())
+vim.cmd("Sessiond cancel s99")
+H.wait("the daemon's answer", function()
+  return last_note():find("could not cancel s99", 1, true) ~= nil
+end)
+H.truthy(last_note():find(":Sessiond panel lists the open sessions", 1, true), last_note())
+H.eq(nil, last_note():find("session/list", 1, true), "no protocol hint: " .. last_note())
+H.eq(
+  "no agent named 'x' (known: demo)",
+  require("sessiond.actions").humane("no agent named 'x' (known: demo); create it with agent/create"),
+  "agent/create"
+)
+
+-- A permission request: a notification and marks, no picker (the default).
+local ids = H.open_sessions(2)
+H.request("session/open", { root = vim.fn.getcwd(), title = "job 7" })
+local titled
+H.wait("the titled session", function()
+  for _, info in pairs(sessiond.model.sessions) do
+    if info.title == "job 7" then
+      titled = info.id
+      return true
+    end
+  end
+end)
+vim.cmd("Sessiond panel")
+local panel_buf = require("sessiond.panel").buffer()
+local asking = H.send(titled, "ask may I?\nsay after")
+H.wait("needs you", function()
+  return H.status():find("1 needs you", 1, true) ~= nil
+end)
+H.wait("the notification", function()
+  return H.count_lines(notes(), ("job 7 (%s) asks: may I? (:Sessiond answer)"):format(titled)) == 1
+end)
+H.eq(0, #picks, "no picker by default")
+H.wait_lines(panel_buf, { "asks: may I? (a answers)" }, "the panel marks the row")
+local function row(id)
+  return (H.find_line(H.lines(panel_buf), " " .. id .. " ", "row of " .. id))
+end
+-- `a` on a row without a request: says so, answers nothing.
+vim.api.nvim_win_set_cursor(0, { row(ids[1]), 0 })
+H.press("a")
+H.eq(ids[1] .. " has no permission request waiting", last_note():gsub("^sessiond: ", ""), "a on another row")
+H.eq(0, #picks, "no picker for another session's request")
+-- `a` on its row: the picker, labelled by the one rule.
+vim.api.nvim_win_set_cursor(0, { H.find_line(H.lines(panel_buf), "asks: may I?", "the asking row"), 0 })
+H.press("a")
+H.eq(1, #picks, "a on the asking row")
+H.truthy(picks[1].opts.prompt:find(("job 7 (%s) asks: may I?"):format(titled), 1, true), picks[1].opts.prompt)
+picks[1].on_choice(picks[1].items[1])
+H.wait("the turn", function()
+  return asking.done
+end)
+
+-- select: not while typing; once back in normal mode.
+sessiond.setup({ permission_prompt = "select" })
+local get_mode = vim.api.nvim_get_mode
+vim.api.nvim_get_mode = function()
+  return { mode = "i", blocking = false }
+end
+asking = H.send(ids[2], "ask now?")
+H.wait("needs you again", function()
+  return H.status():find("1 needs you", 1, true) ~= nil
+end)
+vim.wait(300)
+H.eq(1, #picks, "no picker while typing")
+vim.api.nvim_get_mode = get_mode
+vim.api.nvim_exec_autocmds("ModeChanged", { pattern = "i:n" })
+H.wait("the picker in normal mode", function()
+  return #picks == 2
+end)
+picks[2].on_choice(picks[2].items[2])
+H.wait("the second turn", function()
+  return asking.done
+end)
+sessiond.setup({})
+
+-- C asks before closing a working session.
+local hang = H.send(ids[2], "say busy\nhang")
+H.wait_status(ids[2], "working")
+local asked
+vim.fn.confirm = function(question)
+  asked = question
+  return 2
+end
+vim.api.nvim_win_set_cursor(0, { row(ids[2]), 0 })
+H.press("C")
+H.truthy(asked and asked:find("Close " .. ids[2] .. "? It is working", 1, true), "asked: " .. tostring(asked))
+vim.wait(300)
+H.truthy(H.session(ids[2]), "kept when the answer is no")
+local view = require("sessiond.view").show(ids[2])
+vim.cmd("Sessiond cancel " .. ids[2])
+H.wait("the hanging turn", function()
+  return hang.done
+end)
+H.wait_lines(view.buf, { "── cancelled ──" }, "a cancelled turn's mark")
+local failing = H.send(ids[2], "say trying\nfail it broke")
+H.wait("the failing turn", function()
+  return failing.done
+end)
+H.wait_lines(view.buf, { "── failed: ", "it broke ──" }, "a failed turn's mark")
+asked = nil
+vim.cmd("Sessiond panel")
+vim.api.nvim_win_set_cursor(0, { row(ids[1]), 0 })
+H.press("C")
+H.eq(nil, asked, "an idle session closes without asking")
+H.wait("the idle session to close", function()
+  return H.session(ids[1]) == nil
+end)
+
+-- s: a compose buffer; :w sends it (several lines), an empty one sends nothing.
+vim.api.nvim_win_set_cursor(0, { row(ids[2]), 0 })
+H.press("s")
+vim.cmd("stopinsert")
+local compose = vim.api.nvim_get_current_buf()
+H.eq("sessiond://compose/" .. ids[2], vim.api.nvim_buf_get_name(compose), "the compose buffer")
+vim.api.nvim_buf_set_lines(compose, 0, -1, false, { "say first line", "say second line" })
+vim.cmd("write")
+H.wait("the compose buffer to go", function()
+  return not vim.api.nvim_buf_is_valid(compose)
+end)
+H.wait_lines(view.buf, { "first line", "second line" }, "both lines sent as one prompt")
+H.wait("the composed turn to end", function()
+  return H.session(ids[2]).turns == 4
+end)
+local turns = H.session(ids[2]).turns
+vim.cmd("Sessiond panel")
+vim.api.nvim_win_set_cursor(0, { row(ids[2]), 0 })
+H.press("s")
+vim.cmd("stopinsert")
+vim.cmd("write")
+H.truthy(last_note():find("nothing sent to " .. ids[2], 1, true), last_note())
+vim.wait(300)
+H.eq(turns, H.session(ids[2]).turns, "an empty prompt is not sent")
+
+H.done("everyday")
