@@ -11,7 +11,8 @@ import { compile } from 'json-schema-to-typescript';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
-const schemaPath = join(root, '..', '..', 'protocol', 'schema', 'sessiond.schema.json');
+// $SESSIOND_SCHEMA: the schema elsewhere (the extension's folder copied out of the repository).
+const schemaPath = process.env.SESSIOND_SCHEMA ?? join(root, '..', '..', 'protocol', 'schema', 'sessiond.schema.json');
 const outPath = join(root, 'src', 'protocol', 'schema.generated.ts');
 
 /** Drop pydantic's per-property titles: json-schema-to-typescript would make a type alias of each. */

@@ -3,9 +3,10 @@
  * src/protocol, everything that decides what is shown in src/ui; neither
  * imports `vscode`, and node's test runner tests both.
  */
+import { existsSync } from 'node:fs';
 import * as vscode from 'vscode';
 import { Sessiond } from './protocol/live';
-import { openTransport } from './protocol/transport';
+import { defaultSocketPath, openTransport } from './protocol/transport';
 import { transportOptions } from './editor/config';
 import { registerCommands } from './editor/commands';
 import { BaseContent } from './editor/diff';
@@ -23,7 +24,7 @@ export function activate(context: vscode.ExtensionContext): void {
     openTransport: () => openTransport(transportOptions(output)),
     client: { clientName: `vscode ${vscode.version}`, answersPermissions: true, workDoneProgress: true },
   });
-  const statusBar = new StatusBar(sessiond);
+  const statusBar = new StatusBar(sessiond, socketPath);
   const transcripts = new Transcripts(sessiond);
   const permissions = new Permissions(sessiond);
   const tree = new SessionsTree(sessiond);
@@ -50,7 +51,33 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration('sessiond') && sessiond.reconnect()),
     ...registerCommands({ sessiond, statusBar, transcripts, permissions, output, reveal }),
   );
-  sessiond.start();
+  // Activated at start-up (onStartupFinished): connect at once when a daemon may answer or may be
+  // started; otherwise when the view opens, a command runs, or a daemon's socket appears.
+  if (shouldConnectNow()) {
+    sessiond.start();
+  } else {
+    const start = (): void => {
+      sessiond.start();
+      clearInterval(watch);
+      statusBar.update();
+    };
+    const watch = setInterval(() => shouldConnectNow() && start(), 5000);
+    context.subscriptions.push(
+      { dispose: () => clearInterval(watch) },
+      treeView.onDidChangeVisibility((event) => event.visible && start()),
+    );
+    if (treeView.visible) start();
+  }
+}
+
+/** The socket the settings name (else the daemon's default place). */
+function socketPath(): string {
+  return vscode.workspace.getConfiguration('sessiond').get<string>('socket') || defaultSocketPath();
+}
+
+/** A daemon's socket is there, or the extension may start one (sessiond.startDaemon). */
+function shouldConnectNow(): boolean {
+  return vscode.workspace.getConfiguration('sessiond').get<boolean>('startDaemon', true) || existsSync(socketPath());
 }
 
 export function deactivate(): void {

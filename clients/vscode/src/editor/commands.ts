@@ -4,7 +4,7 @@ import { DaemonRestartError, type Sessiond } from '../protocol/live';
 import { Methods } from '../protocol/methods';
 import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../ui/around';
 import { restartedMessage, restartFailedMessage, restartWarning } from '../ui/daemon';
-import { sessionName } from '../ui/format';
+import { plural, sessionName } from '../ui/format';
 import { sessionPickItems, step } from '../ui/quickpick';
 import type { TreeNode } from '../ui/tree';
 import { openChangedFile } from './diff';
@@ -203,7 +203,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       const session = await sessionOf(arg, 'Cancel the turns of which session?');
       if (!session) return;
       const result = await run(Methods.sessionCancel, () => sessiond.request(Methods.sessionCancel, { session }));
-      if (result) vscode.window.setStatusBarMessage(`sessiond ${session}: ${result.cancelled} turn(s) told to stop`, 5000);
+      if (result) vscode.window.setStatusBarMessage(`sessiond ${session}: ${plural(result.cancelled, 'turn')} told to stop`, 5000);
     },
     'sessiond.close': async (arg?: SessionArg) => {
       const session = await sessionOf(arg, 'Close which session?');
@@ -245,5 +245,11 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     'sessiond.restartDaemon': restartDaemon,
     'sessiond.showLog': () => output.show(),
   };
-  return Object.entries(commands).map(([id, handler]) => vscode.commands.registerCommand(id, handler));
+  // Any command connects first (the extension may have activated without connecting).
+  return Object.entries(commands).map(([id, handler]) =>
+    vscode.commands.registerCommand(id, (...args: never[]) => {
+      sessiond.start();
+      return handler(...args);
+    }),
+  );
 }

@@ -23,6 +23,9 @@ export class Permissions implements vscode.Disposable {
   }
 
   private showNew(): void {
+    // A request waiting at connect arrives before the sessions are loaded: show it once they are,
+    // so it names its session ("Add a CLI (s2)", not "s2").
+    if (!this.sessiond.model.loaded) return;
     const pending = this.sessiond.model.permissions;
     for (const id of this.shown) if (!pending.has(id)) this.shown.delete(id);
     for (const permission of pending.values()) {

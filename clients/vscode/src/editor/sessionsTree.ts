@@ -1,31 +1,63 @@
 import * as vscode from 'vscode';
 import type { Sessiond } from '../protocol/live';
-import { children, describe, parent, type TreeNode } from '../ui/tree';
+import { children, describe, nodeKey, parent, TreeRefresh, type DescribeOptions, type TreeNode } from '../ui/tree';
 
-/** The "Sessions" view: a thin adapter from ui/tree's descriptions to TreeItems. */
+/**
+ * The "Sessions" view: a thin adapter from ui/tree's descriptions to TreeItems. Nodes are kept
+ * as one object per key (VS Code finds the rows to redraw by the object), and a model change
+ * redraws only the rows whose look or children changed (TreeRefresh).
+ */
 export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.Disposable {
-  private readonly changed = new vscode.EventEmitter<TreeNode | undefined>();
+  private readonly changed = new vscode.EventEmitter<TreeNode | TreeNode[] | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   private readonly subscriptions: vscode.Disposable[] = [this.changed];
+  private readonly nodes = new Map<string, TreeNode>();
+  private readonly refresh = new TreeRefresh();
 
   constructor(private readonly sessiond: Sessiond) {
-    // The model coalesces its changes; one redraw per batch is cheap enough for 10,000 sessions.
     this.subscriptions.push(
-      toDisposable(sessiond.model.onDidChange(() => this.changed.fire(undefined))),
-      toDisposable(sessiond.onDidChangeState(() => this.changed.fire(undefined))),
+      toDisposable(sessiond.model.onDidChange(() => this.update())),
+      toDisposable(sessiond.onDidChangeState(() => this.update())),
     );
   }
 
+  private get options(): DescribeOptions {
+    return { stale: this.sessiond.started && this.sessiond.state !== 'connected' };
+  }
+
+  private update(): void {
+    const dirty = this.refresh.changed(this.sessiond.model, this.options);
+    if (!dirty.length) return;
+    if (dirty.includes(undefined)) {
+      this.refresh.reset();
+      this.changed.fire(undefined);
+    } else {
+      this.changed.fire(dirty.map((node) => this.intern(node!)));
+    }
+  }
+
+  /** The one object of this node's key. */
+  private intern(node: TreeNode): TreeNode {
+    const key = nodeKey(node);
+    let known = this.nodes.get(key);
+    if (!known) this.nodes.set(key, (known = node));
+    return known;
+  }
+
   getChildren(node?: TreeNode): TreeNode[] {
-    return children(this.sessiond.model, node);
+    const model = this.sessiond.model;
+    this.refresh.noteDrawn(model, node, this.options);
+    return children(model, node).map((child) => this.intern(child));
   }
 
   getParent(node: TreeNode): TreeNode | undefined {
-    return parent(this.sessiond.model, node);
+    const up = parent(this.sessiond.model, node);
+    return up && this.intern(up);
   }
 
   getTreeItem(node: TreeNode): vscode.TreeItem {
-    const view = describe(this.sessiond.model, node);
+    const view = describe(this.sessiond.model, node, this.options);
+    this.refresh.noteDrawn(this.sessiond.model, node, this.options);
     const item = new vscode.TreeItem(view.label, COLLAPSIBLE[view.collapsible]);
     item.id = view.id;
     item.description = view.description;

@@ -9,7 +9,10 @@ export class StatusBar implements vscode.Disposable {
   private readonly subscriptions: vscode.Disposable[] = [this.item];
   current: string | undefined;
 
-  constructor(private readonly sessiond: Sessiond) {
+  constructor(
+    private readonly sessiond: Sessiond,
+    private readonly socket: () => string,
+  ) {
     this.item.name = 'sessiond';
     this.item.command = 'sessiond.pickSession';
     this.subscriptions.push(
@@ -27,7 +30,12 @@ export class StatusBar implements vscode.Disposable {
 
   update(): void {
     const current = this.current ? this.sessiond.model.sessions.get(this.current) : undefined;
-    const view = statusBar(this.sessiond.model, this.sessiond.state, current, this.sessiond.lastError);
+    const sessiond = this.sessiond;
+    const view = statusBar(sessiond.model, sessiond.state, current, {
+      lastError: sessiond.lastError,
+      disconnectedSince: sessiond.disconnectedSince,
+      socket: sessiond.state === 'idle' ? this.socket() : undefined,
+    });
     this.item.text = view.text;
     this.item.tooltip = new vscode.MarkdownString(view.tooltip, true);
     this.item.backgroundColor = view.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;

@@ -66,6 +66,12 @@ export type PermissionHandler = (
   token: CancellationToken,
 ) => Promise<PermissionRequestResult>;
 
+/** What answers the daemon's requests from the first message on (see `SessiondClient.connect`). */
+export interface ConnectHandlers {
+  /** Answers `session/requestPermission`; without one the daemon is told this client has none. */
+  permissions?: PermissionHandler;
+}
+
 export interface ServerInfo {
   name?: string;
   version?: string;
@@ -104,7 +110,11 @@ export class SessiondClient {
   private constructor(
     private readonly connection: MessageConnection,
     private readonly transport: Transport,
+    handlers: ConnectHandlers,
   ) {
+    // Set before the connection listens: the daemon sends the permission requests already
+    // waiting right after `initialize`, before connect() has even returned.
+    this.permissionHandler = handlers.permissions;
     connection.onNotification(Notifications.eventsNotify, (params: EventsNotice) => {
       this.eventsEmitter.fire(params);
     });
@@ -129,14 +139,17 @@ export class SessiondClient {
     connection.listen();
   }
 
-  /** Open a connection over `transport` and run the `initialize` handshake. */
-  static async connect(transport: Transport, options: ClientOptions): Promise<SessiondClient> {
+  /**
+   * Open a connection over `transport` and run the `initialize` handshake. `handlers` are in
+   * place before the first message is read, so nothing the daemon sends at once is missed.
+   */
+  static async connect(transport: Transport, options: ClientOptions, handlers: ConnectHandlers = {}): Promise<SessiondClient> {
     const made: { client?: SessiondClient } = {};
     const connection = createMessageConnection(
       new StreamMessageReader(transport.input),
       new ClosingWriter(new StreamMessageWriter(transport.output), () => made.client?.dispose()),
     );
-    const client = (made.client = new SessiondClient(connection, transport));
+    const client = (made.client = new SessiondClient(connection, transport, handlers));
     // A `sessiond stdio` that exits before answering (it could not reach or start a daemon; its
     // stderr says why) fails the handshake like any request the end of the stream leaves waiting.
     const closedEarly = (): Error => new Error(`${transport.description} closed the connection before answering initialize`);

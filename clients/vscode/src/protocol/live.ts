@@ -29,7 +29,11 @@ import type {
   TurnResult,
 } from './types';
 
-export type ConnectionState = 'starting' | 'connected' | 'disconnected' | 'disposed';
+/**
+ * `idle`: not started (waiting for a daemon, the view or a command); `starting`: the first
+ * attempt; `disconnected`: the connection dropped or failed and is being made again.
+ */
+export type ConnectionState = 'idle' | 'starting' | 'connected' | 'disconnected' | 'disposed';
 
 export interface ReconnectOptions {
   /** First delay after a failed or dropped connection; it grows by half each time. */
@@ -96,7 +100,8 @@ export class Sessiond {
   private subscription: string | undefined;
   /** Notices that arrived before their subscription's id (or the initial listing) was known. */
   private buffered: EventsNotice[] | undefined;
-  private stateValue: ConnectionState = 'starting';
+  private stateValue: ConnectionState = 'idle';
+  private disconnectedAt: number | undefined;
   private lastErrorValue: string | undefined;
   private readonly stateEmitter = new Emitter<ConnectionState>();
   private readonly progressEmitter = new Emitter<ProgressNotice>();
@@ -141,9 +146,21 @@ export class Sessiond {
     return this.client;
   }
 
+  /** When the connection last dropped (ms since the epoch), while disconnected. */
+  get disconnectedSince(): number | undefined {
+    return this.stateValue === 'disconnected' ? this.disconnectedAt : undefined;
+  }
+
+  /** Whether start() was called. */
+  get started(): boolean {
+    return this.loop !== undefined;
+  }
+
   /** Start connecting (and reconnecting whenever the connection drops). */
   start(): void {
-    this.loop ??= this.run();
+    if (this.loop || this.disposed) return;
+    this.setState('starting');
+    this.loop = this.run();
   }
 
   /** Resolves once connected and the model is loaded; rejects after `timeoutMs`. */
@@ -309,7 +326,11 @@ export class Sessiond {
       let client: SessiondClient | undefined;
       try {
         const transport = await this.options.openTransport();
-        client = await SessiondClient.connect(transport, this.options.client);
+        // The permission handler goes in with the connection: the daemon re-asks what is
+        // waiting right after initialize, before connect() returns.
+        client = await SessiondClient.connect(transport, this.options.client, {
+          permissions: (params, token) => this.onPermissionRequest(params, token),
+        });
         const closed = client.whenClosed;
         this.attach(client);
         await this.sync(client);
@@ -354,7 +375,6 @@ export class Sessiond {
     client.onProgress((notice) => {
       this.progressEmitter.fire(notice);
     });
-    client.setPermissionHandler((params, token) => this.onPermissionRequest(params, token));
   }
 
   /** Subscribe (with replay from the last seq seen), and load the state when there is none yet. */
@@ -508,6 +528,7 @@ export class Sessiond {
 
   private setState(state: ConnectionState): void {
     if (this.stateValue === state) return;
+    if (state === 'disconnected') this.disconnectedAt = Date.now();
     this.stateValue = state;
     this.stateEmitter.fire(state);
   }

@@ -128,6 +128,10 @@ export interface AgentInfo {
   openSessions?: number;
   options: AgentOptions;
   process: AgentProcessInfo;
+  /**
+   * Turns its sessions have ended (closed ones too).
+   */
+  turns?: number;
 }
 /**
  * Settings of an agent; every field has a default.
@@ -206,7 +210,7 @@ export interface AgentOptions {
    */
   tokenBudget?: number | null;
   /**
-   * Seconds a turn may run before it is cancelled.
+   * Seconds the agent may work on a prompt before the turn is cancelled (starting the agent and its session are not counted).
    */
   turnTimeout?: number;
 }
@@ -392,6 +396,14 @@ export interface ChangedFile {
    * Lines removed.
    */
   removed?: number;
+  /**
+   * Changed while another session's command ran in the same working copy: it may be theirs as well (they are named in sharedWith, and show it too).
+   */
+  shared?: boolean;
+  /**
+   * The other sessions, when shared.
+   */
+  sharedWith?: string[] | null;
 }
 /**
  * What the session changed, against the state its root had when it first ran.
@@ -403,6 +415,10 @@ export interface Changes {
    */
   base?: string | null;
   files?: ChangedFile[];
+  /**
+   * In a working copy shared with other sessions (every placement but worktree): files changed in the root since the base by others (sessions, people), not in files or the counts. None for a worktree, whose changes are all its own.
+   */
+  others?: ChangedFile[] | null;
   removed?: number;
 }
 export interface ContextFill {
@@ -510,6 +526,10 @@ export interface Fleet {
    * Cost reported by the agents, added up (USD).
    */
   cost?: number;
+  /**
+   * Open sessions whose last turn failed (counted in open too).
+   */
+  failed?: number;
   needsYou?: number;
   /**
    * Sessions not closed.
@@ -562,7 +582,7 @@ export interface SessionInfo {
    */
   queuedTurns?: number;
   /**
-   * The first line of the last reply.
+   * The last reply's last paragraph (what the agent concluded), cut at a sentence.
    */
   recap?: string | null;
   root: string;
@@ -571,6 +591,10 @@ export interface SessionInfo {
    */
   run?: string | null;
   status: SessionStatus;
+  /**
+   * Why the status is what it is, when it waits: which limit a queued turn waits on (maxActiveTurns, maxLiveSessions).
+   */
+  statusDetail?: string | null;
   statusSince: string;
   title?: string | null;
   /**
@@ -827,6 +851,10 @@ export interface RunRef {
   run: string;
 }
 export interface SessionCancelParams {
+  /**
+   * Why, in a few words (a batch stop): kept in the transcript.
+   */
+  reason?: string | null;
   session: string;
   /**
    * Only this turn; by default every running and queued one.
@@ -935,8 +963,16 @@ export interface SideResult {
   session: SessionInfo;
 }
 export interface TurnResult {
+  /**
+   * The session's changed files as the turn ended.
+   */
+  changes?: Changes | null;
   context?: ContextFill | null;
   endedAt: string;
+  /**
+   * The session's plan as the turn ended.
+   */
+  plan?: Plan | null;
   session: string;
   startedAt: string;
   stopReason: 'end_turn' | 'max_tokens' | 'max_turn_requests' | 'refusal' | 'cancelled';
@@ -1081,7 +1117,10 @@ export interface TranscriptLine {
    * Line number in the whole transcript, from 0.
    */
   n: number;
-  role: 'user' | 'agent' | 'thought' | 'tool';
+  /**
+   * status: how a turn that did not complete ended (cancelled by whom, failed, interrupted).
+   */
+  role: 'user' | 'agent' | 'thought' | 'tool' | 'status';
   text: string;
   turn?: string | null;
 }

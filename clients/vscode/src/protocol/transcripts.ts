@@ -130,6 +130,12 @@ export function appendEventLines(lines: TranscriptLine[], event: Event, maxLines
     case 'turn.tool':
       push('tool', text(data.title) || text(data.status) || 'tool call');
       break;
+    case 'turn.ended': {
+      const ending = endingLine(data);
+      if (!ending) return lines;
+      push('status', ending);
+      break;
+    }
     default:
       return lines;
   }
@@ -182,6 +188,18 @@ export class TranscriptPool implements Disposable {
     for (const follower of this.followers.values()) follower.dispose();
     this.followers.clear();
   }
+}
+
+/**
+ * The mark a turn that did not complete leaves (as the daemon's transcript `status` lines say it):
+ * "interrupted: …", "failed: …", "cancelled by …"; undefined for a completed turn.
+ */
+export function endingLine(data: Record<string, unknown>): string | undefined {
+  const error = text(data.error);
+  if (data.outcome === 'interrupted') return error || 'interrupted: the daemon stopped while this turn was running';
+  if (error) return `failed: ${error}`;
+  if (data.stopReason === 'cancelled') return `cancelled ${text(data.cancelledBy) || 'by the agent'}`;
+  return undefined;
 }
 
 function text(value: unknown): string {

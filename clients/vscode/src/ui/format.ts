@@ -94,3 +94,23 @@ export const PLAN_MARKS: Record<'pending' | 'in_progress' | 'completed', string>
   in_progress: '▸',
   completed: '✓',
 };
+
+/** "1 file", "3 files". */
+export function plural(count: number, one: string, many = `${one}s`): string {
+  return `${count} ${count === 1 ? one : many}`;
+}
+
+/** "just now", "40 s ago", "3 min ago", "2 h ago", "3 days ago"; an ISO time or ms since the epoch. */
+export function ago(time: string | number | null | undefined, now = Date.now()): string {
+  if (time === null || time === undefined) return 'at an unknown time';
+  const at = typeof time === 'number' ? time : Date.parse(time);
+  if (Number.isNaN(at)) return String(time);
+  const seconds = Math.max(0, Math.round((now - at) / 1000));
+  if (seconds < 5) return 'just now';
+  if (seconds < 60) return `${seconds} s ago`;
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} min ago`;
+  const hours = Math.round(minutes / 60);
+  if (hours < 48) return `${hours} h ago`;
+  return `${Math.round(hours / 24)} days ago`;
+}

@@ -18,3 +18,22 @@ export function permissionPrompt(permission: PendingPermission, session: Session
     choices: permission.options.map((option) => ({ title: option.name || option.optionId, optionId: option.optionId })),
   };
 }
+
+/** The session a turn's `$/progress` is about: the daemon titles it "sessiond s4". */
+export function progressSession(title: string | undefined): string | undefined {
+  const match = /^sessiond (\S+)$/.exec(title ?? '');
+  return match ? match[1] : undefined;
+}
+
+/**
+ * What a turn's progress says while its session waits for a person: "needs you: delete the
+ * cache?" (not the daemon's last "working"); undefined while it does not wait.
+ */
+export function waitingMessage(
+  model: { sessions: Map<string, SessionInfo>; permissionsOf(session: string): PendingPermission[] },
+  session: string,
+): string | undefined {
+  if (model.sessions.get(session)?.status !== 'needs_you') return undefined;
+  const asked = model.permissionsOf(session)[0];
+  return `needs you: ${asked?.toolCall.title ?? asked?.toolCall.kind ?? 'a permission request'}`;
+}

@@ -1,7 +1,7 @@
 /** The status bar item: the fleet at a glance and the current session's context fill. */
 import type { ConnectionState } from '../protocol/live';
 import type { SessionInfo } from '../protocol/types';
-import { formatCost, formatLines, formatPercent, formatTokens, PLAN_MARKS, sessionName, STATUS_LABELS } from './format';
+import { ago, formatCost, formatLines, formatPercent, formatTokens, plural, PLAN_MARKS, sessionName, STATUS_LABELS } from './format';
 import type { ModelView } from './view';
 
 export interface StatusBarView {
@@ -12,20 +12,49 @@ export interface StatusBarView {
   warning: boolean;
 }
 
+/** The palette title of the command that reconnects now (contributed in package.json). */
+export const RECONNECT_COMMAND = 'sessiond: Reconnect to the Daemon';
+
+/** What the status bar knows of the connection besides its state. */
+export interface ConnectionView {
+  /** Why the last attempt failed or the connection dropped (only shown while not connected). */
+  lastError?: string;
+  /** When the connection dropped (ms since the epoch). */
+  disconnectedSince?: number;
+  /** The socket it waits for, when not started (see ConnectionState `idle`). */
+  socket?: string;
+  now?: number;
+}
+
 /** "$(sync~spin) 3 working · $(bell-dot) 1 needs you · 200 open · 42%". */
 export function statusBar(
   model: ModelView,
   state: ConnectionState,
   current: SessionInfo | undefined,
-  lastError?: string,
+  connection: ConnectionView | string = {},
 ): StatusBarView {
+  const { lastError, disconnectedSince, socket, now } = typeof connection === 'string' ? { lastError: connection } : connection;
+  if (state === 'idle') {
+    return {
+      text: '$(debug-disconnect) sessiond',
+      tooltip:
+        `No sessiond daemon runs${socket ? ` at ${socket}` : ''}, and the setting sessiond.startDaemon is off. ` +
+        'The extension connects when one starts (`sessiond serve`), when the Sessions view opens, or when a sessiond command runs.',
+      warning: false,
+    };
+  }
   if (state !== 'connected') {
-    const text = state === 'starting' ? '$(loading~spin) sessiond' : '$(debug-disconnect) sessiond';
-    const tooltip =
-      state === 'starting'
-        ? 'Connecting to sessiond…'
-        : `Not connected to sessiond${lastError ? `: ${lastError}` : ''}. Retrying; run "sessiond: Reconnect" to try now.`;
-    return { text, tooltip, warning: state !== 'starting' };
+    if (state === 'starting' || state === 'disposed') return { text: '$(loading~spin) sessiond', tooltip: 'Connecting to sessiond…', warning: false };
+    const since = disconnectedSince ? ` since ${ago(disconnectedSince, now)}` : '';
+    const open = model.fleet().open;
+    return {
+      text: '$(debug-disconnect) sessiond',
+      tooltip:
+        `Not connected to sessiond${since}${lastError ? `: ${lastError}` : ''}. ` +
+        `The Sessions view shows the last known state of ${plural(open, 'open session')}, marked stale. ` +
+        `Retrying; run "${RECONNECT_COMMAND}" to try now.`,
+      warning: true,
+    };
   }
   const fleet = model.fleet();
   const parts: string[] = [];
@@ -36,12 +65,12 @@ export function statusBar(
   if (percent) parts.push(percent);
   return {
     text: parts.join(' · '),
-    tooltip: tooltip(model, current),
+    tooltip: tooltip(model, current, now),
     warning: (fleet.needsYou ?? 0) > 0,
   };
 }
 
-function tooltip(model: ModelView, current: SessionInfo | undefined): string {
+function tooltip(model: ModelView, current: SessionInfo | undefined, now?: number): string {
   const fleet = model.fleet();
   const counts = Object.entries(fleet.byStatus ?? {})
     .filter(([, count]) => count)
@@ -53,7 +82,10 @@ function tooltip(model: ModelView, current: SessionInfo | undefined): string {
     lines.push('', 'Click to pick a session.');
     return lines.join('\n\n');
   }
-  lines.push('', `**${escape(sessionName(current))}**: ${STATUS_LABELS[current.status]} · ${current.agent} · ${escape(current.root)}`);
+  lines.push(
+    '',
+    `**${escape(sessionName(current))}**: ${STATUS_LABELS[current.status]} since ${ago(current.statusSince, now)} · ${current.agent} · ${escape(current.root)}`,
+  );
   const context = current.context;
   if (context) {
     const fill = `Context ${formatPercent(context)}: ${formatTokens(context.used)} of ${formatTokens(context.size)} tokens`;
@@ -71,7 +103,7 @@ function tooltip(model: ModelView, current: SessionInfo | undefined): string {
   const changes = current.changes;
   if (changes?.files?.length) {
     lines.push(
-      `Changed files (${changes.files.length}, ${formatLines(changes.added, changes.removed)}):` +
+      `Changed files (${plural(changes.files.length, 'file')}, ${formatLines(changes.added, changes.removed)}):` +
         changes.files.map((file) => `\n- ${escape(file.path)} ${formatLines(file.added, file.removed)}`).join(''),
     );
   }

@@ -16,11 +16,13 @@ export function sessionOfTranscriptPath(path: string): string | undefined {
   return match ? decodeURIComponent(match[1]) : undefined;
 }
 
-const PREFIX: Record<TranscriptLine['role'], string> = {
+/** Each role's mark; `status` (a daemon's line for a turn that did not complete) stands out. */
+const PREFIX: Record<string, string> = {
   user: '> ',
   agent: '',
   thought: '  … ',
   tool: '  ⚙ ',
+  status: '■ turn ',
 };
 
 export interface TranscriptHeader {
@@ -47,7 +49,7 @@ export function renderTranscript(lines: TranscriptLine[], header: TranscriptHead
   for (const line of lines) {
     if (line.role === 'user' && line.turn !== turn && body.length) body.push('');
     turn = line.turn;
-    body.push(PREFIX[line.role] + line.text);
+    body.push((PREFIX[line.role] ?? '') + line.text);
   }
   return [...head, '', ...body, ''].join('\n');
 }

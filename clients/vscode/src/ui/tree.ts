@@ -9,11 +9,13 @@
 import type { ChangedFile, SessionInfo } from '../protocol/types';
 import { byCreation } from '../protocol/model';
 import {
+  ago,
   CHANGE_LETTERS,
   fileLabel,
   formatLines,
   formatPercent,
   planProgress,
+  plural,
   PLAN_MARKS,
   KIND_LABELS,
   sessionName,
@@ -99,7 +101,26 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
   }
 }
 
-export function describe(model: ModelView, node: TreeNode): TreeNodeView {
+/** How the view is drawn besides the model: stale while not connected; `now` for relative times. */
+export interface DescribeOptions {
+  /** Not connected: rows show the last known state, marked so. */
+  stale?: boolean;
+  now?: number;
+}
+
+export function describe(model: ModelView, node: TreeNode, options: DescribeOptions = {}): TreeNodeView {
+  const view = describeNode(model, node, options.now);
+  if (!options.stale || (node.type !== 'agent' && node.type !== 'session')) return view;
+  // Not connected: say so on the rows whose state may have moved on since.
+  return {
+    ...view,
+    description: node.type === 'agent' ? `disconnected · last known: ${view.description ?? ''}` : `${view.description ?? ''} · stale`,
+    tooltip: `${view.tooltip ? `${view.tooltip}\n` : ''}(not connected to sessiond: as last known; run "sessiond: Reconnect to the Daemon")`,
+    icon: node.type === 'session' ? { id: 'question' } : view.icon,
+  };
+}
+
+function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeView {
   switch (node.type) {
     case 'tasks': {
       const count = model.suggestedTasks().length;
@@ -145,7 +166,7 @@ export function describe(model: ModelView, node: TreeNode): TreeNodeView {
     }
     case 'session': {
       const session = model.sessions.get(node.session);
-      if (!session) return gone(node.session);
+      if (!session) return goneView(node.session);
       const plan = planProgress(session.plan);
       const percent = formatPercent(session.context);
       const kind = session.kind && session.kind !== 'main' ? KIND_LABELS[session.kind] : undefined;
@@ -154,14 +175,15 @@ export function describe(model: ModelView, node: TreeNode): TreeNodeView {
         STATUS_LABELS[session.status],
         plan ? `plan ${plan}` : undefined,
         percent,
-        session.changes?.files?.length ? `${session.changes.files.length} files` : undefined,
+        session.changes?.files?.length ? plural(session.changes.files.length, 'file') : undefined,
       ]
         .filter(Boolean)
         .join(' · ');
       const tooltip = [
         sessionName(session),
         kind && session.parent ? `${kind} of ${session.parent}` : undefined,
-        `${STATUS_LABELS[session.status]} since ${session.statusSince}`,
+        `${STATUS_LABELS[session.status]} since ${ago(session.statusSince, now)}`,
+        session.lastActivity ? `last activity ${ago(session.lastActivity, now)}` : undefined,
         `${session.placement} in ${session.root}`,
         session.plan?.current ? `now: ${session.plan.current}` : undefined,
         session.lastError ? `last error: ${session.lastError}` : undefined,
@@ -228,7 +250,7 @@ export function describe(model: ModelView, node: TreeNode): TreeNodeView {
       return {
         id: `changes:${node.session}`,
         label: 'Changed files',
-        description: `${changes?.files?.length ?? 0} · ${formatLines(changes?.added, changes?.removed)}`,
+        description: `${plural(changes?.files?.length ?? 0, 'file')} · ${formatLines(changes?.added, changes?.removed)}`,
         tooltip: changes?.base ? `against ${changes.base}` : undefined,
         icon: { id: 'diff' },
         contextValue: 'changes',
@@ -264,7 +286,18 @@ function parentSession(model: ModelView, session: SessionInfo): SessionInfo | un
   return parent && parent.status !== 'closed' && parent.id !== session.id ? parent : undefined;
 }
 
-function gone(id: string): TreeNodeView {
+/** Whether the node no longer exists in the model (its session closed or went, its task no longer waits). */
+function gone(model: ModelView, node: TreeNode): boolean {
+  if (node.type === 'task') return model.tasks.get(node.task)?.status !== 'suggested';
+  if ('session' in node) {
+    const session = model.sessions.get(node.session);
+    if (!session || session.status === 'closed') return true;
+    if (node.type === 'permission') return !model.permissions.has(node.permission);
+  }
+  return false;
+}
+
+function goneView(id: string): TreeNodeView {
   return { id: `session:${id}`, label: id, description: 'gone', contextValue: 'gone', collapsible: 'none' };
 }
 
@@ -296,4 +329,63 @@ export function parent(model: ModelView, node: TreeNode): TreeNode | undefined {
     case 'file':
       return { type: 'changes', session: node.session };
   }
+}
+
+/**
+ * Which rows to redraw after a model change: only those whose look or children changed, so a
+ * click on a row right after an update lands on that row (redrawing the whole tree on every
+ * change once turned a click meant to open a transcript into collapsing the agent node).
+ * `key`s are `nodeKey`s; the view remembers what it drew last for each node it was asked for.
+ */
+export class TreeRefresh {
+  private readonly drawn = new Map<string, string>();
+
+  /** Remember how `node` was drawn (call from getTreeItem / getChildren). */
+  noteDrawn(model: ModelView, node: TreeNode | undefined, options: DescribeOptions = {}): void {
+    this.drawn.set(node ? nodeKey(node) : ROOT, signature(model, node, options));
+  }
+
+  /** Forget everything drawn (the whole tree was redrawn). */
+  reset(): void {
+    this.drawn.clear();
+  }
+
+  /**
+   * The nodes to redraw, outermost first, none inside another; `undefined` in the list means the
+   * whole tree. Candidates: the nodes drawn so far (any of them may have changed).
+   */
+  changed(model: ModelView, options: DescribeOptions = {}): (TreeNode | undefined)[] {
+    const dirty: (TreeNode | undefined)[] = [];
+    for (const [key, drawn] of this.drawn) {
+      const node = key === ROOT ? undefined : (JSON.parse(key) as TreeNode);
+      if (node && gone(model, node)) {
+        // Its parent's children changed too: redrawing the parent drops this row.
+        this.drawn.delete(key);
+        continue;
+      }
+      let now: string;
+      try {
+        now = signature(model, node, options);
+      } catch {
+        now = '';
+      }
+      if (now !== drawn) dirty.push(node);
+    }
+    if (dirty.includes(undefined)) return [undefined];
+    // Drop nodes inside another dirty node: redrawing the outer one redraws them.
+    const keys = new Set(dirty.map((node) => nodeKey(node!)));
+    return dirty.filter((node) => {
+      for (let up = parent(model, node!); up; up = parent(model, up)) if (keys.has(nodeKey(up))) return false;
+      return true;
+    });
+  }
+}
+
+const ROOT = '<root>';
+
+/** How a node looks and which children it has (relative times frozen: they age by themselves). */
+function signature(model: ModelView, node: TreeNode | undefined, options: DescribeOptions): string {
+  const kids = children(model, node).map(nodeKey);
+  if (!node) return JSON.stringify(kids);
+  return JSON.stringify([describe(model, node, { ...options, now: 0 }), kids]);
 }

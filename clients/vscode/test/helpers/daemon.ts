@@ -6,19 +6,22 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, watch } from 'node:fs';
 import * as path from 'node:path';
 
-/** The repository root: the nearest folder above this file with a pyproject.toml. */
-export function repoRoot(): string {
-  let dir = __dirname;
-  while (!existsSync(path.join(dir, 'pyproject.toml'))) {
-    const up = path.dirname(dir);
-    if (up === dir) throw new Error(`no pyproject.toml above ${__dirname}: run the tests inside the sessiond repository`);
-    dir = up;
-  }
-  return dir;
-}
+/**
+ * The extension's folder (clients/vscode), from this file's place in it: src and test compile to
+ * out/src and out/test, so this file runs as out/test/helpers/daemon.js.
+ */
+export const EXTENSION_DIR = path.resolve(__dirname, '..', '..', '..');
 
-export const PYTHON = process.env.SESSIOND_PYTHON ?? path.join(repoRoot(), '.venv', 'bin', 'python');
-export const SESSIOND = process.env.SESSIOND_BIN ?? path.join(repoRoot(), '.venv', 'bin', 'sessiond');
+/** The repository root: two folders above the extension (clients/vscode), as laid out in git. */
+export const REPO_ROOT = path.resolve(EXTENSION_DIR, '..', '..');
+
+/** The daemon's JSON Schema: $SESSIOND_SCHEMA, else protocol/schema/ of the repository. */
+export const SCHEMA_FILE =
+  process.env.SESSIOND_SCHEMA ?? path.join(REPO_ROOT, 'protocol', 'schema', 'sessiond.schema.json');
+
+/** The python and `sessiond` of the repository's .venv (./dev test makes it), unless set. */
+export const PYTHON = process.env.SESSIOND_PYTHON ?? path.join(REPO_ROOT, '.venv', 'bin', 'python');
+export const SESSIOND = process.env.SESSIOND_BIN ?? path.join(REPO_ROOT, '.venv', 'bin', 'sessiond');
 
 export interface Daemon {
   home: string;

