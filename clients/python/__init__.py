@@ -18,17 +18,8 @@ and closing the client ends it as completed, failed (an exception) or stopped
 (Ctrl-C, or the task cancelled); ``sessiond runs`` lists runs.
 """
 
-from sessiond.client.aio import (
-    AsyncAgent,
-    AsyncDaemon,
-    AsyncEventStream,
-    AsyncSession,
-    AsyncSideChat,
-    AsyncTurnStream,
-    BatchProgress,
-    Reply,
-    aconnect,
-)
+from typing import TYPE_CHECKING, Any
+
 from sessiond.client.errors import (
     AgentError,
     AgentExists,
@@ -59,7 +50,55 @@ from sessiond.client.errors import (
     TurnTimeout,
     Unauthorized,
 )
-from sessiond.client.sync import Agent, Daemon, EventStream, Session, SideChat, TurnStream, connect
+
+if TYPE_CHECKING:
+    from sessiond.client.aio import (
+        AsyncAgent,
+        AsyncDaemon,
+        AsyncEventStream,
+        AsyncSession,
+        AsyncSideChat,
+        AsyncTurnStream,
+        BatchProgress,
+        Reply,
+        aconnect,
+    )
+    from sessiond.client.sync import Agent, Daemon, EventStream, Session, SideChat, TurnStream, connect
+
+# The twins (and the protocol's models under them) load on first use: `sessiond stdio`, the
+# relay an editor spawns, imports this package and needs none of them.
+_LAZY = {
+    **dict.fromkeys(
+        [
+            "AsyncAgent",
+            "AsyncDaemon",
+            "AsyncEventStream",
+            "AsyncSession",
+            "AsyncSideChat",
+            "AsyncTurnStream",
+            "BatchProgress",
+            "Reply",
+            "aconnect",
+        ],
+        "sessiond.client.aio",
+    ),
+    **dict.fromkeys(
+        ["Agent", "Daemon", "EventStream", "Session", "SideChat", "TurnStream", "connect"],
+        "sessiond.client.sync",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Agent",

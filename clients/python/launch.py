@@ -12,7 +12,6 @@ what the client raises, at once.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shlex
@@ -24,10 +23,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from sessiond.client.errors import DaemonNotRunning, DaemonStartFailed
 from sessiond.protocol import paths
+
+if TYPE_CHECKING:  # asyncio loads with the async client: the editor's relay is sync
+    import asyncio
 
 START_TIMEOUT = 15.0
 # After the started process has exited (most likely it lost the race to another
@@ -196,6 +198,8 @@ async def open_streams(
     socket: str | os.PathLike[str] | None = None, *, start: bool = True, timeout: float = START_TIMEOUT
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, Path]:
     """The asyncio version of ``connect_socket``: streams connected to the daemon, and its path."""
+    import asyncio
+
     path = resolve_socket(socket)
     attempts = Attempts(path, start=start, timeout=timeout)
     while True:

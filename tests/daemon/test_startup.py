@@ -1,0 +1,126 @@
+"""A lazy start: what a daemon and the editor's relay import before they are needed.
+
+The ACP SDK, the MCP SDK, asyncssh and uvicorn take most of a cold start; a daemon that has
+served clients but never run a turn has loaded none of them, and the relay an editor spawns
+(`sessiond stdio`) loads neither the daemon, pydantic nor asyncio. The daemon says, at
+SESSIOND_LOG=debug, which it serves without and when each one loads (an audit hook on imports).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon
+from bench.startup import copy_sessions
+from sessiond.client import aconnect
+
+
+@pytest.fixture
+def debug_daemon(monkeypatch: pytest.MonkeyPatch) -> Daemon:
+    monkeypatch.setenv("SESSIOND_LOG", "debug")
+    return Daemon().start()
+
+
+def _loaded(daemon: Daemon) -> set[str]:
+    return {m.group(1) for line in daemon.stderr if (m := re.search(r"DEBUG loading (\w+) ", line))}
+
+
+async def test_a_daemon_loads_the_acp_sdk_on_its_first_turn_and_not_before(
+    debug_daemon: Daemon, tmp_path: Path
+) -> None:
+    daemon = debug_daemon
+    try:
+        serving = next(line for line in daemon.stderr if "DEBUG serving without" in line)
+        assert serving.endswith("serving without acp, mcp, asyncssh, uvicorn"), serving
+        async with aconnect(daemon.socket, start=False) as client:
+            await client.status()
+            agent = await client.agent("demo")
+            session = await agent.session(tmp_path)
+            await client.sessions()  # listing and opening sessions need no agent either
+            assert _loaded(daemon) == set(), daemon.stderr
+            reply = await session.asend("say hi")
+            assert reply.text.startswith("hi")
+            assert "acp" in _loaded(daemon)
+            assert "asyncssh" not in _loaded(daemon)  # no ssh placement was used
+    finally:
+        assert daemon.stop() == 0
+
+
+def _frame(message: dict[str, object]) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def test_the_editor_relay_imports_neither_the_daemon_nor_pydantic_nor_asyncio(daemon: Daemon) -> None:
+    """`sessiond stdio` against a running daemon, as an editor spawns it: initialize answered, and
+    the relay's own imports (from -X importtime) hold nothing it does not need."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}
+    relay = ["-m", "sessiond.client", "--socket", str(daemon.socket), "stdio"]
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *relay],
+        input=_frame(initialize),
+        capture_output=True,
+        env={**os.environ, "SESSIOND_HOME": str(daemon.home)},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert b'"id":1' in done.stdout.replace(b" ", b"")
+    assert b'"result"' in done.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
+    heavy = {"pydantic", "asyncio", "sessiond.daemon", "sessiond.protocol.models", "pygls", "lsprotocol"}
+    assert imported & heavy == set(), sorted(imported & heavy)
+
+
+async def test_a_restart_reads_idle_sessions_on_first_need_and_counts_them_all(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """Sessions left in the store (idle, closed, with turns, side chats) come back after a restart
+    as they were: pages, totals, the fleet's counts and each one by id, though only the busy ones
+    are read at start-up."""
+    async with aconnect(daemon.socket, start=False) as client:
+        agent = await client.agent("demo")
+        worked = await agent.session(tmp_path, title="worked")
+        await worked.asend("say hi")
+        idle = await agent.session(tmp_path, title="idle")
+        closed = await agent.session(tmp_path, title="closed")
+        await closed.aclose()
+        side = await worked.aside()  # a child, idle, nothing stored about it but its row
+    assert daemon.stop() == 0
+    copy_sessions(daemon.home / "state" / "sessiond.db", idle.id, 2000)  # idle, no events
+    copy_sessions(daemon.home / "state" / "sessiond.db", closed.id, 500)  # closed
+    daemon.start()
+    async with aconnect(daemon.socket, start=False) as client:
+        fleet = await client.fleet()
+        opened = 3 + 2000
+        assert fleet.open == opened
+        assert fleet.turns >= 1
+        # Copies are numbered on: idle ones s5..s2004, closed ones s2005..s2504. Read by id first.
+        assert (await (await client.session("s2504")).aget()).status.value == "closed"
+        assert (await (await client.session("s2004")).aget()).title == "idle"
+        everyone = await client.sessions()
+        assert len(everyone) == opened
+        assert [s.id for s in everyone] == sorted((s.id for s in everyone), key=lambda i: int(i[1:]))
+        assert everyone[0].id == worked.id
+        assert everyone[0].info.turns == 1
+        assert len(await client.sessions(include_closed=True)) == opened + 501
+        assert len(await client.sessions(status="closed")) == 501
+        last = everyone[-1].id
+        again = await (await client.session(last)).aget()
+        assert again.status.value == "idle"
+        assert again.title == "idle"
+        # Its children are read by their parent's id.
+        tree = await (await client.session(worked.id)).atree()
+        assert [child.session.id for child in tree.children] == [side.id]
+        agent = await client.agent("demo")
+        assert agent.info.open_sessions == opened
+        # One read on first need can run a turn like any other.
+        reply = await (await client.session(last)).asend("say back")
+        assert reply.text.startswith("back")
+        assert (await client.fleet()).turns == fleet.turns + 1
