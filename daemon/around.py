@@ -308,6 +308,11 @@ class Around:
         assert task.root is not None
         placement = task.placement or ("worktree" if await asyncio.to_thread(_in_git, task.root) else "here")
         source = self.core.sessions.get(task.from_session) if task.from_session else None
+        if source is not None and (reason := self.over_budget(source)) is not None:
+            task.status, task.reason = "failed", reason  # it would never get a turn: say so now
+            self.tasks.save(task)
+            self._announce(task)
+            return
         try:
             (session,) = await self.core.open_sessions(
                 m.SessionOpenParams(agent=task.agent, root=task.root, placement=placement, title=task.title),
@@ -329,7 +334,15 @@ class Around:
         task.status, task.session = "running", session.id
         self.tasks.save(task)
         self._announce(task)
-        self.core.start_in_background(session, task.prompt)
+
+        def refused(exc: RpcError) -> None:  # past a budget, say: the task fails saying why; the next runs
+            if task.status == "running" and task.session == session.id:
+                task.status, task.reason = "failed", exc.message
+                self.tasks.save(task)
+                self._announce(task)
+                self.core.spawn(self._start_tasks(task.agent), f"tasks-{task.agent}")
+
+        self.core.start_in_background(session, task.prompt, refused)
 
     def turn_finished(self, session: SessionRecord, error: str | None) -> None:
         """A task's session ended its turn: the task is done (or failed), the next may start."""
@@ -430,8 +443,10 @@ class Around:
             raise RpcError(
                 ErrorCode.INVALID_PARAMS, "sessions: name the sessions, or threadsOf a coordinator"
             )
-        for session in targets:  # all or none: each target's agent takes the prompt
+        for session in targets:  # all or none: each target's agent takes the prompt, within budget
             check_prompt_size(params.prompt, self.core.get_agent(session.agent).spec)
+            if (reason := self.over_budget(session)) is not None:
+                raise RpcError(ErrorCode.LIMIT_REACHED, f"nothing was queued: {session.id}: {reason}")
         for session in targets:
             self.core.start_in_background(session, params.prompt)
         return [s.id for s in targets]

@@ -108,6 +108,29 @@ class ChangeTracker:
             await _git(self.top, "add", "-A", "--", ".", env=env)
             return (await _git(self.top, "write-tree", env=env)).strip()
 
+    async def state(self) -> str | dict[str, str]:
+        """The root's state now: a git tree, or a snapshot of its text files outside git."""
+        if self.top is not None:
+            return await self._write_tree()
+        return await asyncio.to_thread(_read_texts, self.root)
+
+    async def changed_between(self, before: str | dict[str, str], after: str | dict[str, str]) -> set[str]:
+        """The paths (relative to the root) that differ between two states `state` gave."""
+        if isinstance(before, dict) or isinstance(after, dict):
+            old = before if isinstance(before, dict) else {}
+            new = after if isinstance(after, dict) else {}
+            return {path for path in set(old) | set(new) if old.get(path) != new.get(path)}
+        if before == after or self.top is None:
+            return set()
+        prefix = os.path.relpath(os.path.realpath(self.root), os.path.realpath(self.top))
+        scope = [] if prefix == "." else ["--", prefix]
+        out = await _git(self.top, "diff-tree", "-r", "--name-only", "-z", before, after, *scope)
+        return {_under(prefix, path) for path in out.split("\0") if path}
+
+    def relative(self, path: str) -> str | None:
+        """A path (absolute, or relative to the root) as the root's changed files name it; None outside."""
+        return _relative(self.root, path)
+
     async def changes(self, extra: list[tuple[str, str | None, str]] | None = None) -> m.Changes:
         """The changed files now, with `extra` diffs (path, old, new) from tool calls outside the root."""
         files = await (

@@ -6,6 +6,7 @@ and no await: the core feeds it and reads it; tests drive it directly.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -94,7 +95,45 @@ def transcript_pieces(
         elif kind == m.EventKind.TURN_TOOL and data.get("title") and data.get("first"):
             yield "tool", turn, f"[{data.get('toolKind') or 'tool'}] {data['title']}\n"
         elif kind == m.EventKind.TURN_ENDED:
+            for line in ending_lines(data):
+                yield "status", turn, line + "\n"
             yield "end", turn, ""
+
+
+def ending_lines(data: dict[str, Any]) -> list[str]:
+    """The transcript's line for a turn that did not complete, from its turn.ended event's data."""
+    outcome = data.get("outcome")
+    error = data.get("error")
+    if outcome == m.TurnOutcome.INTERRUPTED:
+        return [str(error or "interrupted: the daemon stopped while this turn was running")]
+    if error:
+        return [f"failed: {error}"]
+    if data.get("stopReason") == "cancelled":
+        return [f"cancelled {data.get('cancelledBy') or 'by the agent'}"]
+    return []
+
+
+RECAP_CHARS = 200
+_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s")
+
+
+def recap_of(text: str, limit: int = RECAP_CHARS) -> str:
+    """A reply's recap: its last paragraph (what the agent concluded), cut at a sentence boundary."""
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
+    if not paragraphs:
+        return ""
+    last = " ".join(paragraphs[-1].split())
+    if len(last) <= limit:
+        return last
+    cut = 0
+    for match in _SENTENCE_END.finditer(last):
+        if match.start() > limit:
+            break
+        cut = match.start()
+    if cut:
+        return last[:cut].rstrip()
+    head = last[: limit - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"
 
 
 TRANSCRIPT_KINDS = (
@@ -156,7 +195,10 @@ class Insight:
         self.in_progress_since = {c: self.in_progress_since.get(c, now) for c in running}
 
     def set_context(self, payload: dict[str, Any]) -> None:
-        self.context = {k: payload[k] for k in ("used", "size", "cost") if k in payload}
+        # A field the update leaves out (claude-agent-acp sometimes sends `used: null`) keeps
+        # its last reported value: the fill stays reported, the cost still counts.
+        update = {k: payload[k] for k in ("used", "size", "cost") if payload.get(k) is not None}
+        self.context = {**(self.context or {}), **update} if self.context_reported else update
         self.context_reported = True
         if isinstance(payload.get("size"), int) and payload["size"] > 0:
             self.window = payload["size"]

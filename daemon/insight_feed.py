@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+from sessiond.daemon.attribution import Attribution
 from sessiond.daemon.changes import ChangeTracker
 from sessiond.daemon.insight import (
     TRANSCRIPT_KINDS,
@@ -28,6 +29,7 @@ from sessiond.daemon.insight import (
     transcript_pieces,
 )
 from sessiond.daemon.placements.collisions import Collisions
+from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.records import SessionRecord, SessionRuntime
 from sessiond.daemon.throttle import Throttle
 from sessiond.protocol import models as m
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond.insight")
 
 CHANGES_INTERVAL = 1.0  # a burst of edits is counted once a second
+SETTLE_TIMEOUT = 30.0  # how long a turn's end waits for its changes to be counted
 ATTENTION_INTERVAL = 2.0  # how often the flags that come with time are checked
 STATE_KINDS = (EventKind.SESSION_PLAN, EventKind.SESSION_USAGE, EventKind.SESSION_CHANGES)
 
@@ -78,6 +81,10 @@ class InsightFeed:
         self.throttle = Throttle(1.0 / state_rate)
         self.collisions = Collisions()
         self.tally = FleetTally()
+        # The sessions whose flags may come with time (a turn or plan under way, or flagged): the
+        # attention watch walks these, not every session (idle ones cost it nothing).
+        self.watched: dict[str, SessionRecord] = {}
+        self.attribution = Attribution(core.spawn, self._attributed)
 
     def load(self) -> None:
         """The latest plan, usage and changes of each session, from the last such events stored."""
@@ -101,8 +108,9 @@ class InsightFeed:
                 ins.restore_usage(data.get("context"), data.get("usage"))
             elif row["kind"] == EventKind.SESSION_CHANGES and data.get("changes"):
                 ins.changes = m.Changes.model_validate(data["changes"])
-        # The one pass over every session: from here on the tally is kept as they change.
-        for session in self.core.sessions.values():
+        # The one pass over every session loaded (the core counts the rest in SQL): from here on
+        # the tally is kept as they change.
+        for session in self.core.sessions.loaded():
             self.tally.turns += session.turns
             if session.insight is not None:
                 self.tally.cost += session.insight.cost()
@@ -191,15 +199,90 @@ class InsightFeed:
                 locations=call.locations,
                 first=first,
             )
+            tracker = self._shared_tracker(session)
+            if tracker is not None:
+                self._attribute_tool(session, tracker, call, payload)
             if call.diffs or call.kind in ("edit", "delete", "move", "execute"):
                 self.touched(session)
                 self.changes_soon(session)
 
+    def _attribute_tool(
+        self, session: SessionRecord, tracker: ChangeTracker, call: Any, payload: dict[str, Any]
+    ) -> None:
+        """A tool call's files are the session's; an `execute` one is a command running in the root."""
+        if call.kind in ("edit", "delete", "move"):
+            for path in call.locations:
+                self.attribution.claim(session.id, tracker, path)
+        for path, _, _ in call.diffs:
+            self.attribution.claim(session.id, tracker, path)
+        if call.kind == "execute":
+            key = f"tool:{call.id}"
+            if call.status in ("completed", "failed"):
+                self.attribution.command_ended(session.id, tracker, key)
+            else:
+                self.attribution.command_started(session.id, tracker, key)
+
     @staticmethod
-    def of(session: SessionRecord) -> Insight:
-        """The session's insight, made on first need."""
+    def _shared_tracker(session: SessionRecord) -> ChangeTracker | None:
+        """The session's change tracker when its working copy is shared (not a worktree)."""
+        rt = session.runtime
+        if rt is None or rt.tracker is None or isinstance(rt.placement, WorktreePlacement):
+            return None
+        return rt.tracker
+
+    def _attributed(self, session_id: str) -> None:
+        session = self.core.sessions.get(session_id)
+        if session is not None and not session.closed:
+            self.changes_soon(session)
+
+    async def command_started(self, session: SessionRecord, key: str) -> None:
+        """A terminal command of the session is about to start: take the root's state first."""
+        tracker = self._shared_tracker(session)
+        if tracker is not None:
+            with contextlib.suppress(Exception):  # a failing git is logged when the window closes
+                await asyncio.shield(self.attribution.command_started(session.id, tracker, key))
+
+    def command_ended(self, session: SessionRecord, key: str) -> None:
+        tracker = self._shared_tracker(session)
+        if tracker is not None:
+            self.attribution.command_ended(session.id, tracker, key)
+
+    def command_renamed(self, session: SessionRecord, key: str, new_key: str) -> None:
+        tracker = self._shared_tracker(session)
+        if tracker is not None:
+            self.attribution.rename(session.id, tracker, key, new_key)
+
+    async def settle_changes(self, session: SessionRecord) -> bool:
+        """At a turn's end, before its answer: count its changes now, and say so at once.
+        False when they could not be counted in time (they are counted later)."""
+        rt = session.runtime
+        if rt is None or rt.tracker is None:
+            return False
+        self.attribution.end_all(session.id)
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT):
+                await self.attribution.settled(session.id)
+                rt.changes_wanted = False
+                task = rt.changes_task
+                if task is not None and not task.done():
+                    if rt.changes_sleeping:
+                        task.cancel()
+                    await asyncio.wait({task})
+                await self._compute_changes(session)
+        except TimeoutError:
+            log.warning(
+                "counting the changes of %s took over %s s; counted later", session.id, SETTLE_TIMEOUT
+            )
+            return False
+        self.throttle.now((session.id, EventKind.SESSION_CHANGES))
+        return True
+
+    def of(self, session: SessionRecord) -> Insight:
+        """The session's insight, made on first need; whoever changes it goes through here, so
+        the attention watch looks at the session from now until it has nothing under way."""
         if session.insight is None:
             session.insight = Insight()
+        self.watched[session.id] = session
         return session.insight
 
     def state(self, session: SessionRecord, kind: EventKind) -> None:
@@ -230,6 +313,9 @@ class InsightFeed:
     def wrote(self, session: SessionRecord, real_path: str, host: str | None) -> None:
         """An agent wrote a file: count the changes again, and say when two sessions edit one file."""
         self.touched(session)
+        tracker = self._shared_tracker(session)
+        if tracker is not None and host is None:
+            self.attribution.wrote(session.id, tracker, real_path)
         self.changes_soon(session)
         for collision in self.collisions.wrote(session.id, real_path, host):
             self.events.emit(
@@ -256,7 +342,11 @@ class InsightFeed:
             rt.changes_wanted = False
             await self._compute_changes(session)
             if rt.changes_wanted:
-                await asyncio.sleep(CHANGES_INTERVAL)  # a burst of edits is counted once a second
+                rt.changes_sleeping = True
+                try:
+                    await asyncio.sleep(CHANGES_INTERVAL)  # a burst of edits is counted once a second
+                finally:
+                    rt.changes_sleeping = False
 
     async def _compute_changes(self, session: SessionRecord) -> None:
         rt, ins = session.runtime, self.of(session)
@@ -268,9 +358,31 @@ class InsightFeed:
         except Exception as exc:  # git can fail on a broken repository: the turn goes on
             log.warning("could not compute the changes of %s: %s", session.id, exc)
             return
+        if not isinstance(rt.placement, WorktreePlacement):
+            changes = self._own(session.id, rt.tracker, changes)
         if changes != ins.changes:
             ins.changes = changes
             self.state(session, EventKind.SESSION_CHANGES)
+
+    def _own(self, session_id: str, tracker: ChangeTracker, changes: m.Changes) -> m.Changes:
+        """Of a shared root's changes, the session's own; the rest are others'."""
+        own = self.attribution.own(session_id, tracker)
+        mine: list[m.ChangedFile] = []
+        others: list[m.ChangedFile] = []
+        for f in changes.files:
+            shared = own.get(f.path, set()) | (own.get(f.old_path, set()) if f.old_path else set())
+            if f.outside_root or f.path in own or (f.old_path is not None and f.old_path in own):
+                update = {"shared": bool(shared), "shared_with": sorted(shared) or None}
+                mine.append(f.model_copy(update=update))
+            else:
+                others.append(f)
+        return m.Changes(
+            files=mine,
+            added=sum(f.added for f in mine),
+            removed=sum(f.removed for f in mine),
+            base=changes.base,
+            others=others,
+        )
 
     async def start_tracking(self, session: SessionRecord) -> None:
         rt = session.runtime
@@ -282,6 +394,12 @@ class InsightFeed:
             rt.tracker = await ChangeTracker.start(rt.placement.root, base)
         except Exception as exc:
             log.warning("could not record the starting state of %s: %s", session.id, exc)
+            return
+        if ins.changes and not isinstance(rt.placement, WorktreePlacement):
+            # After a restart: what it counted as its own before is still its own.
+            for f in ins.changes.files:
+                if not f.outside_root:
+                    self.attribution.claim(session.id, rt.tracker, f.path, f.shared_with or ())
 
     async def load_transcript(self, session: SessionRecord, before: int) -> None:
         """After a restart, number the transcript on from what the store holds before this turn."""
@@ -353,12 +471,14 @@ class InsightFeed:
         """Flags that come with time (a stalled plan, a long turn) are checked every few seconds."""
         while True:
             await asyncio.sleep(ATTENTION_INTERVAL)
-            for session in list(self.core.sessions.values()):
+            for session_id, session in list(self.watched.items()):
                 ins = session.insight
                 if ins is not None and (
                     ins.turn_started is not None or ins.in_progress_since or session.flags
                 ):
                     self.refresh_flags(session)
+                else:
+                    del self.watched[session_id]  # back when `of` hands out its insight again
 
     def fleet(self) -> m.Fleet:
         tally = self.tally
@@ -371,6 +491,7 @@ class InsightFeed:
             by_status=by_status,
             working=by_status.get(SessionStatus.WORKING, 0),
             needs_you=by_status.get(SessionStatus.NEEDS_YOU, 0),
+            failed=by_status.get(SessionStatus.FAILED, 0),
             attention={flag: n for flag, n in tally.attention.items() if n > 0},
             cost=round(tally.cost, 6),
             turns=tally.turns,

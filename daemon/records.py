@@ -11,14 +11,16 @@ import asyncio
 import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sessiond.daemon.acp_backend import AgentProcess
 from sessiond.daemon.changes import ChangeTracker
 from sessiond.daemon.insight import Insight
 from sessiond.daemon.placements import Placement
 from sessiond.daemon.states import Outcome
 from sessiond.protocol.models import AgentSpec, Attention, SessionStatus
+
+if TYPE_CHECKING:
+    from sessiond.daemon.acp_backend import AgentProcess
 
 log = logging.getLogger("sessiond.core")
 
@@ -54,6 +56,7 @@ class SessionRecord:
     runtime: SessionRuntime | None = None
     insight: Insight | None = None
     flags: tuple[Attention, ...] = ()  # its attention flags as last worked out (the fleet counts them)
+    status_detail: str | None = None  # why it is queued: the limit its turn waits on
 
     @property
     def closed(self) -> bool:
@@ -101,6 +104,8 @@ class Turn:
     touched: bool = False  # it wrote, edited or ran something: its changes need counting
     queued_seq: int = 0  # the seq of its turn.queued event
     slot: asyncio.Semaphore | None = None  # the agent slot it holds while it runs (max_active_turns)
+    waiting_for: str | None = None  # the limit it waits on (an agent slot, a live-session slot)
+    cancel_reason: str | None = None  # who or what cancelled it ("by a client", "the session was closed")
 
     @property
     def text(self) -> str:
@@ -135,6 +140,7 @@ class SessionRuntime:
     tracker: ChangeTracker | None = None
     changes_wanted: bool = False
     changes_task: asyncio.Task[None] | None = None
+    changes_sleeping: bool = False  # the changes task waits out its interval (a turn's end cuts it short)
 
 
 @dataclass

@@ -45,3 +45,10 @@ class Throttle:
         for key, handle in list(self._due.items()):
             handle.cancel()
             self._fire(key)
+
+    def now(self, key: Hashable) -> None:
+        """Run what waits for `key` now, if anything does (a turn's end: its state before its answer)."""
+        handle = self._due.get(key)
+        if handle is not None:
+            handle.cancel()
+            self._fire(key)

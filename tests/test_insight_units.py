@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from sessiond.daemon.changes import count_lines
-from sessiond.daemon.insight import Insight, TranscriptBuilder, transcript_pieces
+from sessiond.daemon.insight import Insight, TranscriptBuilder, ending_lines, recap_of, transcript_pieces
 from sessiond.daemon.throttle import Throttle
 from sessiond.protocol.models import Attention
 
@@ -123,3 +123,33 @@ async def test_flush_runs_what_waits() -> None:
     throttle.request("k", lambda: runs.append("second"))
     throttle.flush()
     assert runs == ["first", "second"]
+
+
+def test_a_usage_update_without_used_keeps_the_last_reported_fill_and_counts_the_cost() -> None:
+    ins = Insight()
+    ins.set_context({"used": 50_000, "size": 200_000})
+    ins.set_context({"used": None, "size": 200_000, "cost": {"amount": 0.5, "currency": "USD"}})
+    view = ins.context_view()
+    assert view is not None
+    assert (view.used, view.size, view.estimated) == (50_000, 200_000, False)
+    assert ins.cost() == 0.5
+
+
+def test_the_recap_is_the_last_paragraph_cut_at_a_sentence() -> None:
+    assert recap_of("Looked around.\n\nFixed the bug.\nAll tests pass.\n") == "Fixed the bug. All tests pass."
+    long = "Done. " + "x" * 300
+    assert recap_of(long) == "Done."
+    assert len(recap_of("word " * 100)) <= 200
+
+
+def test_a_turn_that_did_not_complete_ends_its_transcript_with_a_line() -> None:
+    assert ending_lines({"stopReason": "end_turn", "outcome": "completed"}) == []
+    assert ending_lines({"stopReason": "cancelled", "cancelledBy": "by a client"}) == [
+        "cancelled by a client"
+    ]
+    assert ending_lines({"error": "boom", "outcome": "failed"}) == ["failed: boom"]
+    assert ending_lines({"error": "interrupted: the daemon stopped", "outcome": "interrupted"}) == [
+        "interrupted: the daemon stopped"
+    ]
+    pieces = list(transcript_pieces([("turn.ended", "t1", {"error": "boom"})]))
+    assert pieces == [("status", "t1", "failed: boom\n"), ("end", "t1", "")]
