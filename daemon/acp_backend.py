@@ -17,106 +17,29 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast, get_args
+from typing import Any, cast, get_args
 
 import acp
 from acp import schema as s
 from pydantic import BaseModel, Field, ValidationError, create_model
+
+# Plain types, kept apart so the core need not import ACP; imported from here too.
+from sessiond.daemon.agent_types import (
+    AgentExited,
+    AgentRequestFailed,
+    BackendHost,
+    Capabilities,
+    ClientError,
+    PromptOutcome,
+    SessionSetup,
+    TerminalResult,  # noqa: F401 (re-exported)
+)
 
 log = logging.getLogger("sessiond.acp")
 
 INITIALIZE_TIMEOUT = 60.0
 AUTH_REQUIRED = -32000
 SESSION_SETUP_TIMEOUT = 120.0
-
-
-class ClientError(Exception):
-    """An error the daemon answers one of the agent's requests with."""
-
-
-class AgentExited(Exception):
-    """The agent process went away while a request to it was outstanding."""
-
-
-class AgentRequestFailed(Exception):
-    """The agent answered a request with an error."""
-
-    def __init__(self, message: str, code: int | None = None, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.data = data
-
-
-@dataclass(frozen=True, slots=True)
-class Capabilities:
-    load_session: bool = False
-    list: bool = False
-    resume: bool = False
-    fork: bool = False
-    close: bool = False
-    mcp_http: bool = False  # takes MCP servers over streamable HTTP
-
-
-@dataclass(slots=True)
-class PromptOutcome:
-    stop_reason: str
-    usage: dict[str, int] | None = None
-
-
-@dataclass(slots=True)
-class TerminalResult:
-    output: str
-    truncated: bool
-    exit_code: int | None
-    signal: str | None
-
-
-@dataclass(slots=True)
-class SessionSetup:
-    """What the agent said about a session it opened: modes and config options."""
-
-    modes: list[str] = field(default_factory=list)
-    config: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-class BackendHost(Protocol):
-    """What the agent may ask of the daemon, by the agent's session id."""
-
-    def on_update(self, agent_session_id: str, kind: str, payload: dict[str, Any]) -> None: ...
-
-    async def request_permission(
-        self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
-    ) -> str | None: ...
-
-    async def read_text_file(
-        self, agent_session_id: str, path: str, line: int | None, limit: int | None
-    ) -> str: ...
-
-    async def write_text_file(self, agent_session_id: str, path: str, content: str) -> None: ...
-
-    async def create_terminal(
-        self,
-        agent_session_id: str,
-        command: str,
-        args: list[str],
-        env: dict[str, str],
-        cwd: str | None,
-        output_byte_limit: int | None,
-    ) -> str: ...
-
-    async def terminal_output(self, agent_session_id: str, terminal_id: str) -> TerminalResult: ...
-
-    async def wait_for_terminal_exit(
-        self, agent_session_id: str, terminal_id: str
-    ) -> tuple[int | None, str | None]: ...
-
-    async def kill_terminal(self, agent_session_id: str, terminal_id: str) -> None: ...
-
-    async def release_terminal(self, agent_session_id: str, terminal_id: str) -> None: ...
-
-    def child_environment(self, extra: Mapping[str, str]) -> dict[str, str]:
-        """The agent process's environment: the daemon's, filtered by the agent's rules, plus `extra`."""
-        ...
 
 
 def _update_kind(update: Any) -> str:
@@ -422,6 +345,9 @@ def _as_request_error() -> Any:
     try:
         yield
     except ClientError as exc:
+        if str(exc).startswith("no such file"):
+            # ACP's own code and words for it: agents (gemini-cli) read a missing file so, before a write.
+            raise acp.RequestError(-32002, f"Resource not found ({exc})", {"uri": str(exc)}) from None
         raise acp.RequestError(-32602, str(exc)) from None
     except OSError as exc:
         raise acp.RequestError(-32603, f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")) from None
@@ -443,6 +369,96 @@ def describe_request_error(exc: acp.RequestError) -> str:
     if exc.code == AUTH_REQUIRED:
         text += "; give the agent its credentials (an API key in its env, say) and send the prompt again"
     return text
+
+
+_RELEVANT = ("error", "fail", "retry", "retrying", "refused", "unreachable", "timed out", "timeout", "status")
+_HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        (
+            " 401",
+            " 403",
+            "authenticat",
+            "api key",
+            "api_key",
+            "x-api-key",
+            "unauthorized",
+            "permission_denied",
+        ),
+        "the model API refused the agent's credentials: check the API key in its env "
+        "(sessiond agent update --env), then send the prompt again",
+    ),
+    (
+        (
+            "econnrefused",
+            "enotfound",
+            "unable to connect",
+            "connection error",
+            "fetch failed",
+            "eai_again",
+            "unreachable",
+            "etimedout",
+            "timed out",
+            "socket hang up",
+        ),
+        "the agent could not reach its model API: check the network and the API's address in the agent's "
+        "env (a base URL setting), then send the prompt again",
+    ),
+    (
+        (" 429", "rate limit", "rate_limit", "resource_exhausted", "quota"),
+        "the model API is limiting the agent's requests: wait, then send the prompt again",
+    ),
+    (
+        (
+            " 500",
+            " 502",
+            " 503",
+            " 504",
+            " 529",
+            "overloaded",
+            "internal server error",
+            "server error",
+            "status 5",
+            "unavailable",
+        ),
+        "the model API is failing on its side: send the prompt again later",
+    ),
+)
+
+
+def model_api_hint(text: str, agent: str) -> str:
+    """What to do about a failed turn whose words say how the agent's model API failed, or ''."""
+    lowered = f" {text.lower()}"
+    for needles, hint in _HINTS:
+        if any(needle in lowered for needle in needles):
+            return f"; {hint}"
+    return ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _last_relevant_line(path: Path, start: int, known: str, limit: int = 256 * 1024) -> str | None:
+    """The agent's last stderr line since `start` that speaks of an error or a retry and adds to `known`."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(start, _size(path) - limit))
+            tail = log.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for raw in reversed(tail.splitlines()):
+        line = " ".join(raw.split())
+        if len(line) < 8 or line.startswith(("at ", "---")) or line.endswith(("{", "[", "(")):
+            continue
+        if not any(word in line.lower() for word in _RELEVANT):
+            continue
+        if line in known or any(part and part in known for part in line.split("'")[1::2]):
+            continue
+        return line[:300]
+    return None
 
 
 def _auth_method(method: Any, env: Mapping[str, str]) -> dict[str, Any]:
@@ -741,6 +757,7 @@ class AgentProcess:
         )
 
     async def prompt(self, session_id: str, text: str) -> PromptOutcome:
+        log_start = _size(self.log_path)
         try:
             response = await self._call(
                 self._conn.prompt(session_id=session_id, prompt=[s.TextContentBlock(type="text", text=text)]),
@@ -749,6 +766,14 @@ class AgentProcess:
         except AgentRequestFailed as exc:
             if exc.code == AUTH_REQUIRED and self.auth_methods:
                 raise AgentRequestFailed(str(exc) + self.auth_help(), exc.code, exc.data) from None
+            if exc.code != AUTH_REQUIRED:
+                said = _last_relevant_line(self.log_path, log_start, str(exc))
+                explained = (
+                    str(exc)
+                    + (f" (its log says: {said})" if said else "")
+                    + model_api_hint(f"{exc} {said or ''}", self.name)
+                )
+                raise AgentRequestFailed(explained, exc.code, exc.data) from None
             raise
         usage = None
         if response.usage is not None:

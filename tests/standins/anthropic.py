@@ -146,6 +146,7 @@ class AnthropicStandIn:
         self.requests: list[Request] = []
         self.lock = threading.Lock()
         self.streaming = threading.Event()  # set while a main reply is being streamed
+        self.failing: int | None = None  # every POST answers this HTTP error (fail_with)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -180,6 +181,11 @@ class AnthropicStandIn:
         with self.lock:
             self.script.extend(Reply.text(r) if isinstance(r, str) else r for r in replies)
 
+    def fail_with(self, status: int | None) -> None:
+        """Answer every POST with this HTTP error (401, 500, ...) until given None."""
+        with self.lock:
+            self.failing = status
+
     def main_requests(self) -> list[Request]:
         with self.lock:
             return [r for r in self.requests if r.main]
@@ -201,7 +207,7 @@ class AnthropicStandIn:
         with self.lock:
             if main and self.script:
                 return True, self.script.popleft()
-        return main, Reply.text(self.default if main else "ok", chunks=1)
+        return main, Reply((Text(self.default if main else "ok", chunks=1),))
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         standin = self
@@ -248,6 +254,14 @@ class AnthropicStandIn:
                 except ValueError:
                     body = None
                 path = self.path.split("?")[0]
+                with standin.lock:
+                    failing = standin.failing
+                if failing is not None:
+                    self._record(body, False)
+                    kinds = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+                    kind = kinds.get(failing, "api_error" if failing >= 500 else "invalid_request_error")
+                    self._json(failing, _error(kind, f"the stand-in answers {failing}"))
+                    return
                 if path == "/v1/messages/count_tokens":
                     self._record(body, False)
                     self._json(200, {"input_tokens": 100})

@@ -1,0 +1,135 @@
+"""Clear, fast failures with a real agent (claude-agent-acp) whose model API refuses, breaks or is gone.
+
+Claude Code retries a failed model call on its own (401 and 5xx included) with
+a growing back-off: with its default of 10 retries a turn fails only after ~3
+minutes, and claude-agent-acp 0.23.1 drops the `api_retry` messages Claude
+Code emits meanwhile (dist/acp-agent.js, `case "api_retry"`), so nothing shows
+while it waits. `CLAUDE_CODE_MAX_RETRIES` in the agent's env bounds that. With
+it at 1 the turn fails in a few seconds, and the error the client sees is the
+agent's own sentence ("API Error: 401 ...") plus what to do about it, which
+the daemon adds from the failure's words (and the agent's log).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon
+from sessiond.client import AgentError, AsyncAgent, AsyncDaemon
+from tests.standins.anthropic import AnthropicStandIn
+
+AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "claude-agent-acp"
+BOUND = 30.0  # seconds: generous for 2 shared cores; each failure takes ~2 s here
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    if shutil.which("node") is None or not AGENT.exists():
+        pytest.fail(f"{AGENT} is missing: `./dev test` installs it (npm ci --prefix tests/interop)")
+    running = Daemon().start()
+    yield running
+    code = running.stop()
+    print("\n".join(["--- daemon stderr", *running.stderr]))
+    assert code == 0, f"the daemon exited with {code}"
+    shutil.rmtree(running.home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[AnthropicStandIn]:
+    running = AnthropicStandIn().start()
+    yield running
+    running.stop()
+
+
+def _env(base_url: str, home: Path) -> dict[str, str]:
+    return {
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-standin",
+        "IS_SANDBOX": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
+        "CLAUDE_CONFIG_DIR": str(home),
+        "CLAUDE_CODE_MAX_RETRIES": "1",  # the agent's own retries: one, not ten (~3 minutes)
+    }
+
+
+@pytest.fixture
+async def refusing(
+    client: AsyncDaemon, standin: AnthropicStandIn, tmp_path: Path
+) -> AsyncIterator[AsyncAgent]:
+    agent = await client.agent(
+        "claude-refused", command=[str(AGENT)], env=_env(standin.base_url, tmp_path / "claude")
+    )
+    yield agent
+    standin.fail_with(None)
+    await agent.aremove()
+
+
+async def _fails(session: object, prompt: str) -> tuple[str, float]:
+    started = time.monotonic()
+    with pytest.raises(AgentError) as failed:
+        await session.asend(prompt)  # type: ignore[attr-defined]
+    return str(failed.value), time.monotonic() - started
+
+
+async def test_a_refused_key_and_a_broken_api_fail_the_turn_fast_saying_why_and_what_to_do(
+    work: Path, refusing: AsyncAgent, standin: AnthropicStandIn
+) -> None:
+    session = await refusing.session(work)
+    standin.push("Fine.")
+    assert (await session.asend("warm up")).text == "Fine."  # the agent and its session are up
+
+    standin.fail_with(401)
+    message, took = await _fails(session, "say hello")
+    assert took < BOUND, f"the turn took {took:.1f} s to fail"
+    assert "API Error: 401" in message  # the agent's own sentence
+    assert "the stand-in answers 401" in message  # with the API's words
+    assert "check the API key in its env" in message  # and what to do
+    info = await session.aget()
+    assert info.status == "failed"
+
+    # claude-agent-acp ends the turn after a failed one at once, empty (what was left of the failed
+    # one, as after a cancel): a fresh session shows the next failure on its own turn.
+    session = await refusing.session(work)
+    standin.fail_with(500)
+    message, took = await _fails(session, "say hello again")
+    assert took < BOUND, f"the turn took {took:.1f} s to fail"
+    assert "API Error: 500" in message
+    assert "failing on its side: send the prompt again later" in message
+
+    # The API back: the session carries on (its first turn the failed one's empty leftover).
+    standin.fail_with(None)
+    standin.push("Back.")
+    first = await session.asend("and now?")
+    second = await session.asend("and now?") if not first.text else first
+    assert second.text.startswith("Back.")
+    assert (await session.aget()).status != "failed"
+
+
+async def test_an_unreachable_api_fails_the_turn_fast_saying_why_and_what_to_do(
+    client: AsyncDaemon, work: Path, tmp_path: Path
+) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    agent = await client.agent(
+        "claude-unreachable",
+        command=[str(AGENT)],
+        env=_env(f"http://127.0.0.1:{port}", tmp_path / "claude"),
+    )
+    session = await agent.session(work)
+    message, took = await _fails(session, "say hello")
+    assert took < BOUND, f"the turn took {took:.1f} s to fail"
+    assert "ECONNREFUSED" in message
+    assert "could not reach its model API" in message
+    assert (await session.aget()).status == "failed"
+    await agent.aremove()

@@ -1,0 +1,139 @@
+"""Interoperability with opencode (npm opencode-ai, `opencode acp`) against the Anthropic stand-in.
+
+opencode-ai ships its native binary in an optional dependency
+(opencode-linux-x64), so it installs from the registry alone. It is pointed
+at a model API by its config: `OPENCODE_CONFIG_CONTENT` here declares a
+provider "standin" using the AI SDK's Anthropic client (`npm:
+@ai-sdk/anthropic`, bundled) with `options.baseURL` at the stand-in, and
+makes its model the default. `OPENCODE_DISABLE_MODELS_FETCH` and friends keep
+it off the network; XDG dirs under tmp keep its database private. Its tools
+(write, edit, bash, todowrite) run in its own process without asking (its
+default permissions allow them); it reports `usage_update` with a cost.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon
+from sessiond.client import AsyncAgent, AsyncDaemon
+from tests.daemon.test_interop_claude import eventually
+from tests.standins.anthropic import AnthropicStandIn, Reply
+
+AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "opencode"
+
+
+def opencode_env(base_url: str, home: Path) -> dict[str, str]:
+    """What opencode needs to talk to the Anthropic stand-in at `base_url` and nowhere else."""
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "model": "standin/claude-standin",
+        "small_model": "standin/claude-standin",
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {
+            "standin": {
+                "npm": "@ai-sdk/anthropic",
+                "name": "Stand-in",
+                "options": {"baseURL": f"{base_url}/v1", "apiKey": "sk-ant-standin"},
+                "models": {
+                    "claude-standin": {
+                        "name": "Claude stand-in",
+                        "tool_call": True,
+                        "limit": {"context": 200000, "output": 8192},
+                        "cost": {"input": 3, "output": 15},
+                    }
+                },
+            }
+        },
+    }
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "OPENCODE_CONFIG_CONTENT": json.dumps(config),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+    }
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    if not AGENT.exists():
+        pytest.fail(f"{AGENT} is missing: `./dev test` installs it (npm ci --prefix tests/interop)")
+    running = Daemon().start()
+    yield running
+    code = running.stop()
+    print("\n".join(["--- daemon stderr", *running.stderr]))
+    assert code == 0, f"the daemon exited with {code}"
+    shutil.rmtree(running.home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[AnthropicStandIn]:
+    running = AnthropicStandIn().start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+async def opencode(
+    client: AsyncDaemon, standin: AnthropicStandIn, tmp_path: Path
+) -> AsyncIterator[AsyncAgent]:
+    """opencode (~5 s to start warm, ~20 s on a fresh database); one test, so one agent process."""
+    agent = await client.agent(
+        "opencode", command=[str(AGENT), "acp"], env=opencode_env(standin.base_url, tmp_path / "home")
+    )
+    yield agent
+    await agent.aremove()
+
+
+async def test_opencode_streams_text_writes_edits_and_runs_a_command_at_the_placement(
+    opencode: AsyncAgent, standin: AnthropicStandIn, work: Path
+) -> None:
+    session = await opencode.session(work)
+    notes = work / "notes.txt"
+    standin.push(
+        Reply.tool("write", {"filePath": str(notes), "content": "hello\n"}, say="Writing the notes."),
+        Reply.tool("edit", {"filePath": str(notes), "oldString": "hello", "newString": "hello world"}),
+        Reply.tool("bash", {"command": "pwd > where.txt", "description": "where we are"}),
+        Reply.text("All done: the notes say hello world."),
+    )
+    chunks: list[str] = []
+    stream = session.astream("write the notes, then check where we are")
+    async for event in stream:
+        if event.kind == "turn.chunk":
+            chunks.append(event.data["text"])
+    reply = stream.reply
+    assert reply is not None
+    assert reply.stop_reason == "end_turn"
+    assert reply.text.endswith("All done: the notes say hello world.")
+    assert len(chunks) > 2
+    assert notes.read_text() == "hello world\n"
+    assert (work / "where.txt").read_text().strip() == str(work)
+    main = standin.main_requests()
+    assert len(main) == 4
+    assert len(main[-1].tool_results()) == 3  # each tool's result went back to the model
+
+    async def settled() -> bool:
+        info = await session.aget()
+        paths = {f.path for f in info.changes.files} if info.changes else set()
+        return {"notes.txt", "where.txt"} <= paths and info.context is not None
+
+    await eventually(settled, what="the changed files and the context fill")
+    info = await session.aget()
+    assert info.context is not None
+    assert not info.context.estimated  # opencode sends usage_update, with a cost
+    assert info.context.size == 200000
+    assert info.context.cost is not None
+    assert info.context.cost.amount > 0
