@@ -1,6 +1,7 @@
 """Run every benchmark and print their tables.
 
 python -m bench [--sessions 10000] [--turns 200] [--batch 500] [--fleet 5000] [--mcp 10]
+                [--startup-rounds 5] [--scale 1000,10000,100000]
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import limits, streaming
+from bench import limits, real_agents, startup, streaming
 from bench.direct_acp import direct_agent, run_turns
 from bench.harness import children, daemon, rss_kib, table
 from sessiond.client import AsyncDaemon, aconnect
@@ -215,7 +216,23 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500, help="prompts in the batch benchmark")
     parser.add_argument("--fleet", type=int, default=5000, help="sessions behind the fleet summary")
     parser.add_argument("--mcp", type=int, default=10, help="sessions calling an MCP tool")
+    parser.add_argument("--startup-rounds", type=int, default=5, help="rounds of each spawn figure")
+    parser.add_argument(
+        "--scale", default="1000,10000,100000", help="idle sessions beside a list page, turns, a restart"
+    )
     args = parser.parse_args()
+    print(
+        table("Spawn → first answer (medians, same-run baselines)", startup.spawn_rows(args.startup_rounds))
+    )
+    print()
+    sizes = [int(size) for size in args.scale.split(",")]
+    print(
+        table(
+            "Beside idle sessions (seeded in SQL, measured through the daemon)",
+            startup.scale_rows(sizes, 50, 3),
+        )
+    )
+    print()
     print(table("Opening sessions", asyncio.run(open_many(args.sessions))))
     print()
     print(table("Turns", asyncio.run(turns(args.turns))))
@@ -230,6 +247,8 @@ def main() -> None:
     print(table("The sessiond MCP tools", asyncio.run(mcp(args.mcp))))
     print()
     print(table("Hostile and careless clients: daemon memory", asyncio.run(limits.run())))
+    print()
+    print(table("A real agent (claude-agent-acp) against its stand-in", asyncio.run(real_agents.run())))
 
 
 if __name__ == "__main__":

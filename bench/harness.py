@@ -66,11 +66,28 @@ class Daemon:
             self.process.send_signal(sig)
         return self.process.wait(timeout)
 
+    def tcp_address(self) -> tuple[str, int]:
+        """Where a daemon started with --tcp listens (the address file it writes)."""
+        host, _, port = (self.home / "state" / "tcp-address").read_text().strip().rpartition(":")
+        return host, int(port)
+
     def rss_kib(self) -> int:
         return rss_kib(self.pid)
 
     def children(self) -> list[int]:
         return children(self.pid)
+
+
+@contextlib.contextmanager
+def checked(daemon: Daemon) -> Iterator[Daemon]:
+    """For a test: start `daemon`; at the end stop it, show its stderr with the test's report,
+    require a clean exit and remove its home."""
+    daemon.start()
+    yield daemon
+    code = daemon.stop()
+    print("\n".join(["--- daemon stderr", *daemon.stderr]))
+    assert code == 0, f"the daemon exited with {code}"
+    shutil.rmtree(daemon.home, ignore_errors=True)
 
 
 def rss_kib(pid: int) -> int:

@@ -22,11 +22,6 @@ from tests.security.wire import Wire, frame
 MiB = 1024 * 1024
 
 
-def _tcp(d: Daemon) -> tuple[str, int]:
-    host, _, port = (d.home / "state" / "tcp-address").read_text().strip().rpartition(":")
-    return host, int(port)
-
-
 async def _quietly(action: Awaitable[object]) -> None:
     with contextlib.suppress(ConnectionError, OSError, TimeoutError, asyncio.IncompleteReadError):
         await action
@@ -41,9 +36,17 @@ async def _status_ms(client: AsyncDaemon, rounds: int = 10) -> float:
     return statistics.median(times)
 
 
-async def _case(name: str, load: Callable[[Daemon, AsyncDaemon], Awaitable[None]]) -> tuple[str, str, str]:
+Load = Callable[[Daemon, AsyncDaemon], Awaitable[None]]
+
+
+async def _nothing(d: Daemon, client: AsyncDaemon) -> None:
+    pass
+
+
+async def _case(name: str, load: Load, setup: Load = _nothing) -> tuple[str, str, str]:
     with daemon_with_tcp() as d:
         async with aconnect(d.socket, start=False) as client:
+            await setup(d, client)
             idle_ms = await _status_ms(client)
             before = d.rss_kib()
             peak = before
@@ -71,7 +74,7 @@ def daemon_with_tcp() -> contextlib.AbstractContextManager[Daemon]:
 
 async def huge_bodies_before_auth(d: Daemon, client: AsyncDaemon) -> None:
     async def one() -> None:
-        wire = await Wire.tcp(*_tcp(d))
+        wire = await Wire.tcp(*d.tcp_address())
         await _quietly(wire.send(b"Content-Length: 67108864\r\n\r\n"))
         for _ in range(64):
             await _quietly(wire.send(b"x" * MiB))
@@ -81,21 +84,24 @@ async def huge_bodies_before_auth(d: Daemon, client: AsyncDaemon) -> None:
 
 
 async def endless_header_line(d: Daemon, client: AsyncDaemon) -> None:
-    wire = await Wire.tcp(*_tcp(d))
+    wire = await Wire.tcp(*d.tcp_address())
     for _ in range(60):
         await _quietly(wire.send(b"X" * MiB))
     await wire.close()
 
 
 async def half_sent_headers(d: Daemon, client: AsyncDaemon) -> None:
-    wires = [await Wire.tcp(*_tcp(d)) for _ in range(500)]
+    wires = [await Wire.tcp(*d.tcp_address()) for _ in range(500)]
     for wire in wires:
         await _quietly(wire.send(b"Content-Length: 10"))
     await asyncio.gather(*(_quietly(wire.read(30)) for wire in wires))  # each closed by the daemon
 
 
-async def pipelined_never_read(d: Daemon, client: AsyncDaemon) -> None:
+async def two_hundred_sessions(d: Daemon, client: AsyncDaemon) -> None:
     await (await client.agent("demo")).sessions(200, d.home)
+
+
+async def pipelined_never_read(d: Daemon, client: AsyncDaemon) -> None:
     wire = await Wire.unix(str(d.socket))
     await wire.initialize()
     ask = b"".join(
@@ -122,11 +128,14 @@ async def large_prompt(d: Daemon, client: AsyncDaemon) -> None:
     await wire.close()
 
 
-async def subscriber_never_reading_a_replay(d: Daemon, client: AsyncDaemon) -> None:
+async def large_replies(d: Daemon, client: AsyncDaemon) -> None:
     session = await (await client.agent("demo")).session(d.home)
     chunk = "say " + "y" * 200_000
     for _ in range(30):
-        await session.asend(chunk)  # ~6 MB of reply events in the log
+        await session.asend(chunk)  # ~12 MB of prompt and reply events in the log
+
+
+async def subscriber_never_reading_a_replay(d: Daemon, client: AsyncDaemon) -> None:
     wires = []
     for _ in range(5):
         wire = await Wire.unix(str(d.socket))
@@ -146,19 +155,23 @@ async def many_connections(d: Daemon, client: AsyncDaemon) -> None:
             await other.status()
 
 
-CASES: list[tuple[str, Callable[[Daemon, AsyncDaemon], Awaitable[None]]]] = [
-    ("8 TCP clients announcing 64 MiB before the token", huge_bodies_before_auth),
-    ("a 60 MiB header line", endless_header_line),
-    ("500 half-sent headers", half_sent_headers),
-    ("20,000 session/list (200 sessions) never read", pipelined_never_read),
-    ("a 50 MB prompt", large_prompt),
-    ("5 subscribers replaying 6 MB, never reading", subscriber_never_reading_a_replay),
-    ("1,000 connections, one after another", many_connections),
+CASES: list[tuple[str, Load, Load]] = [
+    ("8 TCP clients announcing 64 MiB before the token", huge_bodies_before_auth, _nothing),
+    ("a 60 MiB header line", endless_header_line, _nothing),
+    ("500 half-sent headers", half_sent_headers, _nothing),
+    ("20,000 session/list (200 sessions) never read", pipelined_never_read, two_hundred_sessions),
+    ("a 50 MB prompt", large_prompt, _nothing),
+    (
+        "5 subscribers replaying 12 MB of events, never reading",
+        subscriber_never_reading_a_replay,
+        large_replies,
+    ),
+    ("1,000 connections, one after another", many_connections, _nothing),
 ]
 
 
 async def run() -> list[tuple[str, str, str]]:
-    return [await _case(name, load) for name, load in CASES]
+    return [await _case(name, load, setup) for name, load, setup in CASES]
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sessiond.daemon.acp_backend import ClientError, TerminalResult
+from sessiond.daemon.agent_types import ClientError, TerminalResult
 from sessiond.daemon.child_env import DEFAULT_RULES, EnvRules, child_environment, rules_for_commands
 from sessiond.daemon.placements import Placement, PlacementError
 
@@ -98,9 +98,18 @@ class AgentHost:
         session, placement = self._placement(agent_session_id)
         self._refuse_writes(session)
         self._core.feed.touched(session)
-        # The command gets the daemon's environment as the agent's rules filter it, plus `env`.
-        with _as_client_error(), rules_for_commands(self.env_rules):
-            return await placement.create_terminal(command, args, env, cwd, output_byte_limit)
+        # In a shared working copy, what changes while it runs is counted as the session's.
+        window = f"pending:{id(object())}"
+        await self._core.feed.command_started(session, window)
+        try:
+            # The command gets the daemon's environment as the agent's rules filter it, plus `env`.
+            with _as_client_error(), rules_for_commands(self.env_rules):
+                terminal_id = await placement.create_terminal(command, args, env, cwd, output_byte_limit)
+        except BaseException:
+            self._core.feed.command_ended(session, window)
+            raise
+        self._core.feed.command_renamed(session, window, f"term:{terminal_id}")
+        return terminal_id
 
     async def terminal_output(self, agent_session_id: str, terminal_id: str) -> TerminalResult:
         _, placement = self._placement(agent_session_id)
@@ -110,16 +119,22 @@ class AgentHost:
     async def wait_for_terminal_exit(
         self, agent_session_id: str, terminal_id: str
     ) -> tuple[int | None, str | None]:
-        _, placement = self._placement(agent_session_id)
+        session, placement = self._placement(agent_session_id)
         with _as_client_error():
-            return await placement.wait_for_terminal_exit(terminal_id)
+            exited = await placement.wait_for_terminal_exit(terminal_id)
+        self._core.feed.command_ended(session, f"term:{terminal_id}")
+        return exited
 
     async def kill_terminal(self, agent_session_id: str, terminal_id: str) -> None:
-        _, placement = self._placement(agent_session_id)
+        session, placement = self._placement(agent_session_id)
         with _as_client_error():
             await placement.kill_terminal(terminal_id)
+        self._core.feed.command_ended(session, f"term:{terminal_id}")
 
     async def release_terminal(self, agent_session_id: str, terminal_id: str) -> None:
-        _, placement = self._placement(agent_session_id)
-        with _as_client_error():
-            await placement.release_terminal(terminal_id)
+        session, placement = self._placement(agent_session_id)
+        try:
+            with _as_client_error():
+                await placement.release_terminal(terminal_id)
+        finally:
+            self._core.feed.command_ended(session, f"term:{terminal_id}")

@@ -23,19 +23,15 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessiond.daemon import store as st
-from sessiond.daemon.acp_backend import (
-    AgentExited,
-    AgentProcess,
-    AgentRequestFailed,
-    SessionSetup,
-)
 from sessiond.daemon.agent_host import AgentHost
+from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, SessionSetup
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.around import Around
 from sessiond.daemon.events import EventLog
+from sessiond.daemon.insight import ending_lines, recap_of
 from sessiond.daemon.insight_feed import InsightFeed
 from sessiond.daemon.merging import Merging
 from sessiond.daemon.permissions import Permissions
@@ -48,18 +44,21 @@ from sessiond.daemon.placements import (
 from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.prompt_limit import check_prompt_size
 from sessiond.daemon.records import AgentRuntime, SessionRecord, SessionRuntime, Turn
+from sessiond.daemon.session_table import LazyIndex, SessionTable
 from sessiond.daemon.session_tools import SessionTools
-from sessiond.daemon.states import Outcome, derive_status, outcome_of
+from sessiond.daemon.states import Outcome, derive_status
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
 from sessiond.protocol.models import EventKind, SessionStatus
+
+if TYPE_CHECKING:  # the ACP SDK is imported on the first turn that starts an agent
+    from sessiond.daemon.acp_backend import AgentProcess
 
 log = logging.getLogger("sessiond.core")
 
 # How long an agent has to end a turn after being told to cancel it, before
 # the daemon stops waiting and ends the turn as cancelled anyway.
 CANCEL_GRACE = 10.0
-RECAP_CHARS = 200
 INTERRUPTED = "interrupted: the daemon stopped while this turn was running; send it again"
 
 
@@ -80,10 +79,11 @@ class Core:
         self.state_dir = state_dir
         self.version = version
         self.agents: dict[str, AgentRuntime] = {}
-        self.sessions: dict[str, SessionRecord] = {}
+        # Sessions are read from the store on first need (see session_table), as a dict by id.
+        self.sessions = SessionTable(store, self._adopt)
         self.by_agent_session: dict[tuple[str, str], SessionRecord] = {}
-        self.children: dict[str, list[SessionRecord]] = {}  # by parent id: side chats, tasks, threads
-        self.by_run: dict[str, list[SessionRecord]] = {}  # the sessions each run opened
+        self.children = LazyIndex(self.sessions, "parent")  # by parent id: side chats, tasks, threads
+        self.by_run = LazyIndex(self.sessions, "run")  # the sessions each run opened
         self._next_ordinal = 1
         self.feed = InsightFeed(self, state_rate=state_rate)
         self.permissions = Permissions(self)
@@ -132,30 +132,14 @@ class Core:
         self._cut_off_sessions: list[SessionRecord] = []
         self._cut_off_at = now
         cut_off = {session for _, session in self._cut_off_turns}
-        for row in self.store.query("SELECT * FROM sessions ORDER BY ordinal"):
-            status = SessionStatus(row["status"])
-            record = SessionRecord(
-                id=row["id"],
-                ordinal=row["ordinal"],
-                agent=row["agent"],
-                root=row["root"],
-                placement=row["placement"],
-                title=row["title"],
-                status=status,
-                status_since=row["status_since"],
-                created_at=row["created_at"],
-                turns=row["turns"],
-                agent_session_id=row["agent_session_id"],
-                last_stop_reason=row["last_stop_reason"],
-                last_error=row["last_error"],
-                recap=row["recap"],
-                run=row["run"],
-                placement_options=row["placement_options"],
-                kind=row["kind"],
-                parent=row["parent"],
-                last_outcome=outcome_of(status),
-            )
-            if record.id in cut_off or status in (
+        # Only the sessions with something to show are read now (not idle or closed, or cut off);
+        # `feed.load` reads those with a plan, usage or changes stored; the rest on first need.
+        busy = [s.value for s in SessionStatus if s not in (SessionStatus.IDLE, SessionStatus.CLOSED)]
+        for record in self.sessions.where(
+            f"status IN ({','.join('?' * len(busy))}) OR id IN (SELECT value FROM json_each(?))",
+            (*busy, json.dumps(sorted(cut_off))),
+        ):
+            if record.id in cut_off or record.status in (
                 SessionStatus.WORKING,
                 SessionStatus.QUEUED,
                 SessionStatus.NEEDS_YOU,
@@ -165,12 +149,24 @@ class Core:
                 record.status = SessionStatus.FAILED
                 record.status_since = now
                 self._cut_off_sessions.append(record)
-            self.sessions[record.id] = record
-            self._adopt(record)
-            self._next_ordinal = max(self._next_ordinal, record.ordinal + 1)
-            if not record.closed and record.agent in self.agents:
-                self.agents[record.agent].open_sessions += 1
+        for row in self.store.query("SELECT COALESCE(MAX(ordinal), 0) AS last FROM sessions"):
+            self._next_ordinal = row["last"] + 1
+        # One pass over an index (status, agent, turns), not the table: the counts of every session.
+        counts = self.store.query(
+            "SELECT status, agent, COUNT(*) AS n, COALESCE(SUM(turns), 0) AS turns FROM sessions "
+            "GROUP BY status, agent"
+        )
+        for row in counts:
+            if row["status"] != SessionStatus.CLOSED.value and row["agent"] in self.agents:
+                self.agents[row["agent"]].open_sessions += row["n"]
         self.feed.load()
+        # The fleet's tally, for the sessions still only in the store (idle or closed, nothing stored
+        # about them but their row): their statuses and turns, counted in SQL.
+        by_status, turns = self.sessions.not_loaded_tally(counts)
+        self.feed.tally.turns += turns
+        for status, n in by_status.items():
+            if status != SessionStatus.CLOSED.value:
+                self.feed.tally.by_status[SessionStatus(status)] += n
 
     async def announce_interrupted(self) -> None:
         """Store and tell what `load` found cut off by a stop: each such turn ends (`turn.ended`,
@@ -216,9 +212,9 @@ class Core:
     def _adopt(self, record: SessionRecord) -> None:
         """Index a session just loaded or opened by its parent and its run."""
         if record.parent is not None:
-            self.children.setdefault(record.parent, []).append(record)
+            self.children.add(record.parent, record)
         if record.run is not None:
-            self.by_run.setdefault(record.run, []).append(record)
+            self.by_run.add(record.run, record)
 
     def _configure_slots(self, runtime: AgentRuntime) -> None:
         cap = runtime.spec.options.max_active_turns
@@ -268,6 +264,7 @@ class Core:
             options=runtime.spec.options,
             builtin=runtime.builtin,
             open_sessions=runtime.open_sessions,
+            turns=self._agent_turns(runtime.name),
             process=m.AgentProcessInfo(
                 state=state,
                 pid=process.pid if process is not None and process.alive else None,
@@ -286,6 +283,17 @@ class Core:
                 authenticated=process.authenticated if process is not None else None,
             ),
         )
+
+    def _agent_turns(self, name: str) -> int:
+        """Turns the agent's sessions have ended: memory's count for sessions in memory, the
+        store's for the rest (without reading them all in)."""
+        loaded = [s for s in self.sessions.loaded() if s.agent == name]
+        (row,) = self.store.lookup(
+            "SELECT COALESCE(SUM(turns), 0) AS n FROM sessions WHERE agent = ? "
+            "AND id NOT IN (SELECT value FROM json_each(?))",
+            (name, json.dumps([s.id for s in loaded])),
+        )
+        return int(row["n"]) + sum(s.turns for s in loaded)
 
     def _log_path(self, name: str) -> Path:
         return self.state_dir / "logs" / f"agent-{name}.log"
@@ -330,7 +338,7 @@ class Core:
         runtime.spec = spec
         self._configure_slots(runtime)
         if params.restart and runtime.process is not None:
-            await self._stop_agent_process(runtime, reason=f"agent {runtime.name!r} was restarted by request")
+            await self._stop_agent_process(runtime, reason=f"by a restart of agent {runtime.name!r}")
         self.events.emit(EventKind.AGENT_UPDATED, agent=runtime.name, fields=sorted(update))
         return self.agent_info(runtime)
 
@@ -340,7 +348,7 @@ class Core:
             raise RpcError(ErrorCode.CONFLICT, f"agent {name!r} is built in and cannot be removed")
         for session in [s for s in self.sessions.values() if s.agent == name and not s.closed]:
             await self.close_session(session.id)
-        await self._stop_agent_process(runtime, reason=f"agent {name!r} was removed")
+        await self._stop_agent_process(runtime, reason=f"by the removal of agent {name!r}")
         # Refused by the store, the agent stays (its process starts again on its next turn).
         await self._wait(self.store.write(st.execute("DELETE FROM agents WHERE name=?", (name,))))
         self.agents.pop(name, None)
@@ -366,6 +374,8 @@ class Core:
             process = runtime.process
             if process is not None and process.alive:
                 return process
+            from sessiond.daemon.acp_backend import AgentProcess  # the ACP SDK: on first need
+
             spec = runtime.spec
             process = AgentProcess(
                 spec.name,
@@ -413,7 +423,7 @@ class Core:
         runtime.live.clear()
 
     async def _stop_agent_process(self, runtime: AgentRuntime, reason: str) -> None:
-        for session in self.sessions.values():
+        for session in self.sessions.loaded():  # a session with a runtime is in memory
             if session.agent == runtime.name and session.runtime is not None:
                 self._cancel_all(session, reason=reason)
         process = runtime.process
@@ -458,6 +468,7 @@ class Core:
             title=s.title,
             status=s.status,
             status_since=_dt(s.status_since),
+            status_detail=s.status_detail,
             created_at=_dt(s.created_at),
             turns=s.turns,
             queued_turns=len(rt.queue) if rt else 0,
@@ -570,9 +581,17 @@ class Core:
                     {"field": "cursor"},
                 ) from None
         wanted = set(params.status) if params.status else None
+        if params.sort == "created" and not params.attention:
+            return self._page_from_store(params, wanted, after)
+        # Only a session in memory can be flagged; sorting by activity walks them all (read once).
+        source = (
+            sorted(self.sessions.loaded(), key=lambda s: s.ordinal)
+            if params.attention
+            else self.sessions.values()
+        )
         matching = [
             s
-            for s in self.sessions.values()
+            for s in source
             if (params.agent is None or s.agent == params.agent)
             and (wanted is None or s.status in wanted)
             and (
@@ -597,6 +616,58 @@ class Core:
             sessions=[self.session_info(s, brief=params.brief) for s in page],
             total=len(matching),
             next_cursor=cursor,
+        )
+
+    def _page_from_store(
+        self, params: m.SessionListParams, wanted: set[SessionStatus] | None, after: int
+    ) -> m.SessionPage:
+        """A page oldest first, read from the store's rows (an index on ordinal): its cost does not
+        grow with the number of sessions; the total comes from the fleet's tally when it can."""
+        with_closed = params.include_closed or (wanted is not None and SessionStatus.CLOSED in wanted)
+        conditions: list[str] = []
+        args: list[Any] = []
+        if params.agent is not None:
+            conditions.append("agent = ?")
+            args.append(params.agent)
+        if wanted is not None:
+            conditions.append(f"status IN ({','.join('?' * len(wanted))})")
+            args += [status.value for status in wanted]
+        if not with_closed:
+            conditions.append("status != 'closed'")
+        if params.kind is not None:
+            conditions.append(f"kind IN ({','.join('?' * len(params.kind))})")
+            args += list(params.kind)
+        if params.run is not None:
+            conditions.append("run = ?")
+            args.append(params.run)
+        where = " AND ".join(conditions) or "1"
+        rows = self.store.lookup(
+            f"SELECT * FROM sessions WHERE ({where}) AND ordinal > ? ORDER BY ordinal LIMIT ?",
+            (*args, after, params.limit + 1),
+        )
+        more = len(rows) > params.limit
+        # A session in memory is as memory says (its row may not be committed yet).
+        page = [
+            s
+            for s in self.sessions.take_rows(rows[: params.limit])
+            if (wanted is None or s.status in wanted) and (with_closed or not s.closed)
+        ]
+        if params.agent is None and params.kind is None and params.run is None:
+            by_status = self.feed.tally.by_status
+            if wanted is None:
+                total = sum(by_status.values())
+            else:
+                total = sum(by_status[status] for status in wanted if status is not SessionStatus.CLOSED)
+            if with_closed:
+                (row,) = self.store.lookup("SELECT COUNT(*) AS n FROM sessions")
+                total += row["n"] - sum(by_status.values())  # the closed ones
+        else:
+            (row,) = self.store.lookup(f"SELECT COUNT(*) AS n FROM sessions WHERE {where}", tuple(args))
+            total = row["n"]
+        return m.SessionPage(
+            sessions=[self.session_info(s, brief=params.brief) for s in page],
+            total=total,
+            next_cursor=str(page[-1].ordinal) if page and more else None,
         )
 
     @staticmethod
@@ -626,7 +697,7 @@ class Core:
             return session
         rt = session.runtime
         if rt is not None:
-            turns = self._cancel_all(session, reason="the session was closed")
+            turns = self._cancel_all(session, reason="by closing the session")
             for turn in turns:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(turn.future)
@@ -656,6 +727,7 @@ class Core:
                     with contextlib.suppress(Exception):
                         await runtime.process.close_session(session.agent_session_id)
         self.feed.collisions.forget(session.id)
+        self.feed.attribution.forget(session.id)
         self.set_status(session, closed=True)
         self.events.emit(
             EventKind.SESSION_CLOSED,
@@ -675,25 +747,32 @@ class Core:
 
     def set_status(self, session: SessionRecord, *, closed: bool = False) -> None:
         rt = session.runtime
+        running = rt.running if rt else None
+        # A turn waiting for an agent slot or a live-session slot is queued: working means the agent has it.
+        waiting = running is not None and (running.started_at is None or running.waiting_for is not None)
         status = derive_status(
             closed=closed or session.closed,
             waiting_for_person=bool(rt and rt.permissions),
-            running=bool(rt and rt.running and rt.running.started_at is not None),
-            queued=bool(rt and (rt.queue or (rt.running and rt.running.started_at is None))),
+            running=running is not None and not waiting,
+            queued=bool(rt and (rt.queue or waiting)),
             last=session.last_outcome,
         )
+        detail = running.waiting_for if running is not None and status is SessionStatus.QUEUED else None
         old = session.status
-        if status is old:
+        if status is old and detail == session.status_detail:
             self.feed.refresh_flags(session)
             return
         session.status = status
-        session.status_since = _now()
+        session.status_detail = detail
+        if status is not old:
+            session.status_since = _now()
         self.events.emit(
             EventKind.SESSION_STATUS,
             agent=session.agent,
             session=session.id,
             status=status.value,
             since=session.status_since,
+            **({"detail": detail} if detail else {}),
         )
         self._save_session(session)
         self.feed.status_moved(session, old)
@@ -766,12 +845,24 @@ class Core:
         rt.running = turn
         turn.task = self.spawn(self._run_turn(session, turn), f"turn-{turn.id}")
 
-    def start_in_background(self, session: SessionRecord, prompt: str) -> None:
-        """Queue a turn nobody waits for here: its outcome is in the session and the event log."""
+    def start_in_background(
+        self, session: SessionRecord, prompt: str, refused: Callable[[RpcError], None] | None = None
+    ) -> None:
+        """Queue a turn nobody waits for here: its outcome is in the session and the event log.
+        `refused` hears why, when the turn is refused before it is queued (a budget, a closed session)."""
 
         async def run() -> None:
-            with contextlib.suppress(RpcError):
-                await self.prompt(m.SessionPromptParams(session=session.id, prompt=prompt))
+            started = False
+
+            def heard(what: str, data: dict[str, Any]) -> None:
+                nonlocal started
+                started = True  # a turn that started tells its own end
+
+            try:
+                await self.prompt(m.SessionPromptParams(session=session.id, prompt=prompt), heard)
+            except RpcError as exc:
+                if refused is not None and not started:
+                    refused(exc)
 
         self.spawn(run(), f"background-{session.id}")
 
@@ -803,6 +894,12 @@ class Core:
             log.exception("turn %s failed", turn.id)
             error = RpcError(ErrorCode.INTERNAL_ERROR, f"the daemon failed while running the turn: {exc}")
         finally:
+            current = asyncio.current_task()
+            if turn.touched and not (current is not None and current.cancelling()):
+                # Its changes are current when its answer (and turn.ended) goes out.
+                with contextlib.suppress(Exception):
+                    if await self.feed.settle_changes(session):
+                        turn.touched = False
             self._finish(session, turn, stop_reason, error)
             async with agent.turn_ended:
                 agent.turn_ended.notify_all()
@@ -812,7 +909,16 @@ class Core:
     async def _drive(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> str:
         if agent.slots is not None:
             slot = agent.slots
-            await slot.acquire()
+            if slot.locked():
+                turn.waiting_for = (
+                    f"waiting for an agent slot: agent {agent.name!r} runs at most "
+                    f"{agent.spec.options.max_active_turns} turns at once (maxActiveTurns)"
+                )
+                self.set_status(session)
+            try:
+                await slot.acquire()
+            finally:
+                turn.waiting_for = None
             turn.slot = slot
         try:
             return await self._drive_started(agent, session, turn)
@@ -867,29 +973,30 @@ class Core:
         ins.add_text(turn.prompt)
         ins.transcript.feed("user", turn.id, turn.prompt + "\n")
         timeout = agent.spec.options.turn_timeout
-        process: AgentProcess | None = None
         try:
-            async with asyncio.timeout(timeout):
-                await self._prepare_placement(session)
-                await self.feed.start_tracking(session)
-                process = await self._ensure_process(agent)
-                agent_session_id = await self._ensure_live(agent, process, session)
-                turn.prompting = True
-                text = turn.prompt
-                if session.preface is not None and not session.forked:
-                    text = f"{session.preface}\n\n{turn.prompt}"
-                session.preface = None
-                outcome = await process.prompt(agent_session_id, text)
-                turn.usage = outcome.usage
-                return outcome.stop_reason
-        except TimeoutError:
-            if process is not None and session.agent_session_id:
-                await process.cancel(session.agent_session_id)
-            raise RpcError(
-                ErrorCode.TURN_TIMEOUT,
-                f"the turn ran past the agent's turn_timeout of {timeout:g} s and was cancelled; "
-                f"raise it with agent/update if the work needs longer",
-            ) from None
+            # Bringing up the placement, the agent and its session have deadlines of their own;
+            # turn_timeout is the agent's time on the prompt.
+            await self._prepare_placement(session)
+            await self.feed.start_tracking(session)
+            process = await self._ensure_process(agent)
+            agent_session_id = await self._ensure_live(agent, process, session)
+            turn.prompting = True
+            text = turn.prompt
+            if session.preface is not None and not session.forked:
+                text = f"{session.preface}\n\n{turn.prompt}"
+            session.preface = None
+            try:
+                async with asyncio.timeout(timeout):
+                    outcome = await process.prompt(agent_session_id, text)
+            except TimeoutError:
+                await process.cancel(agent_session_id)
+                raise RpcError(
+                    ErrorCode.TURN_TIMEOUT,
+                    f"the turn ran past the agent's turn_timeout of {timeout:g} s and was cancelled; "
+                    f"raise it with agent/update if the work needs longer",
+                ) from None
+            turn.usage = outcome.usage
+            return outcome.stop_reason
         except AgentExited as exc:
             raise RpcError(ErrorCode.AGENT_UNAVAILABLE, str(exc)) from None
         except AgentRequestFailed as exc:
@@ -1011,9 +1118,21 @@ class Core:
                 None,
             )
             if victim is None:
-                # Every live session is mid-turn: wait for one to end.
-                async with agent.turn_ended:
-                    await agent.turn_ended.wait()
+                # Every live session is mid-turn: wait for one to end (the session shows it queued).
+                turn = incoming.runtime.running if incoming.runtime is not None else None
+                if turn is not None and turn.waiting_for is None:
+                    turn.waiting_for = (
+                        f"waiting for a live-session slot: agent {agent.name!r} keeps at most {cap} "
+                        f"sessions open at once (maxLiveSessions), all of them mid-turn"
+                    )
+                    self.set_status(incoming)
+                try:
+                    async with agent.turn_ended:
+                        await agent.turn_ended.wait()
+                finally:
+                    if turn is not None and turn.waiting_for is not None:
+                        turn.waiting_for = None
+                        self.set_status(incoming)
                 continue
             agent.live.pop(victim.id, None)
             victim.live = False
@@ -1044,14 +1163,13 @@ class Core:
             if turn.started_at is not None:
                 ins.turn_ended(ended, turn.usage)
                 self.last_turn_end = ended
-        ins.transcript.end()
         session.last_reply = text or session.last_reply
         self.feed.state(session, EventKind.SESSION_USAGE)
         if turn.touched:
             # Only a turn that wrote, edited or ran something can have changed files.
             self.feed.changes_soon(session)
         if text.strip():
-            session.recap = text.strip().splitlines()[0][:RECAP_CHARS]
+            session.recap = recap_of(text)
         self.store.write(
             st.execute(
                 "UPDATE turns SET state=?, text=?, stop_reason=?, error=?, usage=?, ended_at=? WHERE id=?",
@@ -1068,8 +1186,15 @@ class Core:
             wait=False,
         )
         data: dict[str, Any] = {"stopReason": stop_reason} if error is None else {"error": error.message}
+        outcome = m.TurnOutcome.CANCELLED if stop_reason == "cancelled" else m.TurnOutcome.COMPLETED
+        data["outcome"] = (m.TurnOutcome.FAILED if error else outcome).value
+        if stop_reason == "cancelled" and error is None:
+            data["cancelledBy"] = turn.cancel_reason or "by the agent"
         if turn.usage:
             data["usage"] = turn.usage
+        for line in ending_lines(data):
+            ins.transcript.feed("status", turn.id, line + "\n")
+        ins.transcript.end()
         self.events.emit(EventKind.TURN_ENDED, agent=session.agent, session=session.id, turn=turn.id, **data)
         turn.notify("ended", data)
         self.set_status(session)
@@ -1090,6 +1215,8 @@ class Core:
                         stop_reason=stop_reason,
                         usage=m.TurnUsage.model_validate(turn.usage) if turn.usage else None,
                         context=ins.context_view(),
+                        plan=ins.plan_view(),
+                        changes=ins.changes,
                         started_at=_dt(turn.started_at or turn.queued_at),
                         ended_at=_dt(ended),
                     )
@@ -1100,16 +1227,17 @@ class Core:
 
     async def cancel(self, params: m.SessionCancelParams) -> int:
         session = self.get_session(params.session)
-        return len(self._cancel_all(session, reason="cancelled by request", only=params.turn_id))
+        by = f"by a client: {params.reason}" if params.reason else "by a client"
+        return len(self._cancel_all(session, reason=by, only=params.turn_id))
 
     def cancel_turn(self, turn_id: str) -> bool:
-        for session in self.sessions.values():
+        for session in self.sessions.loaded():
             rt = session.runtime
             if rt is not None and (
                 (rt.running is not None and rt.running.id == turn_id)
                 or any(t.id == turn_id for t in rt.queue)
             ):
-                return bool(self._cancel_all(session, reason="cancelled by request", only=turn_id))
+                return bool(self._cancel_all(session, reason="by a client", only=turn_id))
         return False
 
     def _cancel_all(self, session: SessionRecord, *, reason: str, only: str | None = None) -> list[Turn]:
@@ -1121,11 +1249,13 @@ class Core:
             if only is None or turn.id == only:
                 rt.queue.remove(turn)
                 turn.cancel_requested = True
+                turn.cancel_reason = reason
                 cancelled.append(turn)
                 self._finish_queued(session, turn)
         running = rt.running
         if running is not None and (only is None or running.id == only) and not running.cancel_requested:
             running.cancel_requested = True
+            running.cancel_reason = reason
             cancelled.append(running)
             self.spawn(self._stop_running(session, running), f"cancel-{running.id}")
         return cancelled
@@ -1181,12 +1311,12 @@ class Core:
         """Cancel every turn (stop reason cancelled), stop every agent, flush the store."""
         self._stopping = True
         waiting: list[Turn] = []
-        for session in self.sessions.values():
+        for session in self.sessions.loaded():
             if session.runtime is not None:
-                waiting += self._cancel_all(session, reason="the daemon is stopping")
+                waiting += self._cancel_all(session, reason="by the daemon stopping")
         if waiting:
             await asyncio.wait([asyncio.shield(t.future) for t in waiting], timeout=CANCEL_GRACE + 2)
-        for session in self.sessions.values():
+        for session in self.sessions.loaded():
             if session.runtime is not None:
                 with contextlib.suppress(Exception):
                     await session.runtime.placement.stop()

@@ -284,14 +284,29 @@ class EventLog:
 
     async def replay(self, after: int, upto: int, event_filter: Filter, limit: int = 5000) -> list[Event]:
         """Stored events with after < seq <= upto that match, oldest first, at most `limit`."""
+        events, _ = await self.replay_page(after, upto, event_filter, most=limit)
+        return events
+
+    async def replay_page(
+        self, after: int, upto: int, event_filter: Filter, *, most: int, max_bytes: int | None = None
+    ) -> tuple[list[Event], bool]:
+        """Like `replay`, and stopping too once the events read hold `max_bytes` of data (at least
+        one is read); with whether more events of the range may follow."""
         where, args = event_filter.sql()
 
-        def read(conn: sqlite3.Connection) -> list[Event]:
+        def read(conn: sqlite3.Connection) -> tuple[list[Event], bool]:
             rows = conn.execute(
                 f"SELECT seq, time, kind, agent, session, turn, data FROM events "
                 f"WHERE seq > ? AND seq <= ?{where} ORDER BY seq LIMIT ?",
-                [after, upto, *args, limit],
+                [after, upto, *args, most],
             )
-            return [Event.from_row(row) for row in rows]
+            events: list[Event] = []
+            size = 0
+            for row in rows:
+                events.append(Event.from_row(row))
+                size += len(row[6])
+                if max_bytes is not None and size >= max_bytes:
+                    return events, True
+            return events, len(events) == most
 
         return await self._store.read(read)

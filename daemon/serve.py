@@ -13,26 +13,37 @@ import os
 import re
 import secrets
 import signal
+import socket as socketlib
 import sqlite3
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
 
+# Only what comes before the socket is bound is imported here: the rest (pygls, the core, the
+# protocol's models) loads while the first clients' connections wait in the socket's backlog,
+# and the ACP SDK, the MCP SDK and asyncssh load on the first turn, MCP session or ssh placement.
 from sessiond.daemon import long_lived
-from sessiond.daemon.agents_config import ConfigError, demo_spec, load_agents_toml
-from sessiond.daemon.around import Around
-from sessiond.daemon.core import Core
-from sessiond.daemon.events import EventLog
-from sessiond.daemon.runs import RunBook
-from sessiond.daemon.server import DaemonServer
 from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, trouble_of
-from sessiond.daemon.tasks import TaskBook
 from sessiond.daemon.wire import Limits
 from sessiond.protocol import paths
 
 log = logging.getLogger("sessiond")
 STOP_DEADLINE = 45.0
+# Loaded on first need only (a turn, an http MCP session, an ssh placement); at SESSIOND_LOG=debug
+# the daemon says which it is serving without, and when each one loads.
+ON_FIRST_NEED = ("acp", "mcp", "asyncssh", "uvicorn")
+
+
+def _say_when_loaded(names: tuple[str, ...]) -> None:
+    pending = set(names)
+
+    def hook(event: str, args: tuple[object, ...]) -> None:
+        if event == "import" and pending and (top := str(args[0]).partition(".")[0]) in pending:
+            pending.discard(top)
+            log.debug("loading %s (first needed now)", top)
+
+    sys.addaudithook(hook)
 
 
 def version() -> str:
@@ -158,6 +169,23 @@ def _lock(socket_path: Path) -> int:
     return fd
 
 
+def _bind(socket_path: Path) -> socketlib.socket:
+    """The unix socket, bound (the user's alone) and listening: clients may connect from here on,
+    and what they send waits until the daemon is ready to read it."""
+    sock = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    try:
+        sock.bind(str(socket_path))
+        os.chmod(socket_path, 0o600)
+        sock.listen(BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+BACKLOG = 128
+
+
 async def _serve(
     socket_path: Path, tcp: str | None, state_rate: float, store_path: Path | None, limits: Limits
 ) -> int:
@@ -170,6 +198,7 @@ async def _serve(
     state_dir = paths.state_dir()
     _private_dir(state_dir, "the state dir", STATE_DIR_INSTEAD)
     lock_fd = _lock(socket_path)
+    listening: socketlib.socket | None = None
     try:
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()  # stale: its daemon is gone, or we would not hold the lock
@@ -177,12 +206,27 @@ async def _serve(
         # A store that cannot be used says so in a sentence (which file, what to do), not a traceback.
         try:
             store = Store(db, busy_timeout=waited)
+        except (StoreUnavailable, sqlite3.Error) as exc:
+            raise store_trouble(exc, db, state_dir, waited) from None
+        # The store and agents.toml are known good: failing past here is rare (a store that
+        # refuses a write), so clients may connect now and wait in the backlog for the rest.
+        from sessiond.daemon.agents_config import ConfigError, demo_spec, load_agents_toml
+
+        try:
+            configured = load_agents_toml(paths.config_dir() / "agents.toml")
+        except ConfigError as exc:
+            raise StartError(str(exc)) from None
+        listening = _bind(socket_path)
+        from sessiond.daemon.around import Around
+        from sessiond.daemon.core import Core
+        from sessiond.daemon.events import EventLog
+        from sessiond.daemon.runs import RunBook
+        from sessiond.daemon.server import DaemonServer
+        from sessiond.daemon.tasks import TaskBook
+
+        try:
             events = EventLog(store)
             core = Core(store, events, state_dir=state_dir, version=version(), state_rate=state_rate)
-            try:
-                configured = load_agents_toml(paths.config_dir() / "agents.toml")
-            except ConfigError as exc:
-                raise StartError(str(exc)) from None
             core.load([demo_spec(state_dir)], configured)
             core.around = Around(core, TaskBook(store), state_dir)
             core.socket_path = str(socket_path)
@@ -195,8 +239,8 @@ async def _serve(
             raise store_trouble(exc, db, state_dir, waited) from None
         server = DaemonServer(core, runs, version=version(), socket_path=str(socket_path), limits=limits)
         server.started_at = time.time()
-        await server.listen_unix(str(socket_path))
-        os.chmod(socket_path, 0o600)
+        await server.listen_unix(str(socket_path), sock=listening)
+        listening = None  # the server's now
         if tcp_address is not None:
             server.token = _token(paths.token_path())
             host, port = await server.listen_tcp(*tcp_address)
@@ -207,6 +251,9 @@ async def _serve(
             loop.add_signal_handler(sig, stop.set)
         server.on_stop = stop.set  # daemon/stop
         long_lived.settle()  # modules, schemas and loaded sessions: kept out of full GC passes
+        if log.isEnabledFor(logging.DEBUG):
+            absent = [name for name in ON_FIRST_NEED if name not in sys.modules]
+            log.debug("serving without %s", ", ".join(absent) or "-")
         where = str(socket_path) + (f" and tcp {server.tcp_address}" if server.tcp_address else "")
         print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
         attention = asyncio.create_task(core.feed.watch(), name="attention")
@@ -245,6 +292,10 @@ async def _serve(
         await server.stop_accepting()
         return 1 if lost else 0
     finally:
+        if listening is not None:  # it did not start: whoever connected is let go
+            listening.close()
+            with contextlib.suppress(FileNotFoundError):
+                socket_path.unlink()
         if lock_fd >= 0:
             os.close(lock_fd)
 
@@ -272,6 +323,8 @@ def run(
     )
     # pygls logs every error answer as an exception; the daemon logs its own failures.
     logging.getLogger("pygls").setLevel(logging.CRITICAL)
+    if log.isEnabledFor(logging.DEBUG):
+        _say_when_loaded(ON_FIRST_NEED)
     try:
         if state_rate <= 0:
             raise StartError(f"--state-rate {state_rate}: must be above 0 (updates per second)")

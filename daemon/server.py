@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import json
 import logging
@@ -41,7 +42,10 @@ from sessiond.protocol.methods import METHODS
 
 log = logging.getLogger("sessiond.server")
 
+# A replay reads and writes at most this many events, or about this many bytes of them, at a time,
+# each page drained before the next.
 REPLAY_PAGE = 500
+REPLAY_BYTES = 1024 * 1024
 # After a framing error: how long, and how much, the client's rest is read and dropped before closing.
 LINGER_SECONDS = 2.0
 LINGER_IDLE = 0.2  # ...and no longer than this once the client has gone quiet
@@ -49,8 +53,6 @@ LINGER_BYTES = 64 * 1024 * 1024
 # A message over the size limit is skipped, and the connection reads on, when it is at most this many
 # times the limit; a larger one ends the connection.
 SKIP_AT_MOST = 4
-# Replayed events are written in slices of about this many bytes, each awaited to drain.
-REPLAY_SLICE = 1024 * 1024
 
 
 def _error(exc: RpcError) -> JsonRpcException:
@@ -83,9 +85,9 @@ class Connection:
         self.subscriptions: dict[str, tuple[Subscriber | None, asyncio.Task[None]]] = {}
         self.prompts: dict[Any, str] = {}  # request id -> turn id
         self.progress_tokens: dict[Any, str] = {}  # progress token -> turn id
-        self.server = _build_server(self)
-        self.protocol: SessiondProtocol = self.server.protocol  # type: ignore[assignment]
-        self.protocol.set_writer(_Writer(writer))
+        # pygls is set up for a connection once the gate admits its first message: until then
+        # (a port scan, a client without the token) a connection costs a few objects, not a server.
+        self._protocol: SessiondProtocol | None = None
         self.closed = asyncio.Event()
         self.writable = True  # False from `exit` on: nothing more is written to it
         self.closing: asyncio.Future[None] | None = None
@@ -93,6 +95,14 @@ class Connection:
     @property
     def core(self) -> Core:
         return self.daemon.core
+
+    @property
+    def protocol(self) -> SessiondProtocol:
+        if self._protocol is None:
+            protocol: SessiondProtocol = _build_server(self).protocol  # type: ignore[assignment]
+            protocol.set_writer(_Writer(self.writer))
+            self._protocol = protocol
+        return self._protocol
 
     @property
     def initialized(self) -> bool:
@@ -247,6 +257,10 @@ class Connection:
         with contextlib.suppress(Exception):
             self.writer.close()
         self.daemon.connections.discard(self)
+        if self._protocol is not None:
+            # A connection's pygls server is a knot of cycles (~150 KB): reclaimed now, while young,
+            # rather than by a full collection after a hundred of them have piled up.
+            gc.collect(1)
 
     # ------------------------------------------------------------ subscriptions
 
@@ -271,7 +285,7 @@ class Connection:
         core = self.core
         sessions = [
             core.session_info(s)
-            for s in core.sessions.values()
+            for s in core.sessions.where("status != 'closed'")  # the open ones, read if need be
             if not s.closed
             and (event_filter.sessions is None or s.id in event_filter.sessions)
             and (event_filter.agents is None or s.agent in event_filter.agents)
@@ -285,9 +299,11 @@ class Connection:
         try:
             after = since if since is not None else head
             while after < head:
-                page = await events.replay(after, head, event_filter, REPLAY_PAGE)
-                through = page[-1].seq if len(page) == REPLAY_PAGE else head
-                await self._replay(subscription, page, through)
+                page, more = await events.replay_page(
+                    after, head, event_filter, most=REPLAY_PAGE, max_bytes=REPLAY_BYTES
+                )
+                through = page[-1].seq if more else head
+                await self._send_events(subscription, page, through)
                 after = through
             # Replayed: from here on, events committed while the client keeps up are
             # written as they are committed; the loop below sends the rest.
@@ -313,16 +329,6 @@ class Connection:
             log.exception("subscription %s failed", subscription)
         finally:
             subscriber.push = None
-
-    async def _replay(self, subscription: str, page: list[Event], through: int) -> None:
-        """Write stored events in slices of about REPLAY_SLICE bytes, each drained before the next."""
-        start, size = 0, 0
-        for i, event in enumerate(page):
-            size += len(event.json())
-            if size >= REPLAY_SLICE and i + 1 < len(page):
-                await self._send_events(subscription, page[start : i + 1], event.seq)
-                start, size = i + 1, 0
-        await self._send_events(subscription, page[start:], through)
 
     def _push(self, subscription: str, subscriber: Subscriber) -> bool:
         """Write what `subscriber` has queued, now, while the socket takes it; False leaves it to the pump."""
@@ -844,7 +850,7 @@ class DaemonServer:
         asyncio.get_running_loop().call_soon(self.on_stop)
         turns = sum(
             (s.runtime.running is not None) + len(s.runtime.queue)
-            for s in self.core.sessions.values()
+            for s in self.core.sessions.loaded()
             if s.runtime is not None
         )
         return m.StopResult(pid=os.getpid(), cancelled_turns=turns)
@@ -873,9 +879,13 @@ class DaemonServer:
         self.connections.add(conn)
         await conn.serve(reader)
 
-    async def listen_unix(self, path: str) -> None:
+    async def listen_unix(self, path: str, sock: Any = None) -> None:
+        """Serve the unix socket at `path`, or `sock` when it is already bound there and listening."""
         server = await asyncio.start_unix_server(
-            lambda r, w: self._accept(r, w, needs_token=False), path=path, limit=self.limits.header_line
+            lambda r, w: self._accept(r, w, needs_token=False),
+            path=None if sock is not None else path,
+            sock=sock,
+            limit=self.limits.header_line,
         )
         self._servers.append(server)
 

@@ -12,7 +12,8 @@ for the commit of the events it sends.
 
 Reads at start-up run on the caller's thread before the loop serves anyone;
 reads while serving (event replay) go through `read()` on a thread of their
-own, with a connection of its own.
+own, with a connection of its own, except short ones by an index (`lookup`:
+a session read on first need, a page of sessions), on the loop's thread.
 
 When the store itself says no (locked past the busy timeout, the disk full,
 the file read-only or damaged) the whole batch is rolled back: every write a
@@ -82,6 +83,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     reason TEXT
 );
 CREATE INDEX IF NOT EXISTS sessions_agent ON sessions (agent);
+-- Start-up counts sessions by status and agent, and reads the busy ones, without the table.
+CREATE INDEX IF NOT EXISTS sessions_status ON sessions (status, agent, turns);
 CREATE TABLE IF NOT EXISTS turns (
     id TEXT PRIMARY KEY,
     session TEXT NOT NULL,
@@ -284,6 +287,9 @@ class Store:
             for name, decl in columns:
                 if name not in present:
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+        # On columns added since: a session's children and a run's sessions, read on first need.
+        self._conn.execute("CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (parent)")
+        self._conn.execute("CREATE INDEX IF NOT EXISTS sessions_run ON sessions (run)")
 
     # ------------------------------------------------------------ lifecycle
 
@@ -439,6 +445,16 @@ class Store:
         """A read on the caller's thread: for start-up, before serving."""
         if self._loop is not None:
             raise RuntimeError("Store.query is for start-up only; while serving, use Store.read")
+        self._conn.row_factory = sqlite3.Row
+        try:
+            return list(self._conn.execute(sql, args))
+        finally:
+            self._conn.row_factory = None
+
+    def lookup(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """A short read on the loop's thread, at start-up or while serving: a row by its key, a
+        page by an index (sessions read on first need). Between two turns of the loop no
+        transaction is open here, so it sees every committed write and blocks for no commit."""
         self._conn.row_factory = sqlite3.Row
         try:
             return list(self._conn.execute(sql, args))

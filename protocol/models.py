@@ -16,12 +16,18 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic.alias_generators import to_camel
 
 
+# defer_build: a model's validator is built when it is first used, not on import (a daemon or a
+# CLI command uses a few of these models, and building them all was a fifth of a cold start).
 class Params(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
 
 class Result(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
 
     def wire(self) -> dict[str, Any]:
         """The JSON-ready form sent on the wire."""
@@ -115,7 +121,12 @@ class AgentOptions(Params):
         description="Sessions open at the agent at once; past it the least recently used idle one "
         "is closed there and resumed on its next turn. None: no cap.",
     )
-    turn_timeout: float = Field(1800.0, gt=0, description="Seconds a turn may run before it is cancelled.")
+    turn_timeout: float = Field(
+        1800.0,
+        gt=0,
+        description="Seconds the agent may work on a prompt before the turn is cancelled (starting the "
+        "agent and its session are not counted).",
+    )
     plan_stall_seconds: float = Field(
         600.0, gt=0, description="A plan entry in progress for longer than this flags the session."
     )
@@ -250,6 +261,7 @@ class AgentInfo(Result):
     builtin: bool = False
     process: AgentProcessInfo
     open_sessions: int = 0
+    turns: int = Field(0, description="Turns its sessions have ended (closed ones too).")
 
 
 class AgentList(Result):
@@ -336,6 +348,12 @@ class ChangedFile(Result):
     removed: int = Field(0, description="Lines removed.")
     old_path: str | None = Field(None, description="Where a renamed file was.")
     outside_root: bool = Field(False, description="Touched by a tool call outside the session's root.")
+    shared: bool = Field(
+        False,
+        description="Changed while another session's command ran in the same working copy: "
+        "it may be theirs as well (they are named in sharedWith, and show it too).",
+    )
+    shared_with: list[str] | None = Field(None, description="The other sessions, when shared.")
 
 
 class Changes(Result):
@@ -346,6 +364,12 @@ class Changes(Result):
     removed: int = 0
     base: str | None = Field(
         None, description="The git tree (or 'snapshot') the changes are counted against."
+    )
+    others: list[ChangedFile] | None = Field(
+        None,
+        description="In a working copy shared with other sessions (every placement but worktree): "
+        "files changed in the root since the base by others (sessions, people), not in files or "
+        "the counts. None for a worktree, whose changes are all its own.",
     )
 
 
@@ -413,6 +437,11 @@ class SessionInfo(Result):
     title: str | None = None
     status: SessionStatus
     status_since: datetime
+    status_detail: str | None = Field(
+        None,
+        description="Why the status is what it is, when it waits: which limit a queued turn waits on "
+        "(maxActiveTurns, maxLiveSessions).",
+    )
     created_at: datetime
     turns: int = Field(0, description="Turns that have ended.")
     queued_turns: int = Field(0, description="Turns asked for and not yet started.")
@@ -420,7 +449,9 @@ class SessionInfo(Result):
     agent_session_id: str | None = Field(None, description="The agent's own id; None until the first turn.")
     last_stop_reason: StopReason | None = None
     last_error: str | None = None
-    recap: str | None = Field(None, description="The first line of the last reply.")
+    recap: str | None = Field(
+        None, description="The last reply's last paragraph (what the agent concluded), cut at a sentence."
+    )
     kind: SessionKind = "main"
     parent: str | None = Field(None, description="The session a side chat, task or thread belongs to.")
     last_activity: datetime | None = Field(None, description="When anything last happened in it.")
@@ -463,6 +494,8 @@ class TurnResult(Result):
     stop_reason: StopReason
     usage: TurnUsage | None = None
     context: ContextFill | None = None
+    plan: Plan | None = Field(None, description="The session's plan as the turn ended.")
+    changes: Changes | None = Field(None, description="The session's changed files as the turn ended.")
     started_at: datetime
     ended_at: datetime
 
@@ -477,7 +510,9 @@ class TranscriptParams(Params):
 
 class TranscriptLine(Result):
     n: int = Field(description="Line number in the whole transcript, from 0.")
-    role: Literal["user", "agent", "thought", "tool"]
+    role: Literal["user", "agent", "thought", "tool", "status"] = Field(
+        description="status: how a turn that did not complete ended (cancelled by whom, failed, interrupted)."
+    )
     turn: str | None = None
     text: str
 
@@ -493,6 +528,9 @@ class Transcript(Result):
 class SessionCancelParams(Params):
     session: SessionId
     turn_id: str | None = Field(None, description="Only this turn; by default every running and queued one.")
+    reason: str | None = Field(
+        None, max_length=200, description="Why, in a few words (a batch stop): kept in the transcript."
+    )
 
 
 class CancelResult(Result):
@@ -794,6 +832,7 @@ class Fleet(Result):
     by_status: dict[SessionStatus, int] = Field(default_factory=dict)
     working: int = 0
     needs_you: int = 0
+    failed: int = Field(0, description="Open sessions whose last turn failed (counted in open too).")
     attention: dict[Attention, int] = Field(default_factory=dict)
     cost: float = Field(0.0, description="Cost reported by the agents, added up (USD).")
     turns: int = Field(0, description="Turns that have ended.")

@@ -1243,9 +1243,10 @@ class AsyncSession:
         """
         return AsyncTurnStream(self, prompt)
 
-    async def acancel(self) -> int:
-        """Stop the session's running and queued turns; returns how many were told to stop."""
-        result = await self._daemon._call(m.SESSION_CANCEL, CancelResult, session=self.id)
+    async def acancel(self, reason: str | None = None) -> int:
+        """Stop the session's running and queued turns; returns how many were told to stop.
+        ``reason`` (a few words) is kept in the transcript: "cancelled by a client: REASON"."""
+        result = await self._daemon._call(m.SESSION_CANCEL, CancelResult, session=self.id, reason=reason)
         return result.cancelled
 
     async def aclose(self) -> SessionInfo:

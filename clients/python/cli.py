@@ -19,12 +19,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sessiond.client import launch
-from sessiond.client.aio import BatchProgress
 from sessiond.client.errors import (
     AgentError,
     AgentNotFound,
@@ -39,21 +36,26 @@ from sessiond.client.errors import (
     SessionNotFound,
     TaskNotFound,
 )
-from sessiond.client.sync import Daemon, connect
-from sessiond.protocol.models import (
-    AgentInfo,
-    ContextFill,
-    Event,
-    EventKind,
-    Fleet,
-    MergeEntry,
-    RunInfo,
-    SessionInfo,
-    SessionStatus,
-    TaskInfo,
-    Transcript,
-    TreeNode,
-)
+
+# The client and the protocol's models load when a command needs them: `sessiond stdio` (what
+# editors spawn) and `sessiond serve` import neither (`main` builds only their part of the parser).
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from sessiond.client.aio import BatchProgress
+    from sessiond.client.sync import Daemon
+    from sessiond.protocol.models import (
+        AgentInfo,
+        ContextFill,
+        Event,
+        Fleet,
+        MergeEntry,
+        RunInfo,
+        SessionInfo,
+        TaskInfo,
+        Transcript,
+        TreeNode,
+    )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 PLACEMENTS = ["here", "worktree", "sandbox", "container", "ssh"]
@@ -86,9 +88,7 @@ def _fail(message: str) -> None:
 def _emit_json(items: Sequence[BaseModel | dict[str, Any]]) -> None:
     for item in items:
         data = (
-            item.model_dump(mode="json", by_alias=True, exclude_none=True)
-            if isinstance(item, BaseModel)
-            else item
+            item if isinstance(item, dict) else item.model_dump(mode="json", by_alias=True, exclude_none=True)
         )
         _line(sys.stdout, json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 
@@ -129,12 +129,18 @@ def _agent_row(agent: AgentInfo) -> list[str]:
         agent.name,
         agent.process.state.value,
         str(agent.open_sessions),
-        str(agent.process.active_turns),
+        str(agent.turns),
         _short(" ".join(agent.command)),
     ]
 
 
 # ---------------------------------------------------------------- commands
+
+
+def connect(*args: Any, **kwargs: Any) -> Daemon:
+    from sessiond.client.sync import connect
+
+    return connect(*args, **kwargs)
 
 
 def _daemon(args: argparse.Namespace, *, start: bool = False) -> Daemon:
@@ -202,6 +208,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from sessiond.protocol.models import SessionStatus
+
     with _daemon(args) as daemon:
         status = daemon.status()
     if args.json:
@@ -402,13 +410,15 @@ def _duration(seconds: float) -> str:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
+    from sessiond.protocol.models import EventKind
+
     prompt = " ".join(args.prompt)
     shown = ""
     with _daemon(args, start=True) as daemon:
         stream = daemon.session(args.session).stream(prompt)
         try:
             for event in stream:
-                if event.kind is EventKind.TURN_CHUNK:
+                if event.kind is EventKind.TURN_CHUNK and not args.json:
                     text = str(event.data.get("text", ""))
                     shown += text
                     sys.stdout.write(text)
@@ -423,6 +433,9 @@ def cmd_send(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
     reply = stream.reply
     assert reply is not None
+    if args.json:  # the whole reply: text, stop reason, usage, plan, changed files
+        _emit_json([reply])
+        return EXIT_OK if reply.stop_reason == "end_turn" else EXIT_FAILED
     if reply.text.startswith(shown):  # chunks the events did not carry (coalesced, or missed)
         sys.stdout.write(reply.text[len(shown) :])
         shown = reply.text
@@ -547,10 +560,12 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 def fleet_line(fleet: Fleet) -> str:
     """The status line: "3 working · 1 needs you · 200 open"."""
+    from sessiond.protocol.models import SessionStatus
+
     parts = [f"{fleet.working} working"]
     if fleet.needs_you:
         parts.append(f"{fleet.needs_you} needs you")
-    failed = fleet.by_status.get(SessionStatus.FAILED, 0)
+    failed = fleet.failed or fleet.by_status.get(SessionStatus.FAILED, 0)
     if failed:
         parts.append(f"{failed} failed")
     parts.append(f"{fleet.open} open")
@@ -858,7 +873,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- parsing
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
+    """The command line; `only_daemon`: just `serve` and `stdio`, without loading the protocol's models."""
     parser = argparse.ArgumentParser(
         prog="sessiond",
         description="A daemon that owns coding agents and their sessions; and its command line.",
@@ -891,6 +907,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the largest message a client may send once initialized, e.g. 16M (the default)",
     )
     command("stdio", cmd_stdio, "relay stdin/stdout to the daemon (what editors spawn); starts one if needed")
+    if only_daemon:
+        return parser
+    from sessiond.protocol.models import EventKind, SessionStatus
+
     command("status", cmd_status, "show the daemon's status", as_json)
     command("stop", cmd_stop, "stop the daemon (cancelling its turns) and wait until it has")
     command("agents", cmd_agents, "list agents", as_json)
@@ -995,7 +1015,7 @@ def build_parser() -> argparse.ArgumentParser:
     tree = command("tree", cmd_tree, "a session with its side chats, tasks and threads", as_json)
     tree.add_argument("session", metavar="SESSION")
 
-    send = command("send", cmd_send, "run a turn, printing the reply as it arrives")
+    send = command("send", cmd_send, "run a turn, printing the reply as it arrives", as_json)
     send.add_argument("session", metavar="SESSION")
     send.add_argument("prompt", metavar="PROMPT", nargs="+")
 
@@ -1007,8 +1027,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named on a command line (the first word that is not an option or its value)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--socket":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(only_daemon=_command_of(argv) in ("serve", "stdio")).parse_args(argv)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

@@ -20,13 +20,14 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp.schema import McpServerHttp, McpServerStdio
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.types import CallToolResult, Implementation, TextContent
+
+if TYPE_CHECKING:
+    # The MCP SDK costs about a second to import: loaded when a script first calls a tool.
+    from mcp import Client, StdioServerParameters
+    from mcp.types import CallToolResult
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class StdioServer:
         )
 
     def transport(self) -> StdioServerParameters:
+        from mcp import StdioServerParameters
+
         # The SDK passes a few safe variables (HOME, PATH, ...) and these on top.
         return StdioServerParameters(command=self.command, args=list(self.args), env=dict(self.env))
 
@@ -83,6 +86,9 @@ class HttpServer:
 
     @contextlib.asynccontextmanager
     async def transport(self) -> AsyncIterator[Any]:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
         # The SDK leaves an HTTP client it was handed open: this one closes with the connection.
         async with (
             create_mcp_http_client(headers=dict(self.headers)) as http,
@@ -112,6 +118,8 @@ def servers_by_name(servers: Sequence[Any] | None, *, http: bool = True) -> dict
 
 def result_text(result: CallToolResult) -> str:
     """The text of a tool result: its text blocks, joined by line breaks."""
+    from mcp.types import TextContent
+
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
@@ -152,6 +160,9 @@ class ServerConnection:
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
         try:
+            from mcp import Client
+            from mcp.types import Implementation
+
             client = Client(
                 self.server.transport(),
                 mode="legacy",  # the initialize handshake, as agents' MCP clients do it

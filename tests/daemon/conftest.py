@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.harness import Daemon
+from bench.harness import Daemon, checked
 from sessiond.client import AsyncDaemon, aconnect
 
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    running = Daemon().start()
-    yield running
-    code = running.stop()
-    # The daemon's own words, shown with a failing test's report.
-    print("\n".join(["--- daemon stderr", *running.stderr]))
-    assert code == 0, f"the daemon exited with {code}"
-    shutil.rmtree(running.home, ignore_errors=True)
+    with checked(Daemon()) as running:
+        yield running
 
 
 @pytest.fixture

@@ -7,13 +7,12 @@ terminal, and their own process's environment is read from /proc.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.harness import Daemon
+from bench.harness import Daemon, checked
 from sessiond.client import AsyncAgent, AsyncDaemon, aconnect
 from sessiond.daemon.child_env import EnvRules, child_environment
 from sessiond.protocol.models import AgentOptions
@@ -37,12 +36,8 @@ class DaemonWithSecrets(Daemon):
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    running = DaemonWithSecrets().start()
-    yield running
-    code = running.stop()
-    print("\n".join(["--- daemon stderr", *running.stderr]))
-    assert code == 0, f"the daemon exited with {code}"
-    shutil.rmtree(running.home, ignore_errors=True)
+    with checked(DaemonWithSecrets()) as running:
+        yield running
 
 
 @pytest.fixture

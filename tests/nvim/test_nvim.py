@@ -113,7 +113,6 @@ def run_script(name: str, daemon: Daemon | None, work: Path) -> str:
     return finish(start_script(name, daemon, work), name, daemon)
 
 
-
 def test_model_and_status_text(work: Path) -> None:
     assert "ok model" in run_script("test_model.lua", None, work)
 
@@ -295,14 +294,33 @@ def test_setup_refuses_politely_on_neovim_0_7(work: Path) -> None:
         "f:close()"
     )
     subprocess.run(
-        [str(OLD_NVIM), "--headless", "-u", "NONE", "-i", "NONE", "--cmd", f"set rtp^={REPO / 'clients' / 'nvim'}",
-         "-c", f"lua {code}", "-c", "qa!"],
+        [
+            str(OLD_NVIM),
+            "--headless",
+            "-u",
+            "NONE",
+            "-i",
+            "NONE",
+            "--cmd",
+            f"set rtp^={REPO / 'clients' / 'nvim'}",
+            "-c",
+            f"lua {code}",
+            "-c",
+            "qa!",
+        ],
         env={**nvim_env(None, work), "OUT": str(health_out)},
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     report = health_out.read_text()
-    assert f"ERROR: sessiond needs Neovim 0.10 or newer; this is {version_text}, so setup() does nothing" in report, report
-    assert "attempt to" not in report and "Traceback" not in report, report
+    assert (
+        f"ERROR: sessiond needs Neovim 0.10 or newer; this is {version_text}, so setup() does nothing"
+        in report
+    ), report
+    assert "attempt to" not in report, report
+    assert "Traceback" not in report, report
 
 
 def test_help_works_on_a_runtimepath_install(work: Path) -> None:
@@ -317,7 +335,8 @@ def test_help_works_on_a_runtimepath_install(work: Path) -> None:
         code = (
             f"vim.opt.rtp:prepend('{plugin}') "
             "vim.notify = function() end "
-            "require('sessiond').setup({ socket = '/tmp/sessiond-test-nothing-here.sock', autostart = false }) "
+            "require('sessiond').setup({ socket = '/tmp/sessiond-test-nothing-here.sock', "
+            "autostart = false }) "
             "vim.cmd('help sessiond') "
             "io.stdout:write(vim.api.nvim_buf_get_name(0), '\\n') "
             "vim.cmd('help :Sessiond-answer') "
@@ -327,8 +346,12 @@ def test_help_works_on_a_runtimepath_install(work: Path) -> None:
         script.write_text(code)
         result = subprocess.run(
             [str(nvim_binary()), "--clean", "-l", str(script)],
-            cwd=work / "root", env=nvim_env(None, work), stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=60,
+            cwd=work / "root",
+            env=nvim_env(None, work),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         (plugin / "doc").chmod(0o755)
         assert result.returncode == 0, result.stderr

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.harness import Daemon
+from bench.harness import Daemon, checked
 from sessiond.client import AsyncDaemon, aconnect
 from sessiond.protocol.errors import ErrorCode
 from tests.security.wire import Wire, frame
@@ -20,10 +19,8 @@ TIMEOUT = 30
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    running = Daemon().start()
-    yield running
-    assert running.stop() == 0, "\n".join(running.stderr)
-    shutil.rmtree(running.home, ignore_errors=True)
+    with checked(Daemon()) as running:
+        yield running
 
 
 @pytest.fixture

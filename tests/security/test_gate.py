@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.harness import Daemon
+from bench.harness import Daemon, checked
 from sessiond.client import AsyncDaemon, aconnect
 from sessiond.daemon.gate import ACTING_FOR_SESSION
 from sessiond.protocol.errors import ErrorCode
@@ -31,12 +30,8 @@ TIMEOUT = 30
 
 @pytest.fixture
 def tcp_daemon() -> Iterator[Daemon]:
-    running = Daemon(extra_args=("--tcp", "127.0.0.1:0")).start()
-    yield running
-    code = running.stop()
-    print("\n".join(["--- daemon stderr", *running.stderr]))
-    assert code == 0, f"the daemon exited with {code}"
-    shutil.rmtree(running.home, ignore_errors=True)
+    with checked(Daemon(extra_args=("--tcp", "127.0.0.1:0"))) as running:
+        yield running
 
 
 @pytest.fixture
@@ -128,13 +123,8 @@ def _session_token(daemon: Daemon, session: str) -> str:
     return f"{session}.{hmac.new(secret, session.encode(), hashlib.sha256).hexdigest()}"
 
 
-def _tcp_address(daemon: Daemon) -> tuple[str, int]:
-    host, _, port = (daemon.home / "state" / "tcp-address").read_text().strip().rpartition(":")
-    return host, int(port)
-
-
 async def _intruders(daemon: Daemon, world: World) -> dict[str, Wire]:
-    host, port = _tcp_address(daemon)
+    host, port = daemon.tcp_address()
     silent = await Wire.tcp(host, port)  # never initializes
     refused = await Wire.tcp(host, port)
     answer = await refused.initialize({"token": "not-the-token"}, TIMEOUT)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from bench.harness import Daemon
+from bench.harness import Daemon, checked
 from sessiond.client import AsyncDaemon, aconnect
 from sessiond.daemon.wire import Limits
 from sessiond.protocol.errors import ErrorCode
@@ -28,23 +27,14 @@ PRE_AUTH = Limits().unauthenticated_message
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    running = Daemon(extra_args=("--tcp", "127.0.0.1:0", "--max-message", str(MiB))).start()
-    yield running
-    code = running.stop()
-    print("\n".join(["--- daemon stderr", *running.stderr]))
-    assert code == 0, f"the daemon exited with {code}"
-    shutil.rmtree(running.home, ignore_errors=True)
+    with checked(Daemon(extra_args=("--tcp", "127.0.0.1:0", "--max-message", str(MiB)))) as running:
+        yield running
 
 
 @pytest.fixture
 async def client(daemon: Daemon) -> AsyncIterator[AsyncDaemon]:
     async with aconnect(daemon.socket, start=False) as connected:
         yield connected
-
-
-def _tcp(daemon: Daemon) -> tuple[str, int]:
-    host, _, port = (daemon.home / "state" / "tcp-address").read_text().strip().rpartition(":")
-    return host, int(port)
 
 
 async def _closed(wire: Wire) -> list[dict]:
@@ -57,7 +47,7 @@ async def _closed(wire: Wire) -> list[dict]:
 
 async def test_before_initialize_a_big_message_is_refused_unread(daemon: Daemon, client: AsyncDaemon) -> None:
     before = daemon.rss_kib()
-    wires = [await Wire.tcp(*_tcp(daemon)) for _ in range(8)]
+    wires = [await Wire.tcp(*daemon.tcp_address()) for _ in range(8)]
     for wire in wires:
         await wire.send(b"Content-Length: 67108864\r\n\r\n" + b"x" * 65536)
     for wire in wires:
@@ -86,7 +76,7 @@ async def test_a_header_line_without_end_is_cut_off(daemon: Daemon, client: Asyn
 
 
 async def test_half_sent_headers_are_not_held_forever(daemon: Daemon, client: AsyncDaemon) -> None:
-    wires = [await Wire.tcp(*_tcp(daemon)) for _ in range(50)]
+    wires = [await Wire.tcp(*daemon.tcp_address()) for _ in range(50)]
     for wire in wires:
         await wire.send(b"Content-Len")
     # Each is closed once the unauthenticated allowance of seconds is spent.
