@@ -100,7 +100,7 @@ class Connection:
     def protocol(self) -> SessiondProtocol:
         if self._protocol is None:
             protocol: SessiondProtocol = _build_server(self).protocol  # type: ignore[assignment]
-            protocol.set_writer(_Writer(self.writer))
+            protocol.set_writer(_Writer(self))
             self._protocol = protocol
         return self._protocol
 
@@ -492,15 +492,19 @@ def _id_of(body: bytes) -> Any:
 
 
 class _Writer:
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
+    """What pygls writes (its own error answers, progress, requests to the client): held to the
+    same rule as the daemon's own writes, nothing after `exit` or once the socket is closing."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
 
     def write(self, data: bytes) -> None:
-        if not self._writer.is_closing():
-            self._writer.write(data)
+        writer = self._connection.writer
+        if self._connection.writable and not writer.is_closing():
+            writer.write(data)
 
     def close(self) -> None:
-        self._writer.close()
+        self._connection.writer.close()
 
 
 class SessiondProtocol(LanguageServerProtocol):
