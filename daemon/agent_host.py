@@ -3,21 +3,39 @@
 Every call names a session by the agent's own id and is carried out at that
 session's placement, which confines paths to the session's root; any failure
 becomes a `ClientError` the agent reads as a sentence.
+
+The core makes one per agent process and hands it what it needs: the sessions by
+the agent's ids, where the session's work is told (`Activity`, the insight feed),
+who decides a permission (`Permissions.request`) and whether a session may write
+(`Around.may_write`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any, Protocol
 
 from sessiond.daemon.agent_types import ClientError, TerminalResult
 from sessiond.daemon.child_env import DEFAULT_RULES, EnvRules, child_environment, rules_for_commands
 from sessiond.daemon.placements import Placement, PlacementError
+from sessiond.daemon.records import SessionRecord
+from sessiond.protocol import models as m
 
-if TYPE_CHECKING:
-    from sessiond.daemon.core import Core
-    from sessiond.daemon.records import SessionRecord
+
+class Activity(Protocol):
+    """Where the host tells what a session's agent reports and does (`InsightFeed` is one)."""
+
+    def on_update(self, session: SessionRecord, kind: str, payload: dict[str, Any]) -> None: ...
+    def touched(self, session: SessionRecord) -> None: ...
+    def wrote(self, session: SessionRecord, real_path: str, host: str | None) -> None: ...
+    async def command_started(self, session: SessionRecord, key: str) -> None: ...
+    def command_ended(self, session: SessionRecord, key: str) -> None: ...
+    def command_renamed(self, session: SessionRecord, key: str, new_key: str) -> None: ...
+
+
+# Decides an agent's permission request (by policy, or by asking a person): the option chosen.
+RequestPermission = Callable[[SessionRecord, dict[str, Any], list[dict[str, Any]]], Awaitable[str | None]]
 
 
 @contextlib.contextmanager
@@ -29,18 +47,29 @@ def _as_client_error() -> Iterator[None]:
 
 
 class AgentHost:
-    def __init__(self, core: Core, agent: str) -> None:
-        self._core = core
+    def __init__(
+        self,
+        agent: str,
+        *,
+        options: m.AgentOptions | None,
+        sessions: Mapping[tuple[str, str], SessionRecord],
+        activity: Activity,
+        request_permission: RequestPermission,
+        may_write: Callable[[SessionRecord], bool],
+    ) -> None:
         self._agent = agent
+        self._sessions = sessions  # by (agent, the agent's session id)
+        self._activity = activity
+        self._request_permission = request_permission
+        self._may_write = may_write
         # One host per agent process: the environment rules it starts with hold for its terminals too.
-        runtime = core.agents.get(agent)
-        self.env_rules = EnvRules.of(runtime.spec.options) if runtime is not None else DEFAULT_RULES
+        self.env_rules = EnvRules.of(options) if options is not None else DEFAULT_RULES
 
     def child_environment(self, extra: Mapping[str, str]) -> dict[str, str]:
         return child_environment(extra, self.env_rules)
 
     def _session(self, agent_session_id: str) -> SessionRecord:
-        session = self._core.by_agent_session.get((self._agent, agent_session_id))
+        session = self._sessions.get((self._agent, agent_session_id))
         if session is None:
             raise ClientError(f"unknown session id {agent_session_id!r}")
         return session
@@ -52,14 +81,14 @@ class AgentHost:
         return session, session.runtime.placement
 
     def on_update(self, agent_session_id: str, kind: str, payload: dict[str, Any]) -> None:
-        session = self._core.by_agent_session.get((self._agent, agent_session_id))
+        session = self._sessions.get((self._agent, agent_session_id))
         if session is not None:
-            self._core.feed.on_update(session, kind, payload)
+            self._activity.on_update(session, kind, payload)
 
     async def request_permission(
         self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> str | None:
-        return await self._core.permissions.request(self._session(agent_session_id), tool_call, options)
+        return await self._request_permission(self._session(agent_session_id), tool_call, options)
 
     async def read_text_file(
         self, agent_session_id: str, path: str, line: int | None, limit: int | None
@@ -74,7 +103,7 @@ class AgentHost:
         return "".join(lines[start : start + limit if limit is not None else None])
 
     def _refuse_writes(self, session: SessionRecord) -> None:
-        if not self._core.around.may_write(session):
+        if not self._may_write(session):
             raise ClientError(
                 f"session {session.id} is a side chat: it may read files, not change them or run commands"
             )
@@ -84,7 +113,7 @@ class AgentHost:
         self._refuse_writes(session)
         with _as_client_error():
             real = await placement.write_text(path, content)
-        self._core.feed.wrote(session, real, placement.host)
+        self._activity.wrote(session, real, placement.host)
 
     async def create_terminal(
         self,
@@ -97,18 +126,18 @@ class AgentHost:
     ) -> str:
         session, placement = self._placement(agent_session_id)
         self._refuse_writes(session)
-        self._core.feed.touched(session)
+        self._activity.touched(session)
         # In a shared working copy, what changes while it runs is counted as the session's.
         window = f"pending:{id(object())}"
-        await self._core.feed.command_started(session, window)
+        await self._activity.command_started(session, window)
         try:
             # The command gets the daemon's environment as the agent's rules filter it, plus `env`.
             with _as_client_error(), rules_for_commands(self.env_rules):
                 terminal_id = await placement.create_terminal(command, args, env, cwd, output_byte_limit)
         except BaseException:
-            self._core.feed.command_ended(session, window)
+            self._activity.command_ended(session, window)
             raise
-        self._core.feed.command_renamed(session, window, f"term:{terminal_id}")
+        self._activity.command_renamed(session, window, f"term:{terminal_id}")
         return terminal_id
 
     async def terminal_output(self, agent_session_id: str, terminal_id: str) -> TerminalResult:
@@ -122,14 +151,14 @@ class AgentHost:
         session, placement = self._placement(agent_session_id)
         with _as_client_error():
             exited = await placement.wait_for_terminal_exit(terminal_id)
-        self._core.feed.command_ended(session, f"term:{terminal_id}")
+        self._activity.command_ended(session, f"term:{terminal_id}")
         return exited
 
     async def kill_terminal(self, agent_session_id: str, terminal_id: str) -> None:
         session, placement = self._placement(agent_session_id)
         with _as_client_error():
             await placement.kill_terminal(terminal_id)
-        self._core.feed.command_ended(session, f"term:{terminal_id}")
+        self._activity.command_ended(session, f"term:{terminal_id}")
 
     async def release_terminal(self, agent_session_id: str, terminal_id: str) -> None:
         session, placement = self._placement(agent_session_id)
@@ -137,4 +166,4 @@ class AgentHost:
             with _as_client_error():
                 await placement.release_terminal(terminal_id)
         finally:
-            self._core.feed.command_ended(session, f"term:{terminal_id}")
+            self._activity.command_ended(session, f"term:{terminal_id}")

@@ -7,6 +7,10 @@ accepted, then runs in a session of its own, no more at once than the
 agent's `max_running_tasks`. A thread is a session a coordinator starts for
 one part of a job, in a worktree of its own, which reports back. A session
 tree (a session and everything started from it) shares the agent's budgets.
+
+What it reads of the core and asks of it is `AroundPort`; asking a person
+(`Permissions.ask`) and the daemon's MCP endpoint (made on first need by
+whoever builds this, `mcp_http`) are handed in.
 """
 
 from __future__ import annotations
@@ -20,19 +24,19 @@ import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from sessiond.daemon.events import EventLog
 from sessiond.daemon.prompt_limit import check_prompt_size
-from sessiond.daemon.records import SessionRecord
+from sessiond.daemon.records import AgentRuntime, SessionRecord
+from sessiond.daemon.session_table import LazyIndex, SessionTable
 from sessiond.daemon.tasks import TaskBook, TaskRecord
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
 from sessiond.protocol.models import EventKind, SessionStatus
-
-if TYPE_CHECKING:
-    from sessiond.daemon.core import Core
-    from sessiond.daemon.mcp_http import McpEndpoint
 
 log = logging.getLogger("sessiond.around")
 
@@ -49,12 +53,72 @@ def _in_git(root: str) -> bool:
     )
 
 
+class AroundPort(Protocol):
+    """What the sessions around read of the core (sessions, agents, a session's children, turns
+    ending), ask of it (open sessions, turns waited on or not, a task it owns, a turn cancelled,
+    a waiting turn's slot lent) and tell it (events); the core is one."""
+
+    @property
+    def events(self) -> EventLog: ...
+    @property
+    def sessions(self) -> SessionTable: ...
+    @property
+    def agents(self) -> Mapping[str, AgentRuntime]: ...
+    @property
+    def children(self) -> LazyIndex: ...
+    @property
+    def turn_end(self) -> asyncio.Condition: ...
+    def get_session(self, session_id: str) -> SessionRecord: ...
+    def get_agent(self, name: str) -> AgentRuntime: ...
+    def session_info(self, s: SessionRecord, *, brief: bool = False) -> m.SessionInfo: ...
+    async def open_sessions(
+        self,
+        params: m.SessionOpenParams,
+        run: str | None = None,
+        *,
+        kind: str = "main",
+        parent: str | None = None,
+    ) -> list[SessionRecord]: ...
+    async def prompt(self, params: m.SessionPromptParams) -> m.TurnResult: ...
+    def start_in_background(
+        self, session: SessionRecord, prompt: str, refused: Callable[[RpcError], None] | None = None
+    ) -> None: ...
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
+    def cancel_turn(self, turn_id: str) -> bool: ...
+    def slot_lent(self, session_id: str | None) -> AbstractAsyncContextManager[None]: ...
+
+
+class Endpoint(Protocol):
+    """The daemon's own MCP endpoint (`mcp_http.McpEndpoint`), as the sessions are offered it."""
+
+    @property
+    def started_url(self) -> str | None: ...
+    async def url(self) -> str: ...
+    async def close(self) -> None: ...
+
+
+# Asks whoever answers permissions (`Permissions.ask`): the option chosen, or None.
+AskPerson = Callable[[SessionRecord, dict[str, Any], list[dict[str, Any]]], Awaitable[str | None]]
+# Makes the MCP endpoint, which knows a session by the token `session_of_token` takes.
+MakeEndpoint = Callable[[Callable[[str], str | None]], Endpoint]
+
+
 class Around:
-    def __init__(self, core: Core, tasks: TaskBook, state_dir: Path) -> None:
+    def __init__(
+        self,
+        core: AroundPort,
+        tasks: TaskBook,
+        state_dir: Path,
+        *,
+        ask_person: AskPerson,
+        make_endpoint: MakeEndpoint,
+    ) -> None:
         self.core = core
         self.tasks = tasks
         self._secret = _secret(state_dir / "session-secret")
-        self._endpoint: McpEndpoint | None = None
+        self._ask_person = ask_person
+        self._make_endpoint = make_endpoint
+        self._endpoint: Endpoint | None = None
 
     # ------------------------------------------------------------ session tokens (the MCP bridge)
 
@@ -98,7 +162,7 @@ class Around:
             {
                 "name": "sessiond",
                 "command": sys.executable,
-                "args": ["-m", "sessiond.daemon.mcp_bridge"],
+                "args": ["-m", "sessiond.client.mcp_bridge"],
                 "env": [{"name": k, "value": v} for k, v in env.items()],
             }
         ]
@@ -107,11 +171,9 @@ class Around:
     def mcp_url(self) -> str | None:
         return self._endpoint.started_url if self._endpoint is not None else None
 
-    def endpoint(self) -> McpEndpoint:
+    def endpoint(self) -> Endpoint:
         if self._endpoint is None:
-            from sessiond.daemon.mcp_http import McpEndpoint  # the mcp SDK is imported on first need
-
-            self._endpoint = McpEndpoint(self.core)
+            self._endpoint = self._make_endpoint(self.session_of_token)  # the mcp SDK: on first need
         return self._endpoint
 
     async def close(self) -> None:
@@ -399,7 +461,7 @@ class Around:
             {"optionId": "reject", "name": "Do not", "kind": "reject_once"},
         ]
         tool_call = {"title": f"start a thread: {prompt[:120]}", "kind": "other"}
-        chosen = await self.core.permissions.ask(parent, tool_call, options)
+        chosen = await self._ask_person(parent, tool_call, options)
         return chosen == "allow"
 
     def report(self, session: SessionRecord) -> m.ThreadReport:

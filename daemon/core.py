@@ -45,7 +45,6 @@ from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.prompt_limit import check_prompt_size
 from sessiond.daemon.records import AgentRuntime, SessionRecord, SessionRuntime, Turn
 from sessiond.daemon.session_table import LazyIndex, SessionTable
-from sessiond.daemon.session_tools import SessionTools
 from sessiond.daemon.states import Outcome, derive_status
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -85,10 +84,16 @@ class Core:
         self.children = LazyIndex(self.sessions, "parent")  # by parent id: side chats, tasks, threads
         self.by_run = LazyIndex(self.sessions, "run")  # the sessions each run opened
         self._next_ordinal = 1
-        self.feed = InsightFeed(self, state_rate=state_rate)
-        self.permissions = Permissions(self)
+        # The collaborators see the core through their ports (`self`, which mypy checks against
+        # each); what one needs of another is handed over here. `around` is built later (by
+        # serve, with its task inbox), so the budget and side-chat rules reach it when called.
+        self.feed = InsightFeed(
+            self, state_rate=state_rate, enforce_budget=lambda session: self.around.enforce_budget(session)
+        )
+        self.permissions = Permissions(
+            self, decide_for_side=lambda session, tool_call: self.around.decide_for_side(session, tool_call)
+        )
         self.merging = Merging(self)
-        self.tools = SessionTools(self)
         self.first_turn_at: float | None = None
         self.turn_end = asyncio.Condition()
         self.socket_path = ""
@@ -382,7 +387,7 @@ class Core:
                 spec.command,
                 spec.env,
                 self._log_path(spec.name),
-                AgentHost(self, spec.name),
+                self._host(spec.name),
                 self.version,
             )
             self._forget_live(runtime)
@@ -401,6 +406,18 @@ class Core:
             self.spawn(self._watch_process(runtime, process), f"watch-{spec.name}")
             self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="running", pid=process.pid)
             return process
+
+    def _host(self, name: str) -> AgentHost:
+        """What the agent's process may ask of the daemon, and where its sessions' work is told."""
+        known = self.agents.get(name)
+        return AgentHost(
+            name,
+            options=known.spec.options if known is not None else None,
+            sessions=self.by_agent_session,
+            activity=self.feed,
+            request_permission=self.permissions.request,
+            may_write=self.around.may_write,
+        )
 
     async def _watch_process(self, runtime: AgentRuntime, process: AgentProcess) -> None:
         await process.exited.wait()

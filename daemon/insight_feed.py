@@ -4,6 +4,8 @@ their state events, at most `state_rate` times a second each.
 
 The core owns sessions and turns and hands this what happens to them; the
 pure model it fills is insight.py, the changed files come from changes.py.
+What it reads of the core and asks of it is `FeedPort`; the budget it checks as
+usage grows is `enforce_budget`, handed in (it is `Around`'s).
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgpack
 
 from sessiond.daemon.attribution import Attribution
 from sessiond.daemon.changes import ChangeTracker
+from sessiond.daemon.events import EventLog
 from sessiond.daemon.insight import (
     TRANSCRIPT_KINDS,
     TRANSCRIPT_LINES,
@@ -30,13 +33,12 @@ from sessiond.daemon.insight import (
 )
 from sessiond.daemon.placements.collisions import Collisions
 from sessiond.daemon.placements.worktree import WorktreePlacement
-from sessiond.daemon.records import SessionRecord, SessionRuntime
+from sessiond.daemon.records import AgentRuntime, SessionRecord, SessionRuntime
+from sessiond.daemon.session_table import SessionTable
+from sessiond.daemon.store import Store
 from sessiond.daemon.throttle import Throttle
 from sessiond.protocol import models as m
 from sessiond.protocol.models import EventKind, SessionStatus
-
-if TYPE_CHECKING:
-    from sessiond.daemon.core import Core
 
 log = logging.getLogger("sessiond.insight")
 
@@ -72,9 +74,32 @@ class FleetTally:
         self.attention.update(new)
 
 
+class FeedPort(Protocol):
+    """What the feed reads of the core (the store, the log, sessions, agents, when turns ran)
+    and asks of it (a task it owns); the core is one."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def events(self) -> EventLog: ...
+    @property
+    def sessions(self) -> SessionTable: ...
+    @property
+    def agents(self) -> Mapping[str, AgentRuntime]: ...
+    @property
+    def first_turn_at(self) -> float | None: ...
+    @property
+    def last_turn_end(self) -> float | None: ...
+    def get_session(self, session_id: str) -> SessionRecord: ...
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
+
+
 class InsightFeed:
-    def __init__(self, core: Core, *, state_rate: float) -> None:
+    def __init__(
+        self, core: FeedPort, *, state_rate: float, enforce_budget: Callable[[SessionRecord], None]
+    ) -> None:
         self.core = core
+        self._enforce_budget = enforce_budget  # past a budget, the session's tree stops (usage grew)
         self.store = core.store
         self.events = core.events
         # A session's state events go out at most state_rate times a second each.
@@ -181,12 +206,18 @@ class InsightFeed:
                 ins.set_context(payload)
             self.state(session, EventKind.SESSION_USAGE)
             self.refresh_flags(session)
-            self.core.around.enforce_budget(session)
+            self._enforce_budget(session)
         elif kind in ("tool_call", "tool_call_update"):
             call = ins.tool_update(payload)
             first = kind == "tool_call"
             if first and call.title:
                 ins.transcript.feed("tool", turn_id, f"[{call.kind or 'tool'}] {call.title}\n")
+            # This update's own diffs, for clients that show them (the ACP face passes them on).
+            diffs = [
+                {"path": c["path"], "oldText": c.get("oldText"), "newText": c.get("newText", "")}
+                for c in payload.get("content") or []
+                if isinstance(c, dict) and c.get("type") == "diff" and c.get("path")
+            ]
             self.events.emit(
                 EventKind.TURN_TOOL,
                 agent=session.agent,
@@ -198,6 +229,7 @@ class InsightFeed:
                 status=call.status,
                 locations=call.locations,
                 first=first,
+                **({"diffs": diffs} if diffs else {}),
             )
             tracker = self._shared_tracker(session)
             if tracker is not None:

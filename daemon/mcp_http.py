@@ -1,12 +1,13 @@
 """The daemon's own MCP endpoint: the `sessiond` tools over streamable HTTP on loopback.
 
 Offered to agents that take http MCP servers (ACP `mcpCapabilities.http`)
-instead of the stdio bridge (mcp_bridge.py), which is a process of its own
-for every session an agent starts it for (~65 MB and ~0.6 s each): here one
-server in the daemon serves every session. A request acts for the session
-whose token it carries as `Authorization: Bearer <token>`; the tools are
-the bridge's own (`build_server`), their requests go to `SessionTools` in
-this process rather than over the daemon's socket.
+instead of the stdio bridge (`sessiond.client.mcp_bridge`), which is a process
+of its own for every session an agent starts it for (~65 MB and ~0.6 s each):
+here one server in the daemon serves every session. A request acts for the
+session whose token it carries as `Authorization: Bearer <token>` (known by
+`session_of_token`, `Around`'s); the tools are the bridge's own
+(`mcp_tools.build_server`), their requests go to `SessionTools` in this process
+rather than over the daemon's socket.
 
 It starts on first need (the `mcp` SDK and uvicorn are imported then), on
 127.0.0.1 and a port the system picks, and stops with the daemon.
@@ -18,20 +19,18 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import uvicorn
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
 from sessiond.daemon import long_lived
-from sessiond.daemon.mcp_bridge import BridgeError, Link, build_server, checked_params
+from sessiond.daemon.mcp_tools import BridgeError, Link, build_server, checked_params
+from sessiond.daemon.session_tools import SessionTools
 from sessiond.protocol import methods as names
 from sessiond.protocol.errors import RpcError
-
-if TYPE_CHECKING:
-    from sessiond.daemon.core import Core
 
 log = logging.getLogger("sessiond.mcp")
 
@@ -45,8 +44,8 @@ R = TypeVar("R", bound=BaseModel)
 class InProcessLink:
     """The tools' requests for one session, carried out in the daemon."""
 
-    def __init__(self, core: Core, session: str) -> None:
-        self._core = core
+    def __init__(self, tools: SessionTools, session: str) -> None:
+        self._tools = tools
         self._session = session
 
     @property
@@ -55,7 +54,7 @@ class InProcessLink:
 
     async def call(self, method: str, params: Mapping[str, Any], result: type[R]) -> R:
         checked: Any = checked_params(method, params, result)
-        tools, session = self._core.tools, self._session
+        tools, session = self._tools, self._session
         answer: BaseModel
         try:
             match method:
@@ -87,8 +86,9 @@ class _Server(uvicorn.Server):
 
 
 class McpEndpoint:
-    def __init__(self, core: Core) -> None:
-        self._core = core
+    def __init__(self, tools: SessionTools, session_of_token: Callable[[str], str | None]) -> None:
+        self._tools = tools
+        self._session_of_token = session_of_token  # the session a bearer token acts for, or None
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._url: str | None = None
@@ -147,13 +147,13 @@ class McpEndpoint:
     def _link_for(self, ctx: Context) -> Link:
         headers = ctx.headers or {}
         scheme, _, token = (headers.get("authorization") or "").partition(" ")
-        session = self._core.around.session_of_token(token.strip()) if scheme.lower() == "bearer" else None
+        session = self._session_of_token(token.strip()) if scheme.lower() == "bearer" else None
         if session is None:
             raise BridgeError(
                 "this request carries no valid sessiond session token (Authorization: Bearer ...); "
                 "use the MCP server exactly as the daemon offered it to the session"
             )
-        return InProcessLink(self._core, session)
+        return InProcessLink(self._tools, session)
 
     async def close(self) -> None:
         if self._server is None or self._task is None:

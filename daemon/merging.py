@@ -1,27 +1,43 @@
 """`merge/request` and `merge/list`: a worktree session's branch into its base, through
 the per-repository merge queue (placements/merge_queue.py), with the steps as events
 and, when asked, the outcome handed back to the session as a prompt.
+
+What it reads of the core and asks of it is `MergingPort`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from sessiond.daemon.events import EventLog
 from sessiond.daemon.placements import PlacementError
 from sessiond.daemon.placements.merge_queue import MergeEntry, MergeQueues, request_for
 from sessiond.daemon.placements.worktree import WorktreePlacement
-from sessiond.daemon.records import SessionRecord
+from sessiond.daemon.records import SessionRecord, SessionRuntime
+from sessiond.daemon.session_table import SessionTable
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
 from sessiond.protocol.models import EventKind
 
-if TYPE_CHECKING:
-    from sessiond.daemon.core import Core
+
+class MergingPort(Protocol):
+    """What merging reads of the core (sessions, their runtimes), asks of it (a task it owns, a
+    turn handing the outcome back) and tells it (events); the core is one."""
+
+    @property
+    def events(self) -> EventLog: ...
+    @property
+    def sessions(self) -> SessionTable: ...
+    def get_session(self, session_id: str) -> SessionRecord: ...
+    def runtime_of(self, session: SessionRecord) -> SessionRuntime: ...
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
+    async def prompt(self, params: m.SessionPromptParams) -> m.TurnResult: ...
 
 
 class Merging:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: MergingPort) -> None:
         self.core = core
         self.queues = MergeQueues(on_step=self._step)
         self.entries: dict[str, MergeEntry] = {}  # the last merge asked for, by session
@@ -69,7 +85,9 @@ class Merging:
         self.entries[session.id] = entry
         if params.hand_back:
             self.core.spawn(self._hand_back(session, entry), f"merge-hand-back-{session.id}")
-        return self._entry(session.id, entry.summary())
+        found = self.queues.find(request.session_id)
+        position = found[0].position(request.session_id) if found is not None else None
+        return self._entry(session.id, {**entry.summary(), "position": position})
 
     async def _hand_back(self, session: SessionRecord, entry: MergeEntry) -> None:
         await entry.wait()

@@ -3,6 +3,9 @@ policy or asked of a person through the clients that answer permissions.
 
 While a request waits its session "needs you"; the first answer wins, and a
 cancelled turn answers what it still waits on as cancelled (None).
+
+What it reads of the core and tells it is `PermissionsPort`; the side-chat rule
+(`decide_for_side`, `Around`'s) is handed in.
 """
 
 from __future__ import annotations
@@ -10,22 +13,35 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from sessiond.daemon.records import PendingPermission, SessionRecord
+from sessiond.daemon.events import EventLog
+from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord, SessionRuntime
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
 from sessiond.protocol.models import EventKind
 
-if TYPE_CHECKING:
-    from sessiond.daemon.core import Core
-
 READ_KINDS = frozenset({"read", "search", "fetch", "think"})
+
+# A read-only side chat's permission: False for a writing tool, None to ask as usual.
+SideRule = Callable[[SessionRecord, dict[str, Any]], bool | None]
+
+
+class PermissionsPort(Protocol):
+    """What permissions read of the core (agents, a session's runtime) and tell it (events, a
+    session's status moving while it waits for a person); the core is one."""
+
+    @property
+    def events(self) -> EventLog: ...
+    def get_agent(self, name: str) -> AgentRuntime: ...
+    def runtime_of(self, session: SessionRecord) -> SessionRuntime: ...
+    def set_status(self, session: SessionRecord, *, closed: bool = False) -> None: ...
 
 
 class Permissions:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: PermissionsPort, *, decide_for_side: SideRule) -> None:
         self.core = core
+        self._decide_for_side = decide_for_side
         self.pending: dict[str, PendingPermission] = {}  # by permission id
         # Told of each request as it starts waiting (the server forwards it to clients).
         self.listeners: list[Callable[[PendingPermission], None]] = []
@@ -34,7 +50,7 @@ class Permissions:
         self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> str | None:
         agent = self.core.get_agent(session.agent)
-        side = self.core.around.decide_for_side(session, tool_call)
+        side = self._decide_for_side(session, tool_call)
         policy = "deny" if side is False else agent.spec.options.permission_policy
         decided, option = by_policy(policy, tool_call, options)
         if decided:

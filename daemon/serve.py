@@ -17,8 +17,10 @@ import socket as socketlib
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # Only what comes before the socket is bound is imported here: the rest (pygls, the core, the
 # protocol's models) loads while the first clients' connections wait in the socket's backlog,
@@ -28,11 +30,27 @@ from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, trouble
 from sessiond.daemon.wire import Limits
 from sessiond.protocol import paths
 
+if TYPE_CHECKING:
+    from sessiond.daemon.around import MakeEndpoint
+    from sessiond.daemon.mcp_http import McpEndpoint
+    from sessiond.daemon.session_tools import SessionTools
+
 log = logging.getLogger("sessiond")
 STOP_DEADLINE = 45.0
 # Loaded on first need only (a turn, an http MCP session, an ssh placement); at SESSIOND_LOG=debug
 # the daemon says which it is serving without, and when each one loads.
 ON_FIRST_NEED = ("acp", "mcp", "asyncssh", "uvicorn")
+
+
+def _endpoint_maker(tools: SessionTools) -> MakeEndpoint:
+    """How Around makes the daemon's MCP endpoint on first need (the mcp SDK is imported then)."""
+
+    def make(session_of_token: Callable[[str], str | None]) -> McpEndpoint:
+        from sessiond.daemon.mcp_http import McpEndpoint
+
+        return McpEndpoint(tools, session_of_token)
+
+    return make
 
 
 def _say_when_loaded(names: tuple[str, ...]) -> None:
@@ -222,13 +240,23 @@ async def _serve(
         from sessiond.daemon.events import EventLog
         from sessiond.daemon.runs import RunBook
         from sessiond.daemon.server import DaemonServer
+        from sessiond.daemon.session_tools import SessionTools
         from sessiond.daemon.tasks import TaskBook
 
         try:
             events = EventLog(store)
             core = Core(store, events, state_dir=state_dir, version=version(), state_rate=state_rate)
             core.load([demo_spec(state_dir)], configured)
-            core.around = Around(core, TaskBook(store), state_dir)
+            # The edges over the core: a session's own tools (the server's handlers and the MCP
+            # endpoint both call them), and the endpoint, made by Around on first need.
+            tools = SessionTools(core)
+            core.around = Around(
+                core,
+                TaskBook(store),
+                state_dir,
+                ask_person=core.permissions.ask,
+                make_endpoint=_endpoint_maker(tools),
+            )
             core.socket_path = str(socket_path)
             core.daemon_dirs = (str(socket_path.parent), str(state_dir), str(paths.config_dir()))
             runs = RunBook(store)
@@ -237,7 +265,9 @@ async def _serve(
             await core.announce_interrupted()
         except (StoreUnavailable, sqlite3.Error) as exc:
             raise store_trouble(exc, db, state_dir, waited) from None
-        server = DaemonServer(core, runs, version=version(), socket_path=str(socket_path), limits=limits)
+        server = DaemonServer(
+            core, runs, tools, version=version(), socket_path=str(socket_path), limits=limits
+        )
         server.started_at = time.time()
         await server.listen_unix(str(socket_path), sock=listening)
         listening = None  # the server's now

@@ -34,6 +34,7 @@ from sessiond.daemon.events import Event, Filter, Subscriber, SubscriberOverflow
 from sessiond.daemon.gate import Access, Drop, Phase, Refuse
 from sessiond.daemon.records import PendingPermission, SessionRecord
 from sessiond.daemon.runs import RunBook
+from sessiond.daemon.session_tools import SessionTools
 from sessiond.daemon.wire import Kind, Limits
 from sessiond.protocol import methods as names
 from sessiond.protocol import models as m
@@ -696,7 +697,7 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         return m.BroadcastResult(sessions=core.around.broadcast(p))
 
     async def task_suggest(p: m.TaskSuggestParams) -> m.TaskInfo:
-        return core.tools.suggest(p, conn.acting_for)
+        return daemon.tools.suggest(p, conn.acting_for)
 
     async def task_list(p: m.TaskListParams) -> m.TaskList:
         tasks = [
@@ -713,13 +714,13 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         return core.around.dismiss(p.task, p.reason).info()
 
     async def thread_start(p: m.ThreadStartParams) -> m.SessionInfo:
-        return await core.tools.start_thread(p, conn.acting_for)
+        return await daemon.tools.start_thread(p, conn.acting_for)
 
     async def thread_status(p: m.ThreadRef) -> m.ThreadReport:
-        return core.tools.status(p, conn.acting_for)
+        return daemon.tools.status(p, conn.acting_for)
 
     async def thread_wait(p: m.ThreadWaitParams) -> m.ThreadReports:
-        return await core.tools.wait(p, conn.acting_for)
+        return await daemon.tools.wait(p, conn.acting_for)
 
     async def merge_request(p: m.MergeParams) -> m.MergeEntry:
         return await core.merging.merge(p)
@@ -820,6 +821,7 @@ class DaemonServer:
         self,
         core: Core,
         runs: RunBook,
+        tools: SessionTools,
         *,
         version: str,
         socket_path: str,
@@ -829,6 +831,7 @@ class DaemonServer:
         self.core = core
         self.limits = limits or Limits()
         self.runs = runs
+        self.tools = tools  # what a session's own turn may ask (task/suggest, thread/*)
         self.version = version
         self.socket_path = socket_path
         self.tcp_address: str | None = None

@@ -712,7 +712,11 @@ class MergeEntry(Result):
     conflicts: list[str] = Field(default_factory=list)
     gate_output: str | None = None
     commit: str | None = None
-    kept: bool | None = Field(None, description="After a merge: whether the worktree was kept.")
+    kept: bool | str | None = Field(
+        None,
+        description="After a merge: true when the worktree and branch were kept as asked (keep), "
+        "false when they were removed, or the sentence saying why they could not be removed.",
+    )
     repo: str | None = None
     position: int | None = Field(None, description="0: merging now; 1: next; None once done.")
 

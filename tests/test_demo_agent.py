@@ -901,7 +901,7 @@ def sessiond_server(env: dict[str, str], name: str = "sessiond") -> McpServerStd
     return McpServerStdio(
         name=name,
         command=sys.executable,
-        args=["-m", "sessiond.daemon.mcp_bridge"],
+        args=["-m", "sessiond.client.mcp_bridge"],
         env=[EnvVariable(name=key, value=value) for key, value in env.items()],
     )
 
@@ -1067,7 +1067,7 @@ async def test_a_server_that_cannot_start_fails_the_step_and_a_fork_starts_no_th
     client: RecordingClient, workdir: Path, state_flag: tuple[str, str], fake_socket: Path
 ) -> None:
     broken = McpServerStdio(
-        name="sessiond", command=sys.executable, args=["-m", "sessiond.daemon.mcp_bridge"], env=[]
+        name="sessiond", command=sys.executable, args=["-m", "sessiond.client.mcp_bridge"], env=[]
     )
     async with FakeSessiond(fake_socket) as daemon, running_agent(client, *state_flag) as agent:
         async with asyncio.timeout(TIMEOUT):

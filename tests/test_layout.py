@@ -58,23 +58,43 @@ def module_level_imports(path: Path) -> set[str]:
 
 
 def test_the_daemon_loads_the_mcp_sdk_only_when_it_serves_mcp() -> None:
-    mcp_modules = {"mcp_bridge.py", "mcp_http.py"}
+    mcp_modules = {"mcp_tools.py", "mcp_http.py"}
     for path in modules("daemon"):
         rel = path.relative_to(ROOT)
         if rel.name in mcp_modules or "demo_agent" in rel.parts:
             continue
         assert not {i for i in imports_of(path) if i.split(".")[0] in {"mcp", "uvicorn"}}, rel
-        lazy = {"sessiond.daemon.mcp_http", "sessiond.daemon.mcp_bridge"}
+        lazy = {"sessiond.daemon.mcp_http", "sessiond.daemon.mcp_tools"}
         assert not module_level_imports(path) & lazy, rel
+
+
+# The one daemon module a client module imports as it loads: the MCP tool table the stdio bridge
+# (a client of the daemon) shares with the daemon's own endpoint. It imports only the protocol.
+SHARED_WITH_THE_BRIDGE = "sessiond.daemon.mcp_tools"
 
 
 def test_the_client_does_not_import_the_daemon_at_module_level() -> None:
     # `sessiond serve` imports the daemon lazily; a script using the client loads none of it.
     for path in modules("clients/python"):
+        rel = path.relative_to(ROOT)
         tree = ast.parse(path.read_text())
         for node in tree.body:
-            if isinstance(node, ast.ImportFrom) and node.module:
-                assert not node.module.startswith("sessiond.daemon"), path
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sessiond.daemon"):
+                assert rel.name == "mcp_bridge.py", f"{rel} imports {node.module}"
+                assert node.module == SHARED_WITH_THE_BRIDGE, f"{rel} imports {node.module}"
+
+
+def test_the_mcp_tool_table_imports_nothing_of_ours_but_the_protocol() -> None:
+    path = ROOT / "daemon" / "mcp_tools.py"
+    ours = {i for i in imports_of(path) if i.startswith("sessiond.")}
+    assert ours
+    assert all(i.startswith("sessiond.protocol") for i in ours), ours
+
+
+def test_the_daemon_imports_no_client_module() -> None:
+    for path in modules("daemon"):
+        bad = {i for i in imports_of(path) if i.startswith("sessiond.client")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
 def test_the_committed_schema_is_current() -> None:

@@ -1,4 +1,4 @@
-"""The `sessiond` MCP tools: the stdio bridge (`python -m sessiond.daemon.mcp_bridge`), its tools
+"""The `sessiond` MCP tools: the stdio bridge (`python -m sessiond.client.mcp_bridge`), its tools
 and how it acts for one session; the daemon's own http endpoint; and, end to end, demo-agent
 sessions that suggest a task and start threads through each of them.
 
@@ -30,11 +30,11 @@ from mcp.types import CallToolResult, TextContent
 
 from bench.harness import Daemon
 from sessiond.client import aconnect
-from sessiond.daemon.mcp_bridge import SESSION_ENV, SOCKET_ENV, TOKEN_ENV
+from sessiond.client.mcp_bridge import SESSION_ENV, SOCKET_ENV, TOKEN_ENV
 
 pytestmark = pytest.mark.timeout(120)
 
-BRIDGE_MODULE = "sessiond.daemon.mcp_bridge"
+BRIDGE_MODULE = "sessiond.client.mcp_bridge"
 TOOLS = ("suggest_task", "start_thread", "thread_status", "wait_threads")
 
 
@@ -357,9 +357,8 @@ async def test_the_endpoint_starts_again_when_its_server_stops_on_its_own() -> N
 
     from sessiond.daemon.mcp_http import McpEndpoint
 
-    # The endpoint alone, before any session: a stand-in core whose tokens match no session.
-    core = SimpleNamespace(around=SimpleNamespace(session_of_token=lambda token: None))
-    endpoint = McpEndpoint(core)  # type: ignore[arg-type]
+    # The endpoint alone, before any session: stand-in tools, and tokens that match no session.
+    endpoint = McpEndpoint(SimpleNamespace(), lambda token: None)  # type: ignore[arg-type]
     await endpoint.url()
     task = endpoint._task
     assert task is not None

@@ -24,17 +24,24 @@ from typing import TYPE_CHECKING, Any, TextIO
 from sessiond.client import launch
 from sessiond.client.errors import (
     AgentError,
-    AgentNotFound,
     ConnectionLost,
     DaemonNotRunning,
     DaemonStartFailed,
     InvalidParams,
     MethodNotFound,
     ProtocolError,
-    SessionClosed,
     SessiondError,
-    SessionNotFound,
-    TaskNotFound,
+    sentence,
+)
+from sessiond.client.wording import (
+    duration,
+    fleet_line,
+    merge_outcome,
+    money,
+    serial_sentence,
+    short,
+    show_lines,
+    when,
 )
 
 # The client and the protocol's models load when a command needs them: `sessiond stdio` (what
@@ -46,14 +53,10 @@ if TYPE_CHECKING:
     from sessiond.client.sync import Daemon
     from sessiond.protocol.models import (
         AgentInfo,
-        ContextFill,
         Event,
-        Fleet,
-        MergeEntry,
         RunInfo,
         SessionInfo,
         TaskInfo,
-        Transcript,
         TreeNode,
     )
 
@@ -61,13 +64,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 PLACEMENTS = ["here", "worktree", "sandbox", "container", "ssh"]
 # After the editor closes stdin, wait this long for the daemon to close its side.
 STDIO_DRAIN_SECONDS = 10.0
-
-HINTS: dict[type[SessiondError], str] = {
-    SessionNotFound: "list sessions with `sessiond ls --all`",
-    SessionClosed: "open a new one with `sessiond new`",
-    AgentNotFound: "list agents with `sessiond agents`",
-    TaskNotFound: "list tasks with `sessiond tasks`",
-}
 
 
 class UsageError(Exception):
@@ -106,18 +102,9 @@ def _pairs(pairs: Sequence[tuple[str, str]]) -> None:
         _line(sys.stdout, f"{key.ljust(width)}  {value}")
 
 
-def _short(text: str | None, limit: int = 60) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _when(moment: Any) -> str:
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _session_rows(sessions: Sequence[SessionInfo]) -> list[list[str]]:
     return [
-        [s.id, s.agent, s.status.value, str(s.turns), s.root, _short(s.recap or s.title)] for s in sessions
+        [s.id, s.agent, s.status.value, str(s.turns), s.root, short(s.recap or s.title)] for s in sessions
     ]
 
 
@@ -130,7 +117,7 @@ def _agent_row(agent: AgentInfo) -> list[str]:
         agent.process.state.value,
         str(agent.open_sessions),
         str(agent.turns),
-        _short(" ".join(agent.command)),
+        short(" ".join(agent.command)),
     ]
 
 
@@ -219,7 +206,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     fleet = " · ".join(f"{n} {k.value.replace('_', ' ')}" for k, n in counts.items() if n) or "none"
     _pairs(
         [
-            ("daemon", f"sessiond {status.version} (pid {status.pid}) since {_when(status.started_at)}"),
+            ("daemon", f"sessiond {status.version} (pid {status.pid}) since {when(status.started_at)}"),
             ("socket", status.socket),
             ("tcp", status.tcp or "-"),
             ("mcp", status.mcp_url or "- (not started: no agent that takes http MCP servers has run)"),
@@ -313,102 +300,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
-    """A session as ``sessiond show`` (and the open view of ``sessiond watch``) shows it."""
-    pairs = [
-        ("id", info.id),
-        ("agent", info.agent),
-        ("root", info.root),
-        ("placement", _where(info)),
-        ("title", info.title or "-"),
-        ("status", f"{info.status.value} since {_when(info.status_since)}"),
-        ("turns", f"{info.turns} ended, {info.queued_turns} queued"),
-    ]
-    if info.kind != "main" or info.parent:
-        pairs.append(("kind", f"{info.kind} of {info.parent}" if info.parent else info.kind))
-    if info.run:
-        pairs.append(("run", info.run))
-    pairs += [
-        ("context", _context(info.context)),
-        ("usage", _usage(info)),
-        ("attention", ", ".join(a.value for a in info.attention) or "-"),
-        ("last stop", info.last_stop_reason or "-"),
-        ("last error", info.last_error or "-"),
-        ("recap", info.recap or "-"),
-        ("created", _when(info.created_at)),
-    ]
-    width = max(len(key) for key, _ in pairs)
-    lines = [f"{key.ljust(width)}  {value}" for key, value in pairs]
-    plan = info.plan
-    if plan is not None and plan.entries:
-        lines += ["", f"plan ({plan.done} of {plan.total} done)"]
-        marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
-        lines += [f"  {marks.get(e.status, '[?]')} {e.content}" for e in plan.entries]
-    changes = info.changes
-    if changes is not None and changes.files:
-        lines += ["", f"changed files ({len(changes.files)}, +{changes.added} -{changes.removed})"]
-        path_width = max(len(f.path) for f in changes.files)
-        for f in changes.files:
-            kind = CHANGE_MARKS.get(f.kind, "?")
-            where = f"  (was {f.old_path})" if f.old_path else ""
-            outside = "  (outside the root)" if f.outside_root else ""
-            lines.append(f"  {kind} {f.path.ljust(path_width)}  +{f.added} -{f.removed}{where}{outside}")
-    if transcript is not None and transcript.lines:
-        total = max(transcript.total, transcript.lines[-1].n + 1)
-        lines += ["", f"transcript (last {len(transcript.lines)} of {total} lines)"]
-        lines += [f"  {line.role.ljust(7)} {line.text}" for line in transcript.lines]
-    return lines
-
-
-CHANGE_MARKS = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R"}
-
-
-def _where(info: SessionInfo) -> str:
-    where = info.where
-    if where is None:
-        return info.placement
-    parts: list[str] = [info.placement]
-    if where.branch:
-        parts.append(f"branch {where.branch}")
-    if where.root != info.root:
-        parts.append(f"at {where.host + ':' if where.host else ''}{where.root}")
-    return ", ".join(parts)
-
-
-def _context(context: ContextFill | None) -> str:
-    if context is None:
-        return "-"
-    percent = context.percent if context.percent is not None else 100 * context.used / max(context.size, 1)
-    text = f"{context.used:,} of {context.size:,} tokens ({percent:.1f}%)"
-    if context.cost is not None:
-        text += f", {_money(context.cost.amount, context.cost.currency)}"
-    return text + (" (estimated)" if context.estimated else "")
-
-
-def _usage(info: SessionInfo) -> str:
-    usage = info.usage
-    if usage is None or not usage.turns:
-        return "-"
-    return (
-        f"{usage.total_tokens:,} tokens over {usage.turns} turn{'s' if usage.turns != 1 else ''} "
-        f"({usage.input_tokens:,} in, {usage.output_tokens:,} out), busy {_duration(usage.busy_seconds)}"
-    )
-
-
-def _money(amount: float, currency: str = "USD") -> str:
-    return f"${amount:.4f}" if currency == "USD" else f"{amount:.4f} {currency}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
-
-
 def cmd_send(args: argparse.Namespace) -> int:
     from sessiond.protocol.models import EventKind
 
@@ -476,6 +367,14 @@ def cmd_close(args: argparse.Namespace) -> int:
 def cmd_trace(args: argparse.Namespace) -> int:
     if args.since < 0:
         raise UsageError(f"--since must be 0 or more, got {args.since}")
+    picture = args.html is not None or args.open or args.format == "perfetto"
+    if picture and args.follow:
+        raise UsageError(
+            "--follow prints the log as it grows; a picture (--html, --format perfetto) is of the log so far"
+        )
+    if (args.last or args.chunks or args.output) and not picture:
+        raise UsageError("--last, --chunks and --output go with --html or --format perfetto")
+    since_time = time.time() - _seconds_of(args.last) if args.last else None
     with _daemon(args) as daemon:
         stream = daemon.trace(
             since=args.since,
@@ -486,11 +385,67 @@ def cmd_trace(args: argparse.Namespace) -> int:
             follow=args.follow,
         )
         with stream:
-            for event in stream:
-                _line(sys.stdout, json.dumps(event.wire(), ensure_ascii=False, separators=(",", ":")))
-                if args.follow:
-                    sys.stdout.flush()
+            if picture:
+                events = list(stream)
+                run = daemon.get_run(args.run) if args.run else None
+            else:
+                for event in stream:
+                    _line(sys.stdout, json.dumps(event.wire(), ensure_ascii=False, separators=(",", ":")))
+                    if args.follow:
+                        sys.stdout.flush()
+                return EXIT_OK
+    from sessiond.client import timeline
+
+    picture_of = timeline.build(events, run=run, chunks=args.chunks, since_time=since_time)
+    if args.format == "perfetto":
+        from sessiond.client.timeline_perfetto import trace_events
+
+        text = json.dumps(
+            trace_events(picture_of, chunks=args.chunks), ensure_ascii=False, separators=(",", ":")
+        )
+        if args.output:
+            Path(args.output).write_text(text + "\n", encoding="utf-8")
+            _line(sys.stderr, f"wrote {args.output}: {_picture_counts(picture_of)}")
+        else:
+            _line(sys.stdout, text)
+    if args.html is not None or args.open:
+        _write_picture(picture_of, args.html, args.open, "selection")
     return EXIT_OK
+
+
+def _seconds_of(text: str) -> float:
+    """ "90s", "15m", "1h", "2d" (or plain seconds) in seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise UsageError(f"--last takes a duration such as 90s, 15m, 1h or 2d, not {text!r}") from None
+    if seconds <= 0:
+        raise UsageError(f"--last must be more than nothing, got {text!r}")
+    return seconds
+
+
+def _picture_counts(picture: Any) -> str:
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in picture.counts().items() if n)
+    return f"{len(picture.sessions)} sessions, {len(picture.turns)} turns" + (
+        f" ({counts})" if counts else ""
+    )
+
+
+def _write_picture(picture: Any, path: str | None, open_it: bool, name: str) -> None:
+    """Write the timeline page (to `path`, or a temporary file when only --open is given) and say where."""
+    from sessiond.client import timeline_html
+
+    if path is None:
+        import tempfile
+
+        path = str(Path(tempfile.gettempdir()) / f"sessiond-timeline-{name}.html")
+    size = timeline_html.write(path, picture)
+    _line(sys.stdout, str(Path(path).resolve()))
+    _line(sys.stderr, f"wrote {path} ({size / 1024:.0f} KiB): {_picture_counts(picture)}")
+    if open_it and not timeline_html.open_page(path):
+        _line(sys.stderr, "no browser to open it with; open the file above yourself")
 
 
 def _run_row(run: RunInfo) -> list[str]:
@@ -499,19 +454,16 @@ def _run_row(run: RunInfo) -> list[str]:
         run.outcome or "running",
         str(run.sessions),
         str(run.turns),
-        _duration(run.wall_seconds),
-        _duration(run.serial_seconds),
-        _when(run.started_at),
-        _short(run.name, 40),
+        duration(run.wall_seconds),
+        duration(run.serial_seconds),
+        when(run.started_at),
+        short(run.name, 40),
     ]
 
 
-def serial_sentence(serial: float, wall: float) -> str:
-    """ "32 min if they went one after another; took 2 min"."""
-    return f"{_duration(serial)} if they went one after another; took {_duration(wall)}"
-
-
 def cmd_runs(args: argparse.Namespace) -> int:
+    if args.html is not None or args.open:
+        return _run_picture(args)
     with _daemon(args) as daemon:
         runs = [daemon.get_run(args.run)] if args.run else daemon.runs()
     if args.json:
@@ -525,17 +477,36 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 ("command", shlex.join(run.argv) or "-"),
                 ("directory", run.cwd),
                 ("outcome", run.outcome or "running"),
-                ("started", _when(run.started_at)),
-                ("ended", _when(run.ended_at) if run.ended_at else "-"),
+                ("started", when(run.started_at)),
+                ("ended", when(run.ended_at) if run.ended_at else "-"),
                 ("sessions", str(run.sessions)),
                 ("turns", str(run.turns)),
                 ("time", serial_sentence(run.serial_seconds, run.wall_seconds)),
-                ("cost", _money(run.cost)),
+                ("cost", money(run.cost)),
             ]
         )
     elif runs:
         headers = ["ID", "OUTCOME", "SESSIONS", "TURNS", "WALL", "SERIAL", "STARTED", "NAME"]
         _table(headers, [_run_row(r) for r in runs])
+    return EXIT_OK
+
+
+def _run_picture(args: argparse.Namespace) -> int:
+    """`runs [ID] --html FILE [--open]`: the run's timeline (the latest run's without an ID)."""
+    with _daemon(args) as daemon:
+        if args.run:
+            run = daemon.get_run(args.run)
+        else:
+            runs = daemon.runs()
+            if not runs:
+                raise UsageError("there are no runs yet; a client declares one (`sessiond batch` does)")
+            run = runs[-1]
+        with daemon.trace(run=run.id) as stream:
+            events = list(stream)
+        run = daemon.get_run(run.id)  # as of the events read
+    from sessiond.client import timeline
+
+    _write_picture(timeline.build(events, run=run), args.html, args.open, run.id)
     return EXIT_OK
 
 
@@ -552,24 +523,10 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             ("attention", " · ".join(f"{n} {k.value}" for k, n in fleet.attention.items() if n) or "-"),
             ("turns", str(fleet.turns)),
             ("time", serial_sentence(fleet.serial_seconds, fleet.wall_seconds)),
-            ("cost", _money(fleet.cost)),
+            ("cost", money(fleet.cost)),
         ]
     )
     return EXIT_OK
-
-
-def fleet_line(fleet: Fleet) -> str:
-    """The status line: "3 working · 1 needs you · 200 open"."""
-    from sessiond.protocol.models import SessionStatus
-
-    parts = [f"{fleet.working} working"]
-    if fleet.needs_you:
-        parts.append(f"{fleet.needs_you} needs you")
-    failed = fleet.failed or fleet.by_status.get(SessionStatus.FAILED, 0)
-    if failed:
-        parts.append(f"{failed} failed")
-    parts.append(f"{fleet.open} open")
-    return " · ".join(parts)
 
 
 # ---------------------------------------------------------------- batches
@@ -630,7 +587,7 @@ class ProgressBar:
         bar = "#" * filled + "-" * (cls.WIDTH - filled)
         counts = f"done {p.done} · failed {p.failed} · stopped {p.stopped} · running {p.running}"
         counts += f" · waiting {p.waiting}"
-        return f"[{bar}] {p.landed}/{p.total}  {counts}  {_duration(p.elapsed)}"
+        return f"[{bar}] {p.landed}/{p.total}  {counts}  {duration(p.elapsed)}"
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -716,7 +673,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                     e.branch,
                     e.base,
                     e.gate or "-",
-                    _short(e.reason, 50),
+                    short(e.reason, 50),
                 ]
                 for e in entries
             ]
@@ -743,27 +700,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
         for line in merge_outcome(entry):
             _line(sys.stdout, line)
     return EXIT_OK if entry.status == "merged" else EXIT_FAILED
-
-
-def merge_outcome(entry: MergeEntry) -> list[str]:
-    if entry.status == "merged":
-        commit = f" at {entry.commit[:12]}" if entry.commit else ""
-        after = f"worktree kept: {entry.kept}" if isinstance(entry.kept, str) else "worktree removed"
-        if entry.kept is True:
-            after = "worktree and branch kept"
-        return [f"merged {entry.session} ({entry.branch}) into {entry.base}{commit}; {after}"]
-    lines = [
-        f"merge of {entry.session} ({entry.branch}) into {entry.base} {entry.status}: {entry.reason or '-'}"
-    ]
-    if entry.conflicts:
-        lines.append("conflicts:")
-        lines += [f"  {path}" for path in entry.conflicts]
-    if entry.gate_output:
-        lines.append(f"gate output ({entry.gate}):")
-        lines += [f"  {line}" for line in entry.gate_output.rstrip().splitlines()]
-    if entry.status == "failed":
-        lines.append(f"{entry.base} and the working copy are as they were")
-    return lines
 
 
 # ---------------------------------------------------------------- side chats, tasks, trees
@@ -803,7 +739,7 @@ def _task_rows(tasks: Sequence[TaskInfo]) -> list[list[str]]:
             t.status,
             t.from_session or "-",
             t.session or "-",
-            _short(t.title, 50),
+            short(t.title, 50),
         ]
         for t in tasks
     ]
@@ -847,14 +783,14 @@ def cmd_tree(args: argparse.Namespace) -> int:
                 info.kind,
                 info.status.value,
                 f"{node.tokens:,}",
-                _money(node.cost),
-                _short(info.title or info.recap, 50),
+                money(node.cost),
+                short(info.title or info.recap, 50),
             ]
         )
         for task in suggested:
             if task.from_session == info.id:
                 rows.append(
-                    ["  " * (depth + 1) + task.id, "task", task.status, "-", "-", _short(task.title, 50)]
+                    ["  " * (depth + 1) + task.id, "task", task.status, "-", "-", short(task.title, 50)]
                 )
         for child in node.children:
             walk(child, depth + 1)
@@ -868,6 +804,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from sessiond.client.watch import watch
 
     return watch(args.socket, agent=args.agent)
+
+
+def cmd_acp(args: argparse.Namespace) -> int:
+    from sessiond.client.acp_face import serve  # the ACP SDK loads with it, for this command alone
+
+    return serve(agent=args.agent, placement=args.placement, root=args.root, socket=args.socket)
 
 
 # ---------------------------------------------------------------- parsing
@@ -907,6 +849,16 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
         help="the largest message a client may send once initialized, e.g. 16M (the default)",
     )
     command("stdio", cmd_stdio, "relay stdin/stdout to the daemon (what editors spawn); starts one if needed")
+    acp = command(
+        "acp",
+        cmd_acp,
+        "speak ACP on stdin/stdout as an agent (what ACP editors spawn): every chat a daemon session",
+    )
+    acp.add_argument("--agent", default="demo", help="the daemon's agent behind it (default: demo)")
+    acp.add_argument(
+        "--placement", choices=PLACEMENTS, help="where new sessions' work lands (default: the agent's)"
+    )
+    acp.add_argument("--root", metavar="DIR", help="new sessions' directory (default: the editor's cwd)")
     if only_daemon:
         return parser
     from sessiond.protocol.models import EventKind, SessionStatus
@@ -945,7 +897,10 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     watch.add_argument("--agent", metavar="A", help="only this agent's sessions")
 
     trace = command(
-        "trace", cmd_trace, "print the event log as JSON lines, from --since to the newest event, then exit"
+        "trace",
+        cmd_trace,
+        "print the event log as JSON lines, from --since to the newest event, then exit; "
+        "or draw it: --html FILE (a timeline page), --format perfetto",
     )
     trace.add_argument("--session", metavar="S", action="append", help="only this session's (repeatable)")
     trace.add_argument("--agent", metavar="A", action="append", help="only this agent's (repeatable)")
@@ -959,9 +914,43 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     trace.add_argument("--since", metavar="N", type=int, default=0, help="after this seq (default 0: all)")
     trace.add_argument("--run", metavar="ID", help="only the sessions of this run")
     trace.add_argument("--follow", action="store_true", help="keep printing new events until Ctrl-C")
+    trace.add_argument(
+        "--html", metavar="FILE", help="write the selection's timeline as one self-contained HTML page"
+    )
+    trace.add_argument(
+        "--open", action="store_true", help="open the page in a browser (a temp file without --html)"
+    )
+    trace.add_argument(
+        "--format",
+        choices=["jsonl", "perfetto"],
+        default="jsonl",
+        help="jsonl (the default): one event a line; perfetto: Chrome trace-event JSON for ui.perfetto.dev",
+    )
+    trace.add_argument(
+        "--output", metavar="FILE", help="with --format perfetto: write it here, not to stdout"
+    )
+    trace.add_argument(
+        "--chunks", action="store_true", help="with --format perfetto: reply chunks as instant events"
+    )
+    trace.add_argument(
+        "--last", metavar="DURATION", help="for a picture: only what happened in the last 90s, 15m, 1h, 2d"
+    )
 
-    runs = command("runs", cmd_runs, "list runs, or show one: wall time beside serial time", as_json)
+    runs = command(
+        "runs",
+        cmd_runs,
+        "list runs, or show one: wall time beside serial time; --html draws its timeline",
+        as_json,
+    )
     runs.add_argument("run", metavar="ID", nargs="?")
+    runs.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the run's timeline (the latest run's without ID) as one HTML page",
+    )
+    runs.add_argument(
+        "--open", action="store_true", help="open the page in a browser (a temp file without --html)"
+    )
 
     command("fleet", cmd_fleet, "every session at a glance: counts, attention, cost, time", as_json)
 
@@ -1050,8 +1039,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _fail(str(e))
         return EXIT_USAGE
     except SessiondError as e:
-        hint = HINTS.get(type(e))
-        _fail(f"{e}; {hint}" if hint else str(e))
+        _fail(sentence(e))
         return EXIT_FAILED
     except (DaemonNotRunning, DaemonStartFailed, ConnectionLost, ProtocolError) as e:
         _fail(str(e))

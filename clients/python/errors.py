@@ -127,6 +127,21 @@ ERROR_CLASSES: dict[int, type[SessiondError]] = {
 }
 
 
+# What to do next, for the errors a person meets on the command line (and in an ACP editor).
+HINTS: dict[type[SessiondError], str] = {
+    SessionNotFound: "list sessions with `sessiond ls --all`",
+    SessionClosed: "open a new one with `sessiond new`",
+    AgentNotFound: "list agents with `sessiond agents`",
+    TaskNotFound: "list tasks with `sessiond tasks`",
+}
+
+
+def sentence(error: SessiondError) -> str:
+    """The error as ``sessiond`` on the command line says it: what went wrong, then what to do."""
+    hint = HINTS.get(type(error))
+    return f"{error}; {hint}" if hint else str(error)
+
+
 def error_from_code(code: int, message: str, data: Any = None) -> SessiondError:
     """The exception for an error answer; unknown codes give a plain ``SessiondError``."""
     return ERROR_CLASSES.get(code, SessiondError)(code, message, data)

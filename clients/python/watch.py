@@ -246,7 +246,7 @@ class WatchModel:
     # ------------------------------------------------------------ text
 
     def header(self) -> str:
-        from sessiond.client.cli import fleet_line
+        from sessiond.client.wording import fleet_line
 
         fleet = fleet_line(self.fleet) if self.fleet else f"{len(self.sessions)} open"
         if self.fleet is not None and self.fleet.cost:
@@ -286,7 +286,7 @@ class WatchModel:
     def detail(self, height: int | None = None) -> list[str]:
         """The open session as ``sessiond show`` shows it; within ``height`` lines, the
         transcript keeps its newest lines (the rest can be scrolled to)."""
-        from sessiond.client.cli import show_lines
+        from sessiond.client.wording import show_lines
 
         info = self.sessions.get(self.opened or "")
         if info is None:

@@ -67,7 +67,8 @@ class MergeEntry:
     conflicts: list[str] = field(default_factory=list)
     gate_output: str | None = None  # the tail of the gate's output, when it failed
     commit: str | None = None  # the base branch's new tip
-    kept: str | None = None  # why the worktree or branch was kept after a merge
+    # After a merge: True when kept as asked, False when removed, or why they could not be removed.
+    kept: bool | str | None = None
     done: asyncio.Future[MergeEntry] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -283,11 +284,14 @@ class MergeQueue:
             if original is not None:
                 await asyncio.shield(_restore(wt, original))
             raise
-        if not r.keep:
+        if r.keep:
+            entry.kept = True
+        else:
             # From the repository itself: the worktree's own folder is going away.
             repo = await find_repo(wt)
-            entry.kept = await remove_worktree(repo.common_dir, wt, r.branch)
-            self._step(entry, "cleaned" if entry.kept is None else "kept", reason=entry.kept)
+            why_kept = await remove_worktree(repo.common_dir, wt, r.branch)
+            entry.kept = why_kept if why_kept is not None else False
+            self._step(entry, "cleaned" if why_kept is None else "kept", reason=why_kept)
         entry.status = "merged"
         self._step(entry, "merged", base=r.base_branch, commit=entry.commit)
         self._finish(entry, "merged")

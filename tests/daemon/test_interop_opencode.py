@@ -13,17 +13,22 @@ default permissions allow them); it reports `usage_update` with a cost.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import shutil
+import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from events import kind, next_matching
 
 from bench.harness import Daemon
-from sessiond.client import AsyncAgent, AsyncDaemon
+from sessiond.client import AgentUnavailable, AsyncAgent, AsyncDaemon
 from tests.daemon.test_interop_claude import eventually
-from tests.standins.anthropic import AnthropicStandIn, Reply
+from tests.standins.anthropic import AnthropicStandIn, Reply, Text
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "opencode"
 
@@ -90,9 +95,13 @@ def standin() -> Iterator[AnthropicStandIn]:
 async def opencode(
     client: AsyncDaemon, standin: AnthropicStandIn, tmp_path: Path
 ) -> AsyncIterator[AsyncAgent]:
-    """opencode (~5 s to start warm, ~20 s on a fresh database); one test, so one agent process."""
+    """opencode (~5 s to start warm, ~20 s on a fresh database); one test, so one agent process.
+    At most two of its sessions live at once (maxLiveSessions), for the eviction test."""
     agent = await client.agent(
-        "opencode", command=[str(AGENT), "acp"], env=opencode_env(standin.base_url, tmp_path / "home")
+        "opencode",
+        command=[str(AGENT), "acp"],
+        env=opencode_env(standin.base_url, tmp_path / "home"),
+        max_live_sessions=2,
     )
     yield agent
     await agent.aremove()
@@ -137,3 +146,60 @@ async def test_opencode_streams_text_writes_edits_and_runs_a_command_at_the_plac
     assert info.context.size == 200000
     assert info.context.cost is not None
     assert info.context.cost.amount > 0
+
+
+@pytest.mark.timeout(300)  # a fresh opencode database (~20 s) and eight turns
+async def test_opencode_cancels_mid_stream_evicts_with_history_and_survives_a_kill(
+    client: AsyncDaemon, opencode: AsyncAgent, standin: AnthropicStandIn, work: Path
+) -> None:
+    # Cancel mid-stream: the turn ends cancelled at once, and the session carries on.
+    session = await opencode.session(work)
+    long = " ".join(f"word{i}" for i in range(400))
+    standin.push(Reply((Text(long, chunks=400),), delay=0.05))  # ~20 s
+    async with client.events(sessions=[session.id], kinds=["turn.ended"]) as events:
+        stream = session.astream("talk for a long time")
+        async for event in stream:
+            if event.kind == "turn.chunk":
+                break
+        started = time.monotonic()
+        await stream.aclose()  # leaving the stream cancels the turn
+        ended = await next_matching(events, kind("turn.ended"), timeout=15)
+    assert ended.data["stopReason"] == "cancelled"
+    assert time.monotonic() - started < 15
+    standin.push("Still here.")
+    assert (await session.asend("are you there?")).text.endswith("Still here.")
+
+    # maxLiveSessions 2 over three sessions: each evicted one comes back (session/load) with its history.
+    sessions = [session, *(await opencode.sessions(2, work))]
+    for index, each in enumerate(sessions):
+        standin.push(f"Noted fruit {index}.")
+        assert (await each.asend(f"remember the fruit number {index}")).text.endswith(f"Noted fruit {index}.")
+        assert (await opencode.aget()).process.live_sessions <= 2
+    for index, each in enumerate(sessions):
+        standin.push(f"It was fruit {index}.")
+        assert (await each.asend("which fruit was it?")).text.endswith(f"It was fruit {index}.")
+        assert (await opencode.aget()).process.live_sessions <= 2
+        texts = "\n".join(standin.main_requests()[-1].texts())
+        assert f"remember the fruit number {index}" in texts
+        assert f"Noted fruit {index}." in texts
+        assert not any(f"remember the fruit number {i}" in texts for i in range(3) if i != index)
+
+    # Killing the agent fails only its running turn; a demo session's turn goes on, and the
+    # next turn starts opencode again.
+    bystander = await (await client.agent("demo")).session(work)
+    standin.push(Reply((Text("slow " * 200, chunks=200),), delay=0.05))  # ~10 s
+    async with client.events(sessions=[session.id], kinds=["turn.chunk"]) as chunks:
+        turn = asyncio.create_task(session.asend("talk slowly"))
+        other = asyncio.create_task(bystander.asend("hang"))
+        await next_matching(chunks, kind("turn.chunk"), timeout=30)
+        pid = (await opencode.aget()).process.pid
+        assert pid is not None
+        os.killpg(pid, signal.SIGKILL)
+        with pytest.raises(AgentUnavailable, match="killed by SIGKILL during session/prompt"):
+            await asyncio.wait_for(turn, 15)
+    assert not other.done()
+    await bystander.acancel()
+    assert (await other).stop_reason == "cancelled"
+    standin.push("Back.")
+    assert (await session.asend("are you back?")).text.endswith("Back.")
+    assert (await opencode.aget()).process.starts == 2

@@ -43,6 +43,7 @@ async def prompt(client: AsyncDaemon, session: str, text: str) -> str:
 async def merged(client: AsyncDaemon, session: str, **params: Any) -> MergeEntry:
     async with client.events(sessions=[session], kinds=["merge.step"]) as events:
         entry = await client._call("merge/request", MergeEntry, session=session, **params)
+        assert entry.status != "queued" or entry.position is not None, "a queued merge says its place"
         async with asyncio.timeout(120):
             async for event in events:
                 if event.data.get("step") in ("merged", "failed"):
@@ -67,6 +68,7 @@ async def test_a_worktree_session_works_apart_and_merges_back(client: AsyncDaemo
     assert (repo / "feature.txt").exists() or "feature.txt" in git(repo, "show", "--stat", "HEAD")
     assert "feature.txt" in git(repo, "ls-tree", "-r", "--name-only", "main")
     assert not worktree.exists()  # cleaned up after the merge
+    assert entry.kept is False
 
 
 async def test_a_conflicting_merge_changes_nothing_and_goes_back_to_the_session(

@@ -19,6 +19,7 @@ from sessiond.daemon.placements.merge_queue import (
     request_for,
 )
 from sessiond.daemon.placements.worktree import WorktreePlacement
+from sessiond.protocol.models import MergeEntry as MergeEntryInfo
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -125,6 +126,7 @@ async def test_a_session_is_merged_into_main_and_cleaned_up(repo: Path, strategy
     assert not os.path.exists(str(s1.worktree))
     assert git(repo, "branch", "--format=%(refname:short)") == "main"
     assert steps.of("s1") == ["queued", "started", "committed", "integrated", "landed", "cleaned", "merged"]
+    assert entry.kept is False
     assert await s1.close() is None  # merged and cleaned already: nothing left to keep
 
 
@@ -223,10 +225,22 @@ async def test_keep_leaves_the_worktree_on_the_merged_commit(repo: Path) -> None
     s1 = await session_worktree(repo, "s1", {"feature.txt": "new\n"})
     entry = await merge(queues, request(s1, keep=True))
     assert entry.status == "merged"
+    assert entry.summary()["kept"] is True
     assert s1.worktree is not None
     assert os.path.isdir(s1.worktree)
     assert git(s1.worktree, "rev-parse", "HEAD") == git(repo, "rev-parse", "main")
     assert await s1.close() is None  # all of it is in main now, so close removes it
+
+
+async def test_every_way_a_merge_leaves_its_worktree_reads_on_the_wire(repo: Path) -> None:
+    # Kept as asked (True), removed (False), or kept for a reason the merge gives (a sentence):
+    # `merge/list` must read each (a sentence once broke it for every client).
+    queues = MergeQueues()
+    s1 = await session_worktree(repo, "s1", {"feature.txt": "new\n"})
+    summary = (await merge(queues, request(s1))).summary()
+    for kept in (True, False, "worktree kept at /x: uncommitted changes in 1 file"):
+        info = MergeEntryInfo.model_validate({**summary, "session": "s1", "kept": kept})
+        assert info.kept == kept
 
 
 async def test_a_base_checked_out_nowhere_is_moved_without_touching_any_working_copy(repo: Path) -> None:

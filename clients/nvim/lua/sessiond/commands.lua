@@ -185,6 +185,15 @@ M.subcommands = {
       actions().restart()
     end,
   },
+  timeline = {
+    summary = "write [run]'s timeline (default: the current run, else the last hour) as HTML and open it",
+    run = function(args)
+      require("sessiond.timeline").open(args[1])
+    end,
+    complete = function(arglead)
+      return require("sessiond.timeline").complete(arglead)
+    end,
+  },
 }
 
 function M.names()

@@ -421,7 +421,7 @@ local function map_keys(view)
     vim.cmd("close")
   end, "close the window")
   map("help", function()
-    require("sessiond.panel").show_keys(keys)
+    require("sessiond.listwin").show_keys(keys)
   end, "show the keys")
 end
 

@@ -679,9 +679,9 @@ export interface MergeEntry {
   gate?: string | null;
   gateOutput?: string | null;
   /**
-   * After a merge: whether the worktree was kept.
+   * After a merge: true when the worktree and branch were kept as asked (keep), false when they were removed, or the sentence saying why they could not be removed.
    */
-  kept?: boolean | null;
+  kept?: boolean | string | null;
   /**
    * 0: merging now; 1: next; None once done.
    */

@@ -1,27 +1,16 @@
-"""The MCP server the daemon offers each session: suggest tasks, start threads, wait for them.
+"""The `sessiond` MCP tools: `suggest_task`, `start_thread`, `thread_status`, `wait_threads`.
 
-``python -m sessiond.daemon.mcp_bridge`` speaks MCP on stdin/stdout (the
-official ``mcp`` SDK's ``MCPServer``) and acts for ONE session. The daemon
-names it in the ``mcpServers`` of ``session/new`` (and of load, resume, fork),
-so the agent starts it as a child process and calls its tools like any other
-MCP server's. Each tool is one request to the daemon over its unix socket:
+One table of tools, served two ways: by the stdio bridge, a process of its own
+that reaches the daemon over its socket as a client acting for one session
+(`sessiond.client.mcp_bridge`), and by the daemon's own http endpoint
+(`mcp_http.py`), which carries the requests out in the daemon. Each tool is one
+request (`task/suggest`, `thread/start`, `thread/status`, `thread/wait`) made
+through a `Link` acting for the session asking; its params and results are the
+wire models of `sessiond.protocol`.
 
-- ``suggest_task(title, prompt, why, placement)`` → ``task/suggest`` from this session;
-- ``start_thread(prompt, placement, title)`` → ``thread/start`` with this session as parent;
-- ``thread_status(id)`` → ``thread/status``;
-- ``wait_threads(ids, timeout)`` → ``thread/wait``.
-
-Its configuration is its environment, which the daemon sets: ``SESSIOND_SOCKET``
-(the daemon's socket), ``SESSIOND_SESSION`` (the session it acts for) and
-``SESSIOND_SESSION_TOKEN`` (a secret the daemon made for that session). The
-token goes to the daemon as ``initializationOptions.sessionToken`` of
-``initialize``; the daemon lets the connection act for that session only.
-
-The connection to the daemon is opened on the first tool call (so the agent can
-start the server even while the daemon is busy, and listing tools needs no
-daemon), and opened again on the next call after it was lost. It uses the
-Python client's own JSON-RPC layer (``sessiond.client.connection``), and the
-params and results are the wire models of ``sessiond.protocol``.
+It imports `sessiond.protocol`, pydantic and the `mcp` SDK, nothing else of
+ours: the bridge (a client) imports it, and the daemon imports it only once it
+serves MCP.
 
 Results are short JSON texts for a model to read. A daemon error becomes an MCP
 tool error (``isError``) whose text is the daemon's message, verbatim.
@@ -29,38 +18,20 @@ tool error (``isError``) whose text is the daemon's message, verbatim.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 import inspect
 import json
-import logging
-import os
-import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Protocol, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, ValidationError
 
-from sessiond.client import launch
-from sessiond.client.connection import Connection
-from sessiond.client.errors import ConnectionLost, DaemonNotRunning, SessiondError
 from sessiond.protocol import methods as m
 from sessiond.protocol import models as pm
 
-log = logging.getLogger(__name__)
-
 SERVER_NAME = "sessiond"
-CLIENT_NAME = "sessiond-mcp-bridge"
-SOCKET_ENV = "SESSIOND_SOCKET"
-SESSION_ENV = "SESSIOND_SESSION"
-TOKEN_ENV = "SESSIOND_SESSION_TOKEN"
-# initialize and the goodbye are quick; a tool's own request (thread/wait) is as long as it takes.
-HANDSHAKE_TIMEOUT = 30.0
-GOODBYE_TIMEOUT = 5.0
 
 INSTRUCTIONS = (
     "Tools of sessiond, the daemon that runs this session. suggest_task proposes work for later: "
@@ -72,39 +43,18 @@ INSTRUCTIONS = (
 R = TypeVar("R", bound=BaseModel)
 
 
-class ConfigError(Exception):
-    """The environment lacks what the bridge needs; the message says what."""
-
-
 class BridgeError(Exception):
     """A tool call that failed; its message is what the model reads (the daemon's own, when it answered)."""
 
 
-@dataclass(frozen=True)
-class BridgeConfig:
-    socket: Path
-    session: str
-    token: str
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> BridgeConfig:
-        missing = [name for name in (SOCKET_ENV, SESSION_ENV, TOKEN_ENV) if not env.get(name)]
-        if missing:
-            raise ConfigError(
-                f"sessiond's MCP bridge needs {', '.join(missing)} in its environment "
-                "(the daemon sets them when it offers the bridge to a session)"
-            )
-        return cls(socket=Path(env[SOCKET_ENV]), session=env[SESSION_ENV], token=env[TOKEN_ENV])
-
-
-def _version() -> str:
+def package_version() -> str:
     try:
         return importlib.metadata.version("sessiond")
     except importlib.metadata.PackageNotFoundError:
         return "0+unknown"
 
 
-def _summary(error: ValidationError) -> str:
+def summary(error: ValidationError) -> str:
     problems = []
     for item in error.errors(include_url=False):
         where = ".".join(str(part) for part in item["loc"]) or "arguments"
@@ -130,103 +80,7 @@ def checked_params(method: str, params: Mapping[str, Any], result: type[BaseMode
     try:
         return spec.params.model_validate(dict(params))
     except ValidationError as e:
-        raise BridgeError(_summary(e)) from None
-
-
-class DaemonLink:
-    """One connection to the daemon on behalf of one session: opened on first use, again after a loss."""
-
-    def __init__(self, config: BridgeConfig) -> None:
-        self.config = config
-        self._connection: Connection | None = None
-        self._lock = asyncio.Lock()
-
-    @property
-    def session(self) -> str:
-        return self.config.session
-
-    async def call(self, method: str, params: Mapping[str, Any], result: type[R]) -> R:
-        """Send ``method``; its result as ``result``. Every failure is a BridgeError saying why."""
-        checked = checked_params(method, params, result)
-        connection = await self._connected()
-        try:
-            raw = await connection.request(
-                method, checked.model_dump(mode="json", by_alias=True, exclude_none=True)
-            )
-        except SessiondError as e:
-            raise BridgeError(str(e)) from None  # the daemon's own words
-        except ConnectionLost as e:
-            raise BridgeError(f"lost the connection to the sessiond daemon: {e}") from None
-        try:
-            return result.model_validate(raw)
-        except ValidationError as e:
-            raise BridgeError(
-                f"the daemon's answer to {method} does not fit this bridge ({_summary(e)}); "
-                "are the daemon and the bridge the same version?"
-            ) from None
-
-    async def _connected(self) -> Connection:
-        async with self._lock:
-            if self._connection is not None and not self._connection.closed:
-                return self._connection
-            self._connection = None
-            self._connection = await self._open()
-            return self._connection
-
-    async def _open(self) -> Connection:
-        socket = self.config.socket
-        try:
-            reader, writer, path = await launch.open_streams(socket, start=False)
-        except DaemonNotRunning:
-            raise BridgeError(
-                f"cannot reach the sessiond daemon at {socket}: nothing accepts connections there"
-            ) from None
-        except (OSError, ValueError) as e:  # ValueError: a socket path too long for a unix socket
-            raise BridgeError(f"cannot reach the sessiond daemon at {socket}: {e}") from None
-        connection = Connection.open(reader, writer, peer=str(path))
-        try:
-            async with asyncio.timeout(HANDSHAKE_TIMEOUT):
-                await connection.request(
-                    "initialize",
-                    {
-                        "processId": os.getpid(),
-                        "clientInfo": {"name": CLIENT_NAME, "version": _version()},
-                        "capabilities": {},
-                        "initializationOptions": {
-                            "sessionToken": self.config.token,
-                            "clientName": f"{CLIENT_NAME} for {self.config.session}",
-                        },
-                    },
-                )
-                await connection.notify("initialized", {})
-        except BaseException as e:
-            await connection.close()
-            if isinstance(e, SessiondError):
-                raise BridgeError(str(e)) from None
-            if isinstance(e, TimeoutError):
-                raise BridgeError(
-                    f"the sessiond daemon at {socket} did not answer initialize within "
-                    f"{HANDSHAKE_TIMEOUT:g} s"
-                ) from None
-            if isinstance(e, ConnectionLost):
-                raise BridgeError(f"lost the connection to the sessiond daemon: {e}") from None
-            raise
-        return connection
-
-    async def aclose(self) -> None:
-        """Say goodbye (bounded) and close. Idempotent."""
-        connection, self._connection = self._connection, None
-        if connection is None:
-            return
-        try:
-            if not connection.closed:
-                async with asyncio.timeout(GOODBYE_TIMEOUT):
-                    await connection.request("shutdown")
-                    await connection.notify("exit")
-        except (Exception, TimeoutError) as e:
-            log.debug("goodbye to the daemon failed: %r", e)
-        finally:
-            await connection.close()
+        raise BridgeError(summary(e)) from None
 
 
 # ---------------------------------------------------------------- what the tools answer
@@ -387,47 +241,8 @@ def build_server(link_for: LinkFor) -> MCPServer:
         )
 
     server: MCPServer = MCPServer(
-        SERVER_NAME, version=_version(), instructions=INSTRUCTIONS, log_level="WARNING"
+        SERVER_NAME, version=package_version(), instructions=INSTRUCTIONS, log_level="WARNING"
     )
     for tool in (suggest_task, start_thread, thread_status, wait_threads):
         server.add_tool(tool, description=inspect.cleandoc(tool.__doc__ or ""))
     return server
-
-
-async def serve(config: BridgeConfig) -> None:
-    """Serve MCP on stdin/stdout until the agent closes stdin."""
-    link = DaemonLink(config)
-    try:
-        await build_server(lambda ctx: link).run_stdio_async()
-    finally:
-        await link.aclose()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args:
-        print(
-            "usage: python -m sessiond.daemon.mcp_bridge\n"
-            "An MCP server on stdio for one sessiond session; configured by "
-            f"{SOCKET_ENV}, {SESSION_ENV} and {TOKEN_ENV}.",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        config = BridgeConfig.from_env(os.environ)
-    except ConfigError as e:
-        print(f"sessiond-mcp-bridge: {e}", file=sys.stderr)
-        return 2
-    # stdout carries the protocol: anything logged goes to stderr.
-    logging.basicConfig(
-        level=logging.WARNING, format="sessiond-mcp-bridge %(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        asyncio.run(serve(config))
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,155 @@
+"""What a person reads: a session shown whole, the fleet in one line, a merge's outcome,
+and the durations, sums of money and moments in them. The command line, its live view
+(``sessiond watch``) and the ACP face's slash commands all say things this way."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sessiond.protocol.models import ContextFill, Fleet, MergeEntry, SessionInfo, Transcript
+
+
+def short(text: str | None, limit: int = 60) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def when(moment: Any) -> str:
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
+    """A session as ``sessiond show`` (and the open view of ``sessiond watch``) shows it."""
+    pairs = [
+        ("id", info.id),
+        ("agent", info.agent),
+        ("root", info.root),
+        ("placement", placement_text(info)),
+        ("title", info.title or "-"),
+        ("status", f"{info.status.value} since {when(info.status_since)}"),
+        ("turns", f"{info.turns} ended, {info.queued_turns} queued"),
+    ]
+    if info.kind != "main" or info.parent:
+        pairs.append(("kind", f"{info.kind} of {info.parent}" if info.parent else info.kind))
+    if info.run:
+        pairs.append(("run", info.run))
+    pairs += [
+        ("context", context_text(info.context)),
+        ("usage", usage_text(info)),
+        ("attention", ", ".join(a.value for a in info.attention) or "-"),
+        ("last stop", info.last_stop_reason or "-"),
+        ("last error", info.last_error or "-"),
+        ("recap", info.recap or "-"),
+        ("created", when(info.created_at)),
+    ]
+    width = max(len(key) for key, _ in pairs)
+    lines = [f"{key.ljust(width)}  {value}" for key, value in pairs]
+    plan = info.plan
+    if plan is not None and plan.entries:
+        lines += ["", f"plan ({plan.done} of {plan.total} done)"]
+        marks = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+        lines += [f"  {marks.get(e.status, '[?]')} {e.content}" for e in plan.entries]
+    changes = info.changes
+    if changes is not None and changes.files:
+        lines += ["", f"changed files ({len(changes.files)}, +{changes.added} -{changes.removed})"]
+        path_width = max(len(f.path) for f in changes.files)
+        for f in changes.files:
+            kind = CHANGE_MARKS.get(f.kind, "?")
+            where = f"  (was {f.old_path})" if f.old_path else ""
+            outside = "  (outside the root)" if f.outside_root else ""
+            lines.append(f"  {kind} {f.path.ljust(path_width)}  +{f.added} -{f.removed}{where}{outside}")
+    if transcript is not None and transcript.lines:
+        total = max(transcript.total, transcript.lines[-1].n + 1)
+        lines += ["", f"transcript (last {len(transcript.lines)} of {total} lines)"]
+        lines += [f"  {line.role.ljust(7)} {line.text}" for line in transcript.lines]
+    return lines
+
+
+CHANGE_MARKS = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R"}
+
+
+def placement_text(info: SessionInfo) -> str:
+    where = info.where
+    if where is None:
+        return info.placement
+    parts: list[str] = [info.placement]
+    if where.branch:
+        parts.append(f"branch {where.branch}")
+    if where.root != info.root:
+        parts.append(f"at {where.host + ':' if where.host else ''}{where.root}")
+    return ", ".join(parts)
+
+
+def context_text(context: ContextFill | None) -> str:
+    if context is None:
+        return "-"
+    percent = context.percent if context.percent is not None else 100 * context.used / max(context.size, 1)
+    text = f"{context.used:,} of {context.size:,} tokens ({percent:.1f}%)"
+    if context.cost is not None:
+        text += f", {money(context.cost.amount, context.cost.currency)}"
+    return text + (" (estimated)" if context.estimated else "")
+
+
+def usage_text(info: SessionInfo) -> str:
+    usage = info.usage
+    if usage is None or not usage.turns:
+        return "-"
+    return (
+        f"{usage.total_tokens:,} tokens over {usage.turns} turn{'s' if usage.turns != 1 else ''} "
+        f"({usage.input_tokens:,} in, {usage.output_tokens:,} out), busy {duration(usage.busy_seconds)}"
+    )
+
+
+def money(amount: float, currency: str = "USD") -> str:
+    return f"${amount:.4f}" if currency == "USD" else f"{amount:.4f} {currency}"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def serial_sentence(serial: float, wall: float) -> str:
+    """ "32 min if they went one after another; took 2 min"."""
+    return f"{duration(serial)} if they went one after another; took {duration(wall)}"
+
+
+def fleet_line(fleet: Fleet) -> str:
+    """The status line: "3 working · 1 needs you · 200 open"."""
+    from sessiond.protocol.models import SessionStatus
+
+    parts = [f"{fleet.working} working"]
+    if fleet.needs_you:
+        parts.append(f"{fleet.needs_you} needs you")
+    failed = fleet.failed or fleet.by_status.get(SessionStatus.FAILED, 0)
+    if failed:
+        parts.append(f"{failed} failed")
+    parts.append(f"{fleet.open} open")
+    return " · ".join(parts)
+
+
+def merge_outcome(entry: MergeEntry) -> list[str]:
+    if entry.status == "merged":
+        commit = f" at {entry.commit[:12]}" if entry.commit else ""
+        after = f"worktree kept: {entry.kept}" if isinstance(entry.kept, str) else "worktree removed"
+        if entry.kept is True:
+            after = "worktree and branch kept"
+        return [f"merged {entry.session} ({entry.branch}) into {entry.base}{commit}; {after}"]
+    lines = [
+        f"merge of {entry.session} ({entry.branch}) into {entry.base} {entry.status}: {entry.reason or '-'}"
+    ]
+    if entry.conflicts:
+        lines.append("conflicts:")
+        lines += [f"  {path}" for path in entry.conflicts]
+    if entry.gate_output:
+        lines.append(f"gate output ({entry.gate}):")
+        lines += [f"  {line}" for line in entry.gate_output.rstrip().splitlines()]
+    if entry.status == "failed":
+        lines.append(f"{entry.base} and the working copy are as they were")
+    return lines

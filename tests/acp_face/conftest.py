@@ -1,0 +1,24 @@
+"""`sessiond acp` driven by the ACP Python SDK's client side, each test with a daemon of its own
+(the editor and the face it spawns: `face.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon, checked
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    with checked(Daemon()) as running:
+        yield running
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    root.mkdir()
+    return root
