@@ -78,7 +78,12 @@ def workbench() -> Iterator[Workbench]:
   "chat.disableAIFeatures": true,
   "git.enabled": false,
   "window.restoreWindows": "none",
-  "workbench.secondarySideBar.defaultVisibility": "hidden"
+  "workbench.secondarySideBar.defaultVisibility": "hidden",
+  "editor.quickSuggestions": {{"other": "off", "comments": "off", "strings": "off"}},
+  "editor.suggestOnTriggerCharacters": false,
+  "editor.autoClosingBrackets": "never",
+  "editor.autoClosingQuotes": "never",
+  "workbench.editor.untitled.hint": "hidden"
 }}
 """
     )

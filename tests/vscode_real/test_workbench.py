@@ -7,16 +7,25 @@ into build/vscode-ui/. The daemon starts with three demo sessions before VS Code
 - "Fix greet() typo": a plan, an edit of src/app.py, context 60%, a reply; then idle;
 - "Add a CLI": a permission request, waiting before VS Code connects;
 - "Long refactor": a turn that sleeps (working).
+
+Then driving sessions from VS Code: a new session with a placement chosen, a multi-line prompt
+composed and sent to a picked session, merging a worktree session (a failing gate, a place in the
+queue, merged), the disconnected view, and a turn interrupted by a killed daemon.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
+import signal
+import subprocess
 import time
 
 import pytest
 
-from tests.vscode_real.workbench import STATUS, Workbench
+from tests.vscode_real.workbench import SESSIOND, STATUS, Workbench
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -197,3 +206,261 @@ def test_restart_command(workbench: Workbench, ids: dict[str, str]) -> None:
         time.sleep(0.3)
     assert "■ turn cancelled" in wb.editor_text(), wb.editor_text()
     wb.shot("restarted-cancelled-mark")
+
+
+# ------------------------------------------------------------------ driving sessions from VS Code
+# Each of these also runs on its own (`-k`): wb.open() loads the workbench when no test did.
+
+NOTES = "Notes in a worktree"
+
+
+def test_new_session_with_a_placement_chosen(workbench: Workbench) -> None:
+    """ "sessiond: New Session…" asks the root (the workspace folder first) and the placement; a
+    placement the daemon refuses shows the daemon's sentence; the new session's compose editor
+    names it and its send button sends the first prompt, which makes the worktree."""
+    wb = workbench
+    wb.open()
+    page = wb.page
+    # A placement the daemon refuses: its own sentence, as it says it.
+    wb.run_command("sessiond: New Session…")
+    wb.pick(wb.ws.name)
+    wb.pick("ssh")
+    wb.answer("ssh", "")
+    wb.answer("Title of the new session", "Over ssh")
+    toast = wb.toast("needs a target")
+    toast.wait_for()
+    assert "sessiond: placement ssh needs a target (user@host[:port])" in toast.inner_text()
+    wb.shot("new-session-refused")
+    toast.hover()
+    toast.locator(".codicon-notifications-clear").click()
+
+    wb.run_command("sessiond: New Session…")
+    wb.quick_pick_row(str(wb.ws))
+    assert "Another folder" in page.locator(".quick-input-widget .quick-input-list").inner_text()
+    wb.pick(wb.ws.name)
+    wb.quick_pick_row("a git worktree of its own")
+    labels = page.locator(".quick-input-list .monaco-list-row .label-name").all_inner_texts()
+    for name in ("here", "worktree", "sandbox", "container", "ssh"):
+        assert name in [label.strip() for label in labels], labels
+    wb.shot("new-session-placement")
+    wb.pick("worktree")
+    wb.answer("Title of the new session", NOTES)
+    sid = wb.session_id(NOTES)
+    tab = page.locator(".tabs-container .tab.active", has_text=f"Prompt for {NOTES} ({sid}).md")
+    tab.wait_for()
+    page.keyboard.type("write NOTES.md notes from VS Code")
+    wb.shot("compose-first-prompt")
+    page.locator('.editor-actions [aria-label*="Send Prompt to Its Session"]').first.click()
+    tab.wait_for(state="detached")
+    wb.wait_status(sid, "idle")
+    shown = json.loads(wb.cli("show", sid, "--json"))
+    assert shown["placement"] == "worktree", shown
+    assert shown["where"]["placement"] == "worktree", shown
+    assert "sessiond-worktrees" in shown["where"]["root"], shown
+    assert [line["text"] for line in shown["transcript"]["lines"] if line["role"] == "user"] == [
+        "write NOTES.md notes from VS Code"
+    ]
+    wb.wait_row(NOTES, rf"^{sid} · idle")
+
+
+def test_a_multi_line_prompt_composed_and_sent_to_the_picked_session(workbench: Workbench) -> None:
+    """ "sessiond: Send Prompt…" from the palette asks which session (with its status and its last
+    prompt whole), opens a compose editor named after it, and Ctrl+Enter sends every line there."""
+    wb = workbench
+    wb.open()
+    page = wb.page
+    if not any(json.loads(r).get("title") == NOTES for r in wb.cli("ls", "--json").splitlines()):
+        sid = wb.cli("new", "--root", str(wb.ws), "--placement", "worktree", "--title", NOTES)
+        wb.cli("send", sid, "write NOTES.md notes from VS Code")
+    sid = wb.session_id(NOTES)
+    other = wb.cli("new", "--root", str(wb.ws), "--title", "Not this one")
+    wb.wait_row("Not this one", "idle")
+    wb.run_command("sessiond: Send Prompt…")
+    row = wb.quick_pick_row(NOTES)
+    deadline = time.monotonic() + 15
+    last_prompt = "\u203a write NOTES.md notes from VS Code"  # its detail line: the prompt whole
+    while last_prompt not in row.inner_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    text = row.inner_text()
+    assert last_prompt in text, text
+    assert "idle" in text, text
+    assert wb.quick_pick_row("Not this one").count()
+    wb.shot("send-prompt-pick")
+    wb.pick(NOTES)
+    tab = page.locator(".tabs-container .tab.active", has_text=f"Prompt for {NOTES} ({sid}).md")
+    tab.wait_for()
+    lines = ["plan Compose | Send", "progress 1 completed", "say composed in VS Code"]
+    for i, line in enumerate(lines):
+        if i:
+            page.keyboard.press("Enter")
+        page.keyboard.type(line)
+    wb.shot("compose-multi-line")
+    page.keyboard.press("Control+Enter")
+    tab.wait_for(state="detached")
+    wb.wait_status(sid, "idle")
+    shown = json.loads(wb.cli("show", sid, "--json", "--lines", "50"))
+    turns: dict[str, list[str]] = {}
+    for line in shown["transcript"]["lines"]:
+        if line["role"] == "user":
+            turns.setdefault(line["turn"], []).append(line["text"])
+    assert list(turns.values())[-1] == lines, turns
+    assert shown["recap"] == "composed in VS Code", shown["recap"]
+    untouched = json.loads(wb.cli("show", other, "--json"))
+    assert untouched["turns"] == 0, untouched
+    assert not untouched["transcript"]["lines"], untouched
+    wb.wait_row(NOTES, "plan 1/2")
+
+
+def test_merge_a_worktree_session_from_its_row(workbench: Workbench) -> None:
+    """ "Merge Session…" on a worktree session's row: a failing gate is an error notification whose
+    button shows the gate's output (main untouched); asked again behind another merge it says its
+    place in the queue, the "Merge queue" node shows both, then it is merged into main."""
+    wb = workbench
+    wb.open()
+    page = wb.page
+    if not any(json.loads(r).get("title") == NOTES for r in wb.cli("ls", "--json").splitlines()):
+        sid = wb.cli("new", "--root", str(wb.ws), "--placement", "worktree", "--title", NOTES)
+        wb.cli("send", sid, "write NOTES.md notes from VS Code")
+    sid = wb.session_id(NOTES)
+    ahead = wb.cli("new", "--root", str(wb.ws), "--placement", "worktree", "--title", "Ahead in line")
+    wb.cli("send", ahead, "write OTHER.md ahead")
+    session_row = wb.wait_row(NOTES, rf"^{sid} · idle")
+
+    wb.context_menu(NOTES, "Merge Session…", row=session_row)
+    wb.pick("merge")
+    wb.answer("gate", "echo the gate says no; exit 3")
+    wb.quick_pick_row("Hand a failure back to the session")  # options, none checked
+    page.keyboard.press("Enter")
+    toast = wb.toast("failed")
+    toast.wait_for(timeout=60_000)
+    message = toast.inner_text()
+    gate = "the gate `echo the gate says no; exit 3` failed (exit code 3)"
+    assert f"merging {NOTES} ({sid}) failed: {gate}" in message, message
+    assert "main and the working copy are as they were" in message
+    wb.wait_row(NOTES, rf"^{sid} · idle · .*merge failed: gate")  # its row under demo
+    wb.wait_row(NOTES, rf"^{sid} · merge failed: gate · sessiond/.* → main$")  # under "Merge queue"
+    wb.wait_description("Merge queue", "^1 done$")
+    wb.shot("merge-gate-failed")
+    toast.locator(".monaco-button", has_text="Show Gate Output").click()
+    wb.wait_editor_text("the gate says no")
+    assert subprocess.run(["git", "cat-file", "-e", "main:NOTES.md"], cwd=wb.ws).returncode != 0
+
+    # Another merge goes first and takes its time (its gate sleeps): ours waits in line.
+    blocker = subprocess.Popen(
+        [str(SESSIOND), "merge", ahead, "--gate", "sleep 8"],
+        env=wb.daemon.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wb.senders.append(blocker)
+    wb.wait_row("Ahead in line", "merging")
+    wb.run_command("sessiond: Merge Session…")
+    wb.quick_pick_row(NOTES)
+    assert "Not this one" not in page.locator(".quick-input-widget .quick-input-list").inner_text()
+    wb.pick(NOTES)
+    wb.pick("rebase")
+    wb.answer("gate", "test -f NOTES.md")
+    wb.quick_pick_row("Hand a failure back to the session")  # options, none checked
+    page.keyboard.press("Enter")
+    wb.toast("next in the merge queue").wait_for(timeout=30_000)
+    wb.wait_description("Merge queue", "1 merging · 1 waiting")
+    wb.wait_row(NOTES, "next in the merge queue")
+    wb.shot("merge-queued")
+    merged = wb.toast(f"merged {NOTES} ({sid}) into main")
+    merged.wait_for(timeout=90_000)
+    assert blocker.wait(30) == 0
+    show = subprocess.run(["git", "show", "main:NOTES.md"], cwd=wb.ws, capture_output=True, text=True)
+    assert show.stdout.startswith("notes from VS Code"), show
+    wb.wait_row(NOTES, rf"^{sid} · idle · .*merged")
+    wb.wait_row(NOTES, rf"^{sid} · merged [0-9a-f]{{7}} · sessiond/.* → main$")
+    wb.wait_description("Merge queue", "^2 done$")
+    wb.shot("merged")
+
+
+def test_the_timeline_opens_in_a_tab(workbench: Workbench, ids: dict[str, str]) -> None:
+    """The run's timeline from the palette: these sessions are in no run, so it draws the last
+    hour, drawn by the `sessiond` command line and shown in a tab of its own (a webview)."""
+    wb = workbench
+    wb.open()
+    page = wb.page
+    wb.run_command("sessiond: Open the Run's Timeline")
+    page.locator(".tabs-container .tab.active", has_text="sessiond timeline · last hour").wait_for(
+        timeout=60_000
+    )
+    # The page inside the webview (two frames deep) drew its header: the sessions of the hour.
+    inner = page.frame_locator("iframe.webview").frame_locator("iframe")
+    header = inner.locator("body")
+    deadline = time.monotonic() + 30
+    while not re.search(r"[1-9]\d*\s*sessions", header.inner_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert re.search(r"[1-9]\d*\s*sessions", header.inner_text()), header.inner_text()[:500]
+    wb.shot("timeline")
+    page.keyboard.press("Control+W")
+
+
+def test_the_disconnected_view(workbench: Workbench) -> None:
+    """The daemon stops (and the extension may not start one): the rows stay, marked stale, the
+    status bar says it is not connected, and its tooltip names a command that is in the palette."""
+    wb = workbench
+    wb.open()
+    page = wb.page
+    wb.wait_status_text(r"open")
+    wb.set_setting("sessiond.startDaemon", False)
+    # The setting reaches the extension through VS Code's file watcher: until it has, the extension
+    # starts a daemon again after a stop, so stop until it stays down.
+    deadline = time.monotonic() + 60
+    while True:
+        subprocess.run([str(SESSIOND), "stop"], env=wb.daemon.env, capture_output=True, timeout=60)
+        with contextlib.suppress(AssertionError):
+            wb.wait_status_text(r"^sessiond$", timeout=5)
+            status = subprocess.run(
+                [str(SESSIOND), "status"], env=wb.daemon.env, capture_output=True, timeout=60
+            )
+            if status.returncode != 0:  # no daemon answers: none was started again
+                break
+        assert time.monotonic() < deadline, "the extension kept starting a daemon with startDaemon off"
+    wb.wait_description("demo", r"^disconnected · last known: \d+ open")
+    first = page.locator(".pane-body .monaco-list-row .label-description", has_text=re.compile(r" · stale$"))
+    first.first.wait_for()
+    page.locator(STATUS).hover()
+    hover = page.locator(".monaco-hover, .workbench-hover").last
+    hover.wait_for()
+    deadline = time.monotonic() + 10
+    while "Not connected" not in hover.inner_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    tip = hover.inner_text()
+    assert re.search(r"Not connected to sessiond since (just now|\d+ s ago)", tip), tip
+    assert "marked stale" in tip, tip
+    named = re.search(r'run "(sessiond: [^"]+)"', tip)
+    assert named, tip
+    wb.shot("disconnected")
+    page.keyboard.press("Escape")
+    # The command it names is in the palette; with the setting on again, it starts a daemon.
+    wb.set_setting("sessiond.startDaemon", True)
+    wb.run_command(named.group(1))
+    wb.wait_status_text(r"open", timeout=60)
+    wb.wait_description("demo", r"^\d+ open")
+    assert not page.locator(".pane-body .monaco-list-row .label-description", has_text=" · stale").count()
+
+
+def test_an_interrupted_turn(workbench: Workbench) -> None:
+    """The daemon is killed mid-turn; VS Code starts it again (through `sessiond stdio`), and the
+    open transcript and the row show the turn interrupted."""
+    wb = workbench
+    wb.open()
+    page = wb.page
+    killed = wb.cli("new", "--root", str(wb.ws), "--title", "Killed mid-turn")
+    wb.send(killed, "plan Wait | Never\nprogress 1 in_progress\nsleep 300")
+    wb.wait_row("Killed mid-turn", "working")
+    wb.row("Killed mid-turn").click()
+    page.locator(".tabs-container .tab.active", has_text="Killed mid-turn.transcript").wait_for()
+    wb.wait_editor_text("> sleep 300")
+    pid = json.loads(wb.cli("status", "--json"))["pid"]
+    os.kill(pid, signal.SIGKILL)
+    mark = "■ turn interrupted: the daemon stopped while this turn was running"
+    text = wb.wait_editor_text(mark, timeout=90)
+    assert "send it again" in text, text
+    # The cut-off turn ended it as failed (not "working", not stale: connected to the new daemon).
+    wb.wait_row("Killed mid-turn", rf"^{killed} · failed$")
+    assert json.loads(wb.cli("status", "--json"))["pid"] != pid
+    wb.shot("interrupted")

@@ -174,3 +174,88 @@ class Workbench:
 
     def toast(self, text: str) -> Any:
         return self.page.locator(".notification-toast", has_text=text).first
+
+    # -------------------------------------------------------------- driving it as a person does
+
+    def open(self) -> None:
+        """The workbench loaded and the Sessions view showing (so a test may also run on its own)."""
+        page = self.page
+        if page.locator(".quick-input-widget").is_visible():
+            page.keyboard.press("Escape")  # a quick pick a failed test left open
+        if not page.url.startswith("http"):
+            page.goto(self.url)  # type: ignore[attr-defined]
+            page.wait_for_selector(".monaco-workbench .part.statusbar", timeout=120_000)
+            self.wait_status_text(r"open", timeout=60)
+        if not self.row("demo").count():
+            page.locator(".activitybar .action-item:has(a.action-label[aria-label=sessiond])").click()
+            self.row("demo").wait_for()
+
+    def rows(self, label: str) -> Any:
+        name = self.page.locator(".label-name", has_text=re.compile("^" + re.escape(label) + "$"))
+        return self.page.locator(".pane-body .monaco-list-row").filter(has=name)
+
+    def wait_row(self, label: str, pattern: str, timeout: float = 30) -> Any:
+        """The first of the Sessions view's rows labelled `label` whose description matches `pattern`."""
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                rows = self.rows(label)
+                seen = []
+                for i in range(rows.count()):
+                    text = rows.nth(i).locator(".label-description").inner_text(timeout=1000)
+                    seen.append(text)
+                    if re.search(pattern, text):
+                        return rows.nth(i)
+            time.sleep(0.2)
+        raise AssertionError(f"rows {label!r} described as {seen!r}, none /{pattern}/, for {timeout} s")
+
+    def quick_pick_row(self, text: str) -> Any:
+        row = self.page.locator(".quick-input-widget .quick-input-list .monaco-list-row", has_text=text).first
+        row.wait_for(timeout=15_000)
+        return row
+
+    def pick(self, text: str) -> None:
+        """Choose the open quick pick's entry whose label has `text`: typed into its filter, then
+        Enter (as a person does; a click may land on the hover of the entry under the mouse)."""
+        self.quick_pick_row(text)
+        self.page.locator(".quick-input-widget input").first.fill(text)
+        first = self.page.locator(".quick-input-widget .quick-input-list .monaco-list-row").first
+        deadline = time.monotonic() + 10
+        while text not in first.inner_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.page.keyboard.press("Enter")
+
+    def answer(self, expect: str, text: str) -> None:
+        """Type `text` into the input box that says `expect` (its title or prompt), and Enter."""
+        widget = self.page.locator(".quick-input-widget", has_text=expect)
+        widget.wait_for(timeout=15_000)
+        box = widget.locator("input").first
+        box.fill(text)
+        self.page.keyboard.press("Enter")
+
+    def context_menu(self, label: str, item: str, row: Any = None) -> None:
+        (row or self.row(label)).click(button="right")
+        self.page.locator(".monaco-menu .action-item", has_text=item).first.click()
+
+    def set_setting(self, key: str, value: Any) -> None:
+        """Change a user setting in settings.json (VS Code reads the file again on its own)."""
+        path = self.base / "user-data" / "User" / "settings.json"
+        settings = json.loads(path.read_text())
+        settings[key] = value
+        path.write_text(json.dumps(settings, indent=2))
+
+    def wait_editor_text(self, text: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        seen = ""
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                seen = self.editor_text()
+                if text in seen:
+                    return seen
+            time.sleep(0.2)
+        raise AssertionError(f"the editor does not show {text!r} after {timeout} s; it shows:\n{seen}")
+
+    def session_id(self, title: str) -> str:
+        rows = [json.loads(line) for line in self.cli("ls", "--all", "--json").splitlines()]
+        return next(row["id"] for row in rows if row.get("title") == title)

@@ -9,7 +9,9 @@ import { Sessiond } from './protocol/live';
 import { defaultSocketPath, openTransport } from './protocol/transport';
 import { transportOptions } from './editor/config';
 import { registerCommands } from './editor/commands';
+import { Compose } from './editor/compose';
 import { BaseContent } from './editor/diff';
+import { MERGE_SCHEME, MergeOutput } from './editor/merge';
 import { Permissions } from './editor/permissions';
 import { TurnProgress } from './editor/progress';
 import { SessionsTree, toDisposable } from './editor/sessionsTree';
@@ -28,6 +30,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const transcripts = new Transcripts(sessiond);
   const permissions = new Permissions(sessiond);
   const tree = new SessionsTree(sessiond);
+  const compose = new Compose(sessiond);
+  const mergeOutput = new MergeOutput(sessiond);
   const treeView = vscode.window.createTreeView('sessiond.sessions', { treeDataProvider: tree, showCollapseAll: true });
   const reveal = (session: string): void => {
     if (treeView.visible) void treeView.reveal({ type: 'session', session }, { select: true, focus: false });
@@ -38,18 +42,20 @@ export function activate(context: vscode.ExtensionContext): void {
     statusBar,
     transcripts,
     permissions,
+    compose,
     tree,
     new TurnProgress(sessiond),
     treeView,
     vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, transcripts),
     vscode.workspace.registerTextDocumentContentProvider(BASE_SCHEME, new BaseContent()),
+    vscode.workspace.registerTextDocumentContentProvider(MERGE_SCHEME, mergeOutput),
     toDisposable(
       sessiond.onDidChangeState((state) =>
         output.info(state === 'connected' ? `connected through ${sessiond.connection?.description}` : `${state}${sessiond.lastError ? `: ${sessiond.lastError}` : ''}`),
       ),
     ),
     vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration('sessiond') && sessiond.reconnect()),
-    ...registerCommands({ sessiond, statusBar, transcripts, permissions, output, reveal }),
+    ...registerCommands({ sessiond, statusBar, transcripts, permissions, compose, mergeOutput, state: context.globalState, output, reveal }),
   );
   // Activated at start-up (onStartupFinished): connect at once when a daemon may answer or may be
   // started; otherwise when the view opens, a command runs, or a daemon's socket appears.

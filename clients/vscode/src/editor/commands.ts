@@ -3,13 +3,21 @@ import { describeError } from '../protocol/errors';
 import { DaemonRestartError, type Sessiond } from '../protocol/live';
 import { Methods } from '../protocol/methods';
 import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../ui/around';
+import { randomUUID } from 'node:crypto';
+import { lastPromptOf, placementItems, sentMessage } from '../ui/compose';
 import { restartedMessage, restartFailedMessage, restartWarning } from '../ui/daemon';
 import { plural, sessionName } from '../ui/format';
-import { sessionPickItems, step } from '../ui/quickpick';
+import { gatePrompt, mergeableSessions, mergeOptionItems, strategyItems } from '../ui/merge';
+import { pickItem, sessionPickItems, step, type SessionPickItem } from '../ui/quickpick';
 import type { TreeNode } from '../ui/tree';
+import type { Compose } from './compose';
 import { openChangedFile } from './diff';
+import { followMerge, type MergeOutput } from './merge';
 import type { Permissions } from './permissions';
 import type { StatusBar } from './statusBar';
+import { openTimeline } from './timeline';
+import { transportOptions } from './config';
+import { timelineRun } from '../ui/timeline';
 import type { Transcripts } from './transcripts';
 
 interface Parts {
@@ -17,6 +25,10 @@ interface Parts {
   statusBar: StatusBar;
   transcripts: Transcripts;
   permissions: Permissions;
+  compose: Compose;
+  mergeOutput: MergeOutput;
+  /** Remembered across windows: the last gate asked for. */
+  state: vscode.Memento;
   output: vscode.LogOutputChannel;
   /** Select a session in the Sessions view, when the view is showing. */
   reveal: (session: string) => void;
@@ -26,7 +38,7 @@ interface Parts {
 type SessionArg = string | TreeNode | undefined;
 
 export function registerCommands(parts: Parts): vscode.Disposable[] {
-  const { sessiond, statusBar, transcripts, permissions, output, reveal } = parts;
+  const { sessiond, statusBar, transcripts, permissions, compose, mergeOutput, state, output, reveal } = parts;
 
   function setCurrent(session: string): void {
     statusBar.setCurrent(session);
@@ -34,9 +46,46 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
   }
   const model = sessiond.model;
 
-  async function pick(placeHolder: string): Promise<string | undefined> {
-    const item = await vscode.window.showQuickPick(sessionPickItems(model), { placeHolder, matchOnDescription: true, matchOnDetail: true });
-    return item?.session;
+  /**
+   * Pick a session (those with a turn in hand first), each with its status and its last prompt
+   * whole on the detail line; prompts this window has not seen are read from the transcripts.
+   */
+  async function pick(placeHolder: string, sessions = sessionPickItems(model)): Promise<string | undefined> {
+    const quickPick = vscode.window.createQuickPick<SessionPickItem>();
+    Object.assign(quickPick, { placeholder: placeHolder, matchOnDescription: true, matchOnDetail: true, ignoreFocusOut: false });
+    quickPick.items = sessions;
+    const chosen = new Promise<string | undefined>((resolve) => {
+      quickPick.onDidAccept(() => resolve(quickPick.selectedItems[0]?.session));
+      quickPick.onDidHide(() => resolve(undefined));
+    });
+    quickPick.show();
+    void backfillPrompts(quickPick);
+    const session = await chosen;
+    quickPick.dispose();
+    return session;
+  }
+
+  async function backfillPrompts(quickPick: vscode.QuickPick<SessionPickItem>): Promise<void> {
+    const unknown = quickPick.items.filter((item) => !model.lastPrompts.has(item.session)).slice(0, 30);
+    if (!unknown.length) return;
+    await Promise.all(
+      unknown.map(async (item) => {
+        try {
+          const page = await sessiond.request(Methods.sessionTranscript, { session: item.session, limit: 60 });
+          const prompt = lastPromptOf(page.lines);
+          if (prompt && !model.lastPrompts.has(item.session)) model.lastPrompts.set(item.session, prompt);
+        } catch {
+          // An older daemon, or the session went: its entry keeps its reply.
+        }
+      }),
+    );
+    const active = quickPick.activeItems[0]?.session;
+    quickPick.items = quickPick.items.map((item) => {
+      const info = model.sessions.get(item.session);
+      return info ? pickItem(info, model.lastPrompts.get(item.session)) : item;
+    });
+    const again = quickPick.items.find((item) => item.session === active);
+    if (again) quickPick.activeItems = [again];
   }
 
   async function sessionOf(arg: SessionArg, placeHolder: string, preferCurrent = true): Promise<string | undefined> {
@@ -58,51 +107,164 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     }
   }
 
+  /**
+   * "Send Prompt": a compose editor for the session of the row it was run on, else for a session
+   * picked now (never silently the last one opened). Ctrl+Enter or its send button sends it.
+   */
   async function sendPrompt(arg?: SessionArg): Promise<void> {
-    const session = await sessionOf(arg, 'Send a prompt to which session?');
+    const session = await sessionOf(arg, 'Send a prompt to which session? (a compose editor opens for it)', false);
     if (!session) return;
-    const info = model.sessions.get(session);
-    const prompt = await vscode.window.showInputBox({
-      title: `Prompt for ${info ? sessionName(info) : session}`,
-      prompt: 'Turns of one session run in the order asked. The demo agent takes scripts such as "say hi".',
-      ignoreFocusOut: true,
-    });
-    if (!prompt) return;
     statusBar.setCurrent(session);
+    await compose.open(session);
+  }
+
+  /** Send what a compose editor holds to its session; the turn runs on (its progress shows). */
+  async function sendComposed(uri?: vscode.Uri): Promise<void> {
+    const composed = await compose.take(uri instanceof vscode.Uri ? uri : undefined);
+    if (!composed) return;
+    const { session, text } = composed;
+    const info = model.sessions.get(session);
+    statusBar.setCurrent(session);
+    vscode.window.setStatusBarMessage(sentMessage(info, session, text), 8000);
     // The daemon reports the turn through $/progress (TurnProgress); here we only wait for its end.
-    const result = await run(Methods.sessionPrompt, () => sessiond.prompt(session, prompt));
-    if (result) {
+    // The turn's id is ours, so its events tell whether the daemon took the prompt.
+    const turnId = `vscode-${randomUUID()}`;
+    let taken = false;
+    const listener = model.onEvent((event) => {
+      if (event.turn === turnId) taken = true;
+    });
+    try {
+      const result = await sessiond.prompt(session, text, undefined, turnId);
       const first = result.text.trim().split('\n')[0] ?? '';
       vscode.window.setStatusBarMessage(`sessiond ${session}: ${result.stopReason}${first ? `: ${first}` : ''}`, 8000);
+    } catch (error) {
+      const message = describeError(Methods.sessionPrompt, error);
+      output.error(message);
+      // A prompt the daemon did not take goes back into a compose editor, so nothing written is lost.
+      if (!taken) await compose.open(session, text);
+      void vscode.window.showErrorMessage(message);
+    } finally {
+      listener.dispose();
     }
   }
 
+  /** "New Session…": agent, root (the workspace folder first), placement and title; then a compose editor. */
   async function newSession(arg?: TreeNode): Promise<void> {
-    const folders = vscode.workspace.workspaceFolders ?? [];
-    let root: string | undefined;
-    if (folders.length === 1) root = folders[0].uri.fsPath;
-    else if (folders.length > 1) root = (await vscode.window.showWorkspaceFolderPick({ placeHolder: 'New session in which folder?' }))?.uri.fsPath;
-    else root = (await vscode.window.showOpenDialog({ canSelectFolders: true, canSelectFiles: false, openLabel: 'Open a session here' }))?.[0]?.fsPath;
-    if (!root) return;
     const agents = [...model.agents.keys()];
     const agent =
       arg?.type === 'agent'
         ? arg.agent
         : agents.length > 1
-          ? await vscode.window.showQuickPick(agents, { placeHolder: 'Which agent?' })
+          ? await vscode.window.showQuickPick(agents, { placeHolder: 'New session: which agent?' })
           : (agents[0] ?? 'demo');
     if (!agent) return;
+    const root = await pickRoot();
+    if (!root) return;
+    const placement = await vscode.window.showQuickPick(placementItems(model.agents.get(agent)), {
+      placeHolder: `New session of ${agent} in ${root}: where does its work land?`,
+      matchOnDetail: true,
+    });
+    if (!placement) return;
+    let placementSettings: { sshTarget: string } | undefined;
+    if (placement.placement === 'ssh') {
+      const target = await vscode.window.showInputBox({
+        title: 'New session over ssh: target',
+        prompt: 'user@host[:port], with your ssh config and keys (empty: the agent\'s sshTarget)',
+        ignoreFocusOut: true,
+      });
+      if (target === undefined) return;
+      if (target.trim()) placementSettings = { sshTarget: target.trim() };
+    }
     const title = await vscode.window.showInputBox({ title: 'Title of the new session (optional)', ignoreFocusOut: true });
     if (title === undefined) return;
-    const opened = await run(Methods.sessionOpen, () =>
-      sessiond.request(Methods.sessionOpen, { agent, root, placement: 'here', ...(title ? { title } : {}) }),
-    );
-    const session = opened?.sessions[0];
+    let opened;
+    try {
+      opened = await sessiond.request(Methods.sessionOpen, {
+        agent,
+        root,
+        placement: placement.placement,
+        ...(placementSettings ? { placementSettings } : {}),
+        ...(title ? { title } : {}),
+      });
+    } catch (error) {
+      // The daemon's own sentence ("root /tmp is not in a git repository; use placement here or run git init").
+      output.error(describeError(Methods.sessionOpen, error));
+      const sentence = error instanceof Error ? error.message.replace(/^placement: /, '') : String(error);
+      void vscode.window.showErrorMessage(`sessiond: ${sentence}`);
+      return;
+    }
+    const session = opened.sessions[0];
     if (!session) return;
     model.upsertSession(session);
     model.flushChanges();
     setCurrent(session.id);
-    await sendPrompt(session.id);
+    await compose.open(session.id);
+  }
+
+  /** The session's root: the workspace folder(s) first, or another folder. */
+  async function pickRoot(): Promise<string | undefined> {
+    const folders = vscode.workspace.workspaceFolders ?? [];
+    const other = { label: '$(folder-opened) Another folder…', description: '', root: undefined as string | undefined };
+    let root: string | undefined;
+    if (folders.length) {
+      const choice = await vscode.window.showQuickPick(
+        [...folders.map((folder) => ({ label: `$(root-folder) ${folder.name}`, description: folder.uri.fsPath, root: folder.uri.fsPath })), other],
+        { placeHolder: 'New session: in which folder?' },
+      );
+      if (!choice) return undefined;
+      root = choice.root;
+    }
+    root ??= (await vscode.window.showOpenDialog({ canSelectFolders: true, canSelectFiles: false, openLabel: 'Open a session here' }))?.[0]?.fsPath;
+    return root;
+  }
+
+  /** "Merge Session…": strategy, gate and options, then merge/request; the queue and outcome follow. */
+  async function merge(arg?: SessionArg): Promise<void> {
+    let session: string | undefined;
+    if (typeof arg === 'string') session = arg;
+    else if (arg && 'session' in arg) session = arg.session;
+    else {
+      const items = mergeableSessions(model).map((info) => pickItem(info, model.lastPrompts.get(info.id)));
+      if (!items.length) {
+        void vscode.window.showInformationMessage('sessiond: no open session works in a worktree; start one with "sessiond: New Session…" and placement worktree.');
+        return;
+      }
+      session = await pick('Merge which worktree session into its base branch?', items);
+    }
+    if (!session) return;
+    const info = model.sessions.get(session);
+    const name = info ? sessionName(info) : session;
+    const strategy = await vscode.window.showQuickPick(strategyItems(), { placeHolder: `Merge ${name}: how?` });
+    if (!strategy) return;
+    const gate = await vscode.window.showInputBox({ ...gatePrompt(info, session, state.get<string>('sessiond.lastGate')), ignoreFocusOut: true });
+    if (gate === undefined) return;
+    const options = await vscode.window.showQuickPick(mergeOptionItems(), {
+      placeHolder: `Merge ${name}: options (Enter: neither)`,
+      canPickMany: true,
+    });
+    if (!options) return;
+    await state.update('sessiond.lastGate', gate.trim() || undefined);
+    const picked = new Set(options.map((option) => option.option));
+    const entry = await run(Methods.mergeRequest, () =>
+      sessiond.merge({
+        session: session,
+        strategy: strategy.strategy,
+        gate: gate.trim() || null,
+        keep: picked.has('keep'),
+        handBack: picked.has('handBack'),
+      }),
+    );
+    if (!entry) return;
+    output.info(`merge of ${session} asked: ${entry.branch} → ${entry.base} (${entry.strategy}${entry.gate ? `, gate ${entry.gate}` : ''})`);
+    await followMerge(sessiond, session, mergeOutput, output);
+  }
+
+  /** A merge row's click: the gate output of a failed gate, else the session's transcript. */
+  async function showMergeOutcome(session?: string): Promise<void> {
+    if (!session) return;
+    const entry = model.merges.get(session);
+    if (entry?.status === 'failed' && entry.gateOutput !== null && entry.gateOutput !== undefined) await mergeOutput.show(session);
+    else await run(Methods.sessionTranscript, () => transcripts.open(session));
   }
 
   /** A command's task: from a tree node or an id, else picked among the suggested ones. */
@@ -196,6 +358,9 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
   const commands: Record<string, (...args: never[]) => unknown> = {
     'sessiond.newSession': newSession,
     'sessiond.sendPrompt': sendPrompt,
+    'sessiond.sendComposed': sendComposed,
+    'sessiond.merge': merge,
+    'sessiond.showMergeOutcome': showMergeOutcome,
     'sessiond.sideChat': sideChat,
     'sessiond.acceptTask': acceptTask,
     'sessiond.dismissTask': dismissTask,
@@ -244,6 +409,23 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     'sessiond.reconnect': () => sessiond.reconnect(),
     'sessiond.restartDaemon': restartDaemon,
     'sessiond.showLog': () => output.show(),
+    'sessiond.openTimeline': async (arg?: SessionArg) => {
+      // A row's (or the current) session's run; else the last hour of the whole daemon.
+      const id = typeof arg === 'string' ? arg : arg && 'session' in arg ? arg.session : statusBar.current;
+      const run = timelineRun(id ? model.sessions.get(id) : undefined);
+      const { sessiondPath, socket } = transportOptions(output);
+      try {
+        const file = await vscode.window.withProgress(
+          { location: vscode.ProgressLocation.Window, title: 'sessiond: drawing the timeline…' },
+          () => openTimeline(sessiondPath ?? 'sessiond', socket, run),
+        );
+        output.info(`timeline of ${run ?? 'the last hour'} written to ${file}`);
+      } catch (error) {
+        const message = `sessiond: could not draw the timeline: ${error instanceof Error ? error.message : String(error)}`;
+        output.error(message);
+        void vscode.window.showErrorMessage(message, 'Show Log').then((answer) => answer && output.show());
+      }
+    },
   };
   // Any command connects first (the extension may have activated without connecting).
   return Object.entries(commands).map(([id, handler]) =>

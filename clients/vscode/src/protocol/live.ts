@@ -16,6 +16,8 @@ import { FleetModel, type PendingPermission } from './model';
 import type { Transport } from './transport';
 import type {
   DaemonStatus,
+  MergeEntry,
+  MergeParams,
   StopResult,
   MethodName,
   ParamsOf,
@@ -108,6 +110,7 @@ export class Sessiond {
   private readonly pendingRequests = new Map<string, (result: PermissionRequestResult) => void>();
   private readonly staleSessions: Coalescer<string>;
   private readonly staleAgents: Coalescer<'agents'>;
+  private readonly staleMerges: Coalescer<'merges'>;
   private connected: Promise<void>;
   private resolveConnected!: () => void;
   private loop: Promise<void> | undefined;
@@ -121,6 +124,7 @@ export class Sessiond {
     this.model = new FleetModel(options.coalesceMs ?? 100);
     this.staleSessions = new Coalescer(options.refreshDelayMs ?? 150, (ids) => void this.refreshSessions(ids));
     this.staleAgents = new Coalescer(options.refreshDelayMs ?? 150, () => void this.refreshAgents());
+    this.staleMerges = new Coalescer(options.refreshDelayMs ?? 150, () => void this.refreshMerges());
     this.connected = new Promise((resolve) => (this.resolveConnected = resolve));
     this.model.onDidRemovePermission((id) => {
       // Answered elsewhere, or its turn ended: our request's answer no longer matters.
@@ -249,6 +253,7 @@ export class Sessiond {
     await client?.close();
     this.staleSessions.dispose();
     this.staleAgents.dispose();
+    this.staleMerges.dispose();
     this.model.dispose();
     this.stateEmitter.dispose();
     this.progressEmitter.dispose();
@@ -266,6 +271,7 @@ export class Sessiond {
 
   /** Run a turn; a cancelled token cancels it (the answer then has stop reason `cancelled`). */
   async prompt(session: string, prompt: string, token?: CancellationToken, turnId?: string): Promise<TurnResult> {
+    this.model.lastPrompts.set(session, prompt);
     return this.request(Methods.sessionPrompt, { session, prompt, ...(turnId ? { turnId } : {}) }, token);
   }
 
@@ -303,6 +309,18 @@ export class Sessiond {
     const info = await this.request(Methods.taskDismiss, { task, reason });
     this.model.upsertTask(info);
     return info;
+  }
+
+  /**
+   * Ask for a worktree session's merge: it joins its repository's merge queue. The answer says it
+   * is queued; `merge.step` events (applied to `model.merges`) follow it to its outcome.
+   */
+  async merge(params: MergeParams): Promise<MergeEntry> {
+    this.model.forgetMerge(params.session);
+    const entry = await this.request(Methods.mergeRequest, params);
+    this.model.upsertMerge(entry);
+    this.staleMerges.add('merges');
+    return entry;
   }
 
   cancelProgress(token: string | number): void {
@@ -394,6 +412,7 @@ export class Sessiond {
     this.subscription = subscribed.subscription;
     await this.refreshAgents(client);
     await this.refreshTasks(client);
+    await this.refreshMerges(client);
     if (!resuming) {
       if (subscribed.snapshot) this.model.applySnapshot(subscribed.snapshot);
       else this.model.replaceSessions(await this.listSessions(client), subscribed.head);
@@ -419,6 +438,7 @@ export class Sessiond {
       const result = model.apply(event);
       for (const id of result.staleSessions) this.staleSessions.add(id);
       if (result.staleAgents) this.staleAgents.add('agents');
+      if (result.staleMerges) this.staleMerges.add('merges');
     }
     if (typeof notice.through === 'number') model.advance(notice.through);
     if (notice.overflow) void this.resubscribe();
@@ -469,6 +489,17 @@ export class Sessiond {
       this.model.setTasks((await client.request(Methods.taskList, {})).tasks);
     } catch (error) {
       if (!client.isClosed) this.lastErrorValue = `task/list failed: ${String(error)}`;
+    }
+  }
+
+  /** The merge queue (a daemon without merge/list has none). */
+  private async refreshMerges(client = this.client): Promise<void> {
+    if (!client || client.isClosed || !client.server.methods.includes(Methods.mergeList)) return;
+    const asOf = this.model.lastSeq;
+    try {
+      this.model.setMerges((await client.request(Methods.mergeList, {})).entries, asOf);
+    } catch (error) {
+      if (!client.isClosed) this.lastErrorValue = `merge/list failed: ${String(error)}`;
     }
   }
 

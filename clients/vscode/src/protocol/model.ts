@@ -19,6 +19,7 @@ import type {
   ContextFill,
   Event,
   Fleet,
+  MergeEntry,
   PermissionOption,
   Plan,
   SessionInfo,
@@ -52,6 +53,8 @@ export interface ModelChange {
   permissions: boolean;
   /** Suggested tasks (task/list, task.changed). */
   tasks: boolean;
+  /** The merge queue (merge/list, merge.step). */
+  merges: boolean;
   /** The whole model was replaced (first load, resync). */
   reset: boolean;
 }
@@ -62,6 +65,19 @@ export interface ApplyResult {
   /** Sessions to refetch with session/get (their counters moved, or the event's data was not understood). */
   staleSessions: string[];
   staleAgents: boolean;
+  /** The merge queue moved (a merge.step): list it again for everyone's position. */
+  staleMerges: boolean;
+}
+
+/** A session's merge as this client knows it: the daemon's entry and the last step it heard of. */
+export interface KnownMerge extends MergeEntry {
+  /** The last merge.step (`queued`, `started`, `gate-started`, …). */
+  step?: string;
+}
+
+/** A merge that has ended (merged, failed, cancelled). */
+export function mergeDone(entry: MergeEntry): boolean {
+  return entry.status !== 'queued' && entry.status !== 'running';
 }
 
 /** Statuses in which a session has a turn in hand; stepping "3 of 12" moves among these. */
@@ -75,6 +91,12 @@ export class FleetModel {
   readonly permissions = new Map<string, PendingPermission>();
   /** Every task the daemon told of (task/list, task.changed), by id: suggested, running, done or dismissed. */
   readonly tasks = new Map<string, TaskInfo>();
+  /** The last merge asked for, per session (merge/list, merge.step, merge/request answers). */
+  readonly merges = new Map<string, KnownMerge>();
+  /** The seq of the last merge.step applied, per session. */
+  private readonly mergeSeqs = new Map<string, number>();
+  /** The last prompt asked of each session, as far as this client saw it (turn.queued, or sent here). */
+  readonly lastPrompts = new Map<string, string>();
   /** The daemon's own fleet summary, when it sends one (fleet.summary, snapshots). */
   daemonFleet: Fleet | undefined;
   /** The newest event seq reflected in this model. */
@@ -157,11 +179,65 @@ export class FleetModel {
     this.touch('tasks');
   }
 
+  /**
+   * The merge queue as a merge/list answer gave it, asked for when the model was at `asOf`:
+   * a session whose merge moved (merge.step) since then keeps what its steps said.
+   */
+  setMerges(entries: MergeEntry[], asOf = Infinity): void {
+    const listed = new Set<string>();
+    for (const entry of entries) {
+      listed.add(entry.session);
+      if ((this.mergeSeqs.get(entry.session) ?? 0) > asOf) continue;
+      const known = this.merges.get(entry.session);
+      this.merges.set(entry.session, { ...entry, step: known?.branch === entry.branch ? known.step : undefined });
+      this.touch(`session:${entry.session}`);
+    }
+    // One it no longer lists as waiting or running has ended unseen (a daemon restart cancels them).
+    for (const [session, entry] of this.merges) {
+      if (!listed.has(session) && !mergeDone(entry) && (this.mergeSeqs.get(session) ?? 0) <= asOf) {
+        this.merges.set(session, { ...entry, status: 'cancelled', position: null, reason: entry.reason ?? 'it is no longer in the merge queue' });
+        this.touch(`session:${session}`);
+      }
+    }
+    this.touch('merges');
+  }
+
+  /** Forget a session's last merge (a new one is being asked for). */
+  forgetMerge(session: string): void {
+    this.merges.delete(session);
+    this.mergeSeqs.delete(session);
+    this.touch('merges');
+    this.touch(`session:${session}`);
+  }
+
+  /** A merge as the daemon answered merge/request (its steps may have come first: they are newer). */
+  upsertMerge(entry: MergeEntry): void {
+    const known = this.merges.get(entry.session);
+    const merged: KnownMerge =
+      known && known.branch === entry.branch
+        ? { ...entry, ...known, base: known.base || entry.base, strategy: entry.strategy, gate: entry.gate ?? known.gate, repo: entry.repo ?? known.repo }
+        : entry;
+    this.merges.set(entry.session, merged);
+    this.touch('merges');
+    this.touch(`session:${entry.session}`);
+  }
+
+  /** The merges waiting or running, the one merging first, then those done (most recent last). */
+  mergeQueue(): KnownMerge[] {
+    const active = [...this.merges.values()].filter((entry) => !mergeDone(entry));
+    active.sort((a, b) => (a.position ?? Infinity) - (b.position ?? Infinity));
+    return [...active, ...[...this.merges.values()].filter(mergeDone)];
+  }
+
   /** Called when the daemon's log started over (a new home): everything known is void. */
   forget(): void {
     this.sessions.clear();
     this.tasks.clear();
+    this.merges.clear();
+    this.mergeSeqs.clear();
+    this.lastPrompts.clear();
     this.touch('tasks');
+    this.touch('merges');
     for (const id of [...this.permissions.keys()]) this.removePermission(id);
     this.daemonFleet = undefined;
     this.lastSeq = 0;
@@ -200,7 +276,7 @@ export class FleetModel {
 
   /** Apply one event of the log. Events at or below lastSeq are duplicates and are ignored. */
   apply(event: Event): ApplyResult {
-    const result: ApplyResult = { applied: false, staleSessions: [], staleAgents: false };
+    const result: ApplyResult = { applied: false, staleSessions: [], staleAgents: false, staleMerges: false };
     if (event.seq <= this.lastSeq) return result;
     this.lastSeq = event.seq;
     result.applied = true;
@@ -306,7 +382,18 @@ export class FleetModel {
         }
         break;
       }
+      case EventKinds.mergeStep:
+        if (id) {
+          this.applyMergeStep(id, data);
+          this.mergeSeqs.set(id, event.seq);
+          result.staleMerges = true;
+          this.touch(`session:${id}`);
+        }
+        break;
       case EventKinds.turnQueued:
+        if (id && typeof data.prompt === 'string') this.lastPrompts.set(id, data.prompt);
+        stale();
+        break;
       case EventKinds.turnStarted:
       case EventKinds.turnEnded:
         stale();
@@ -407,6 +494,45 @@ export class FleetModel {
     this.coalescer.flushNow();
   }
 
+  /** What a merge.step says of the session's merge (its steps carry only what changed). */
+  private applyMergeStep(session: string, data: Record<string, unknown>): void {
+    const step = str(data.step);
+    const branch = str(data.branch) ?? '';
+    const known = this.merges.get(session);
+    // A new merge of this session starts over from what its steps say.
+    const entry: KnownMerge =
+      known && (step !== 'queued' || !mergeDone(known)) && known.branch === branch
+        ? { ...known }
+        : { session, branch, base: str(data.base) ?? known?.base ?? '', strategy: str(data.strategy) ?? 'merge', status: 'queued' };
+    if (step === 'queued') {
+      Object.assign(entry, { status: 'queued', position: num(data.position) ?? entry.position ?? null, reason: null, conflicts: [], gateOutput: null, commit: null });
+    } else if (step === 'started') {
+      Object.assign(entry, { status: 'running', position: 0 });
+      if (str(data.base)) entry.base = str(data.base)!;
+      if (str(data.strategy)) entry.strategy = str(data.strategy)!;
+      if ('gate' in data) entry.gate = str(data.gate) ?? null;
+    } else if (step === 'gate-failed') {
+      entry.gateOutput = str(data.output) ?? entry.gateOutput ?? null;
+    } else if (step === 'conflict') {
+      entry.conflicts = Array.isArray(data.files) ? (data.files as string[]) : entry.conflicts;
+    } else if (step === 'failed') {
+      Object.assign(entry, {
+        status: 'failed',
+        position: null,
+        reason: str(data.reason) ?? entry.reason ?? null,
+        conflicts: Array.isArray(data.conflicts) ? (data.conflicts as string[]) : (entry.conflicts ?? []),
+        gateOutput: str(data.gateOutput) ?? entry.gateOutput ?? null,
+      });
+    } else if (step === 'merged') {
+      Object.assign(entry, { status: 'merged', position: null, commit: str(data.commit) ?? entry.commit ?? null });
+    } else if (step === 'cancelled') {
+      Object.assign(entry, { status: 'cancelled', position: null, reason: str(data.reason) ?? null });
+    }
+    if (step) entry.step = step;
+    this.merges.set(session, entry);
+    this.touch('merges');
+  }
+
   private dropPermissionsOf(session: string): void {
     for (const permission of [...this.permissions.values()]) {
       if (permission.session === session) this.removePermission(permission.id);
@@ -419,12 +545,13 @@ export class FleetModel {
 }
 
 function toChange(keys: Set<string>): ModelChange {
-  const change: ModelChange = { sessions: new Set(), agents: false, permissions: false, tasks: false, reset: false };
+  const change: ModelChange = { sessions: new Set(), agents: false, permissions: false, tasks: false, merges: false, reset: false };
   for (const key of keys) {
     if (key.startsWith('session:')) change.sessions.add(key.slice('session:'.length));
     else if (key === 'agents') change.agents = true;
     else if (key === 'permissions') change.permissions = true;
     else if (key === 'tasks') change.tasks = true;
+    else if (key === 'merges') change.merges = true;
     else if (key === 'reset') change.reset = true;
   }
   return change;
@@ -451,6 +578,10 @@ function isKind(value: unknown): value is SessionKind {
 
 function str(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
+}
+
+function num(value: unknown): number | undefined {
+  return typeof value === 'number' ? value : undefined;
 }
 
 function obj(value: unknown): Record<string, unknown> | undefined {

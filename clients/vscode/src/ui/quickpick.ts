@@ -26,10 +26,14 @@ export function sessionPickItems(model: ModelView): SessionPickItem[] {
   return model
     .openSessions()
     .sort((a, b) => RANK[a.status] - RANK[b.status] || activity(b).localeCompare(activity(a)))
-    .map((session) => pickItem(session));
+    .map((session) => pickItem(session, model.lastPrompts.get(session.id)));
 }
 
-export function pickItem(session: SessionInfo): SessionPickItem {
+/**
+ * A session's entry: its name and status; the detail line (a line of its own, as wide as the
+ * pick) has its last prompt whole, its line breaks shown as ⏎, else its last reply or plan step.
+ */
+export function pickItem(session: SessionInfo, lastPrompt?: string): SessionPickItem {
   const plan = planProgress(session.plan);
   const percent = formatPercent(session.context);
   return {
@@ -44,9 +48,18 @@ export function pickItem(session: SessionInfo): SessionPickItem {
     ]
       .filter(Boolean)
       .join(' · '),
-    detail: session.recap ?? session.plan?.current ?? undefined,
+    detail: lastPrompt?.trim() ? `› ${oneLine(lastPrompt)}` : (session.recap ?? session.plan?.current ?? undefined),
     session: session.id,
   };
+}
+
+/** A prompt on one line, whole: line breaks as " ⏎ ". */
+export function oneLine(text: string): string {
+  return text
+    .trim()
+    .split(/\r\n|\r|\n/)
+    .map((line) => line.trim())
+    .join(' ⏎ ');
 }
 
 function activity(session: SessionInfo): string {

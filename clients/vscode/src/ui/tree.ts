@@ -24,11 +24,14 @@ import {
   STATUS_LABELS,
 } from './format';
 import { taskDescription, taskTooltip } from './around';
+import { MERGE_ICONS, mergeEntryDescription, mergeQueueDescription, mergeRowLabel, mergeTooltip } from './merge';
 import type { ModelView } from './view';
 
 export type TreeNode =
   | { type: 'tasks' }
   | { type: 'task'; task: string }
+  | { type: 'merges' }
+  | { type: 'merge'; session: string }
   | { type: 'agent'; agent: string }
   | { type: 'session'; session: string }
   | { type: 'permission'; session: string; permission: string }
@@ -54,6 +57,7 @@ export const TreeCommands = {
   openTranscript: 'sessiond.openTranscript',
   openChangedFile: 'sessiond.openChangedFile',
   answerPermission: 'sessiond.answerPermission',
+  showMergeOutcome: 'sessiond.showMergeOutcome',
 } as const;
 
 export function children(model: ModelView, node?: TreeNode): TreeNode[] {
@@ -63,9 +67,14 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
     const agents: TreeNode[] = [...names]
       .sort((a, b) => (a === 'demo' ? -1 : b === 'demo' ? 1 : a.localeCompare(b)))
       .map((agent) => ({ type: 'agent', agent }));
-    return model.suggestedTasks().length ? [{ type: 'tasks' }, ...agents] : agents;
+    const top: TreeNode[] = [];
+    if (model.suggestedTasks().length) top.push({ type: 'tasks' });
+    if (model.merges.size) top.push({ type: 'merges' });
+    return [...top, ...agents];
   }
   switch (node.type) {
+    case 'merges':
+      return model.mergeQueue().map((entry) => ({ type: 'merge', session: entry.session }));
     case 'tasks':
       return model.suggestedTasks().map((task) => ({ type: 'task', task: task.id }));
     case 'agent':
@@ -147,6 +156,33 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
         collapsible: 'none',
       };
     }
+    case 'merges': {
+      const entries = model.mergeQueue();
+      return {
+        id: 'merges',
+        label: 'Merge queue',
+        description: mergeQueueDescription(entries),
+        tooltip: 'Worktree sessions merging into their base branch, one at a time per repository (merge/list), and how the last merge of each ended',
+        icon: { id: 'git-merge' },
+        contextValue: 'merges',
+        collapsible: 'expanded',
+      };
+    }
+    case 'merge': {
+      const entry = model.merges.get(node.session);
+      const session = model.sessions.get(node.session);
+      if (!entry) return { id: `merge:${node.session}`, label: node.session, description: 'gone', contextValue: 'gone', collapsible: 'none' };
+      return {
+        id: `merge:${node.session}`,
+        label: session?.title || node.session,
+        description: session?.title ? `${node.session} · ${mergeEntryDescription(entry)}` : mergeEntryDescription(entry),
+        tooltip: mergeTooltip(entry),
+        icon: { id: MERGE_ICONS[entry.status], color: entry.status === 'failed' ? 'errorForeground' : undefined },
+        contextValue: `merge-${entry.status}`,
+        collapsible: 'none',
+        command: { command: TreeCommands.showMergeOutcome, title: 'Show the Merge', arguments: [node.session] },
+      };
+    }
     case 'agent': {
       const agent = model.agents.get(node.agent);
       const open = [...model.sessions.values()].filter((s) => s.agent === node.agent && s.status !== 'closed');
@@ -170,9 +206,11 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
       const plan = planProgress(session.plan);
       const percent = formatPercent(session.context);
       const kind = session.kind && session.kind !== 'main' ? KIND_LABELS[session.kind] : undefined;
+      const merge = model.merges.get(session.id);
       const description = [
         kind,
         STATUS_LABELS[session.status],
+        merge ? mergeRowLabel(merge) : undefined,
         plan ? `plan ${plan}` : undefined,
         percent,
         session.changes?.files?.length ? plural(session.changes.files.length, 'file') : undefined,
@@ -185,6 +223,7 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
         `${STATUS_LABELS[session.status]} since ${ago(session.statusSince, now)}`,
         session.lastActivity ? `last activity ${ago(session.lastActivity, now)}` : undefined,
         `${session.placement} in ${session.root}`,
+        merge ? mergeTooltip(merge) : undefined,
         session.plan?.current ? `now: ${session.plan.current}` : undefined,
         session.lastError ? `last error: ${session.lastError}` : undefined,
         session.recap ? `last reply: ${session.recap}` : undefined,
@@ -203,7 +242,7 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
         description: session.title ? `${session.id} · ${description}` : description,
         tooltip,
         icon: { id: STATUS_ICONS[session.status], color: STATUS_COLORS[session.status] },
-        contextValue: `session-${session.status}`,
+        contextValue: `session-${session.status}${session.placement === 'worktree' ? '-worktree' : ''}`,
         collapsible: hasChildren ? (session.status === 'needs_you' ? 'expanded' : 'collapsed') : 'none',
         command: { command: TreeCommands.openTranscript, title: 'Open Transcript', arguments: [session.id] },
       };
@@ -289,6 +328,7 @@ function parentSession(model: ModelView, session: SessionInfo): SessionInfo | un
 /** Whether the node no longer exists in the model (its session closed or went, its task no longer waits). */
 function gone(model: ModelView, node: TreeNode): boolean {
   if (node.type === 'task') return model.tasks.get(node.task)?.status !== 'suggested';
+  if (node.type === 'merge') return !model.merges.has(node.session);
   if ('session' in node) {
     const session = model.sessions.get(node.session);
     if (!session || session.status === 'closed') return true;
@@ -310,8 +350,11 @@ export function nodeKey(node: TreeNode): string {
 export function parent(model: ModelView, node: TreeNode): TreeNode | undefined {
   switch (node.type) {
     case 'tasks':
+    case 'merges':
     case 'agent':
       return undefined;
+    case 'merge':
+      return { type: 'merges' };
     case 'task':
       return { type: 'tasks' };
     case 'session': {
