@@ -1048,30 +1048,50 @@ class Core:
                 await self._apply_options(
                     agent, process, agent_session_id, setup, side=session.kind == "side"
                 )
-            elif process.capabilities.resume:
-                await process.resume_session(session.agent_session_id, rt.placement.root, mcp)
-            elif process.capabilities.load_session:
-                rt.loading = True
-                try:
-                    await process.load_session(session.agent_session_id, rt.placement.root, mcp)
-                finally:
-                    rt.loading = False
-            else:
+            elif not await self._restore_at_agent(agent, process, session, mcp):
                 # The agent cannot restore it: start afresh and say so.
                 old = session.agent_session_id
                 agent_session_id, setup = await process.new_session(rt.placement.root, mcp)
                 self.by_agent_session.pop((agent.name, old), None)
                 session.agent_session_id = agent_session_id
                 await self._apply_options(agent, process, agent_session_id, setup)
-                session.last_error = (
-                    f"agent {agent.name!r} cannot restore sessions (no session/resume or session/load): "
-                    f"this turn started a new conversation without the earlier history"
-                )
             self.by_agent_session[(agent.name, session.agent_session_id)] = session
             agent.live[session.id] = None
             session.live = True
             self._save_session(session)
             return session.agent_session_id
+
+    async def _restore_at_agent(
+        self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, mcp: list[Any]
+    ) -> bool:
+        """session/resume, else session/load, of a session the agent no longer holds live; False,
+        with the running turn's notice saying why, when it cannot (a new conversation follows)."""
+        rt = session.runtime
+        assert rt is not None
+        assert session.agent_session_id is not None
+        caps = process.capabilities
+        if not caps.resume and not caps.load_session:
+            why = "no session/resume or session/load"
+        else:
+            method = "session/resume" if caps.resume else "session/load"
+            rt.loading = not caps.resume
+            try:
+                if caps.resume:
+                    await process.resume_session(session.agent_session_id, rt.placement.root, mcp)
+                else:
+                    await process.load_session(session.agent_session_id, rt.placement.root, mcp)
+                return True
+            except AgentRequestFailed as exc:
+                # E.g. an agent killed before it saved the conversation: it has nothing to load.
+                why = f"its {method} failed: {exc}"
+            finally:
+                rt.loading = False
+        if rt.running is not None:
+            rt.running.notice = (
+                f"agent {agent.name!r} could not restore the session ({why}): "
+                f"this turn started a new conversation without the earlier history"
+            )
+        return False
 
     async def _open_at_agent(
         self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, cwd: str, mcp: list[Any]
@@ -1209,6 +1229,8 @@ class Core:
             data["cancelledBy"] = turn.cancel_reason or "by the agent"
         if turn.usage:
             data["usage"] = turn.usage
+        if turn.notice:
+            data["notice"] = turn.notice
         for line in ending_lines(data):
             ins.transcript.feed("status", turn.id, line + "\n")
         ins.transcript.end()

@@ -101,16 +101,18 @@ def transcript_pieces(
 
 
 def ending_lines(data: dict[str, Any]) -> list[str]:
-    """The transcript's line for a turn that did not complete, from its turn.ended event's data."""
+    """The transcript's lines for a turn's end, from its turn.ended event's data: what a person
+    should know of how it ran (`notice`), and why it did not complete."""
+    lines = [str(data["notice"])] if data.get("notice") else []
     outcome = data.get("outcome")
     error = data.get("error")
     if outcome == m.TurnOutcome.INTERRUPTED:
-        return [str(error or "interrupted: the daemon stopped while this turn was running")]
+        return [*lines, str(error or "interrupted: the daemon stopped while this turn was running")]
     if error:
-        return [f"failed: {error}"]
+        return [*lines, f"failed: {error}"]
     if data.get("stopReason") == "cancelled":
-        return [f"cancelled {data.get('cancelledBy') or 'by the agent'}"]
-    return []
+        return [*lines, f"cancelled {data.get('cancelledBy') or 'by the agent'}"]
+    return lines
 
 
 RECAP_CHARS = 200

@@ -106,6 +106,7 @@ class Turn:
     slot: asyncio.Semaphore | None = None  # the agent slot it holds while it runs (max_active_turns)
     waiting_for: str | None = None  # the limit it waits on (an agent slot, a live-session slot)
     cancel_reason: str | None = None  # who or what cancelled it ("by a client", "the session was closed")
+    notice: str | None = None  # what a person should know of how it ran (its session could not be restored)
 
     @property
     def text(self) -> str:

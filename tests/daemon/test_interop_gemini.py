@@ -11,16 +11,21 @@ session's plan stays empty and its context fill is estimated.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
+import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from events import kind, next_matching
 
 from bench.harness import Daemon
-from sessiond.client import AsyncAgent, AsyncDaemon
+from sessiond.client import AgentUnavailable, AsyncAgent, AsyncDaemon
 from tests.daemon.test_interop_claude import eventually
-from tests.standins.gemini import GeminiStandIn, Reply
+from tests.standins.gemini import GeminiStandIn, Reply, Text
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "gemini"
 
@@ -112,3 +117,49 @@ async def test_gemini_streams_text_writes_edits_and_runs_a_command_at_the_placem
         return "notes.txt" in paths
 
     await eventually(changed, what="the changed files")
+
+
+@pytest.mark.timeout(300)  # gemini-cli starts twice (~5-10 s each under load, more)
+async def test_gemini_cancels_mid_stream_and_survives_a_kill(
+    client: AsyncDaemon, gemini: AsyncAgent, standin: GeminiStandIn, work: Path
+) -> None:
+    # Cancel mid-stream: with its model API streaming, gemini-cli ends the turn cancelled at once.
+    session = await gemini.session(work)
+    long = " ".join(f"word{i}" for i in range(400))
+    standin.push(Reply((Text(long, chunks=400),), delay=0.05))  # ~20 s
+    async with client.events(sessions=[session.id], kinds=["turn.ended"]) as events:
+        stream = session.astream("talk for a long time")
+        async for event in stream:
+            if event.kind == "turn.chunk":
+                break
+        started = time.monotonic()
+        await stream.aclose()  # leaving the stream cancels the turn
+        ended = await next_matching(events, kind("turn.ended"), timeout=20)
+    assert ended.data["stopReason"] == "cancelled"
+    assert time.monotonic() - started < 20
+    standin.push("Still here.")
+    assert (await session.asend("are you there?")).text.endswith("Still here.")
+
+    # Killing the agent fails only its running turn; the next turn starts gemini-cli again.
+    standin.push(Reply((Text("slow " * 200, chunks=200),), delay=0.05))  # ~10 s
+    async with client.events(sessions=[session.id], kinds=["turn.chunk"]) as chunks:
+        turn = asyncio.create_task(session.asend("talk slowly"))
+        await next_matching(chunks, kind("turn.chunk"), timeout=30)
+        pid = (await gemini.aget()).process.pid
+        assert pid is not None
+        os.killpg(pid, signal.SIGKILL)
+        with pytest.raises(AgentUnavailable, match="killed by SIGKILL during session/prompt"):
+            await asyncio.wait_for(turn, 15)
+    standin.push("Back.")
+    # gemini-cli offers session/load, but killed mid-turn it has saved nothing to load ("No
+    # previous sessions found"): the turn goes on in a new conversation, and the transcript says so.
+    async with client.events(sessions=[session.id], kinds=["turn.ended"]) as events:
+        assert (await session.asend("are you back?")).text.endswith("Back.")
+        ended = await next_matching(events, kind("turn.ended"), timeout=20)
+    assert "could not restore the session (its session/load failed" in ended.data["notice"]
+    assert (await gemini.aget()).process.starts == 2
+    transcript = await session.atranscript()
+    assert any(
+        line.role == "status" and "new conversation without the earlier history" in line.text
+        for line in transcript.lines
+    )
