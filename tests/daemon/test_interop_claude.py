@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import shutil
-import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -26,7 +24,8 @@ import pytest
 from events import kind, next_matching
 
 from bench.harness import Daemon
-from sessiond.client import AgentError, AgentUnavailable, AsyncAgent, AsyncDaemon
+from sessiond.client import AgentError, AsyncAgent, AsyncDaemon
+from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream
 from tests.standins.anthropic import AnthropicStandIn, Reply, Text
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "claude-agent-acp"
@@ -245,16 +244,7 @@ async def test_cancel_mid_stream_ends_the_turn_cancelled(
     session = await agent.session(work)
     long = " ".join(f"word{i}" for i in range(400))
     standin.push(Reply((Text(long, chunks=400),), delay=0.05), "Still here.", "Here too.")  # ~20 s
-    async with client.events(sessions=[session.id], kinds=["turn.ended"]) as events:
-        stream = session.astream("talk for a long time")
-        async for event in stream:
-            if event.kind == "turn.chunk":
-                break
-        started = time.monotonic()
-        await stream.aclose()  # leaving the stream cancels the turn
-        ended = await next_matching(events, kind("turn.ended"), timeout=15)
-    assert ended.data["stopReason"] == "cancelled"
-    assert time.monotonic() - started < 15
+    await leave_mid_stream(client, session)
 
     async def hung_up() -> bool:
         return standin.main_requests()[0].aborted
@@ -300,15 +290,8 @@ async def test_killing_the_agent_fails_only_its_running_turn(
     bystander = await demo.session(work)
     standin.push("Warm.", Reply((Text("slow " * 200, chunks=200),), delay=0.05))  # then ~10 s
     assert (await session.asend("warm up")).text == "Warm."
-    async with client.events(sessions=[session.id], kinds=["turn.chunk"]) as events:
-        turn = asyncio.create_task(session.asend("talk slowly"))
-        other = asyncio.create_task(bystander.asend("hang"))
-        await next_matching(events, kind("turn.chunk"))
-        pid = (await agent.aget()).process.pid
-        assert pid is not None
-        os.killpg(pid, signal.SIGKILL)  # the agent and the Claude Code processes it started
-        with pytest.raises(AgentUnavailable, match="killed by SIGKILL during session/prompt"):
-            await asyncio.wait_for(turn, 15)
+    other = asyncio.create_task(bystander.asend("hang"))
+    await kill_mid_turn(client, agent, session)  # the agent and the Claude Code processes it started
     assert not other.done()
     await bystander.acancel()
     assert (await other).stop_reason == "cancelled"

@@ -11,11 +11,7 @@ session's plan stays empty and its context fill is estimated.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import shutil
-import signal
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,7 +19,8 @@ import pytest
 from events import kind, next_matching
 
 from bench.harness import Daemon
-from sessiond.client import AgentUnavailable, AsyncAgent, AsyncDaemon
+from sessiond.client import AsyncAgent, AsyncDaemon
+from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream
 from tests.daemon.test_interop_claude import eventually
 from tests.standins.gemini import GeminiStandIn, Reply, Text
 
@@ -127,29 +124,13 @@ async def test_gemini_cancels_mid_stream_and_survives_a_kill(
     session = await gemini.session(work)
     long = " ".join(f"word{i}" for i in range(400))
     standin.push(Reply((Text(long, chunks=400),), delay=0.05))  # ~20 s
-    async with client.events(sessions=[session.id], kinds=["turn.ended"]) as events:
-        stream = session.astream("talk for a long time")
-        async for event in stream:
-            if event.kind == "turn.chunk":
-                break
-        started = time.monotonic()
-        await stream.aclose()  # leaving the stream cancels the turn
-        ended = await next_matching(events, kind("turn.ended"), timeout=20)
-    assert ended.data["stopReason"] == "cancelled"
-    assert time.monotonic() - started < 20
+    await leave_mid_stream(client, session, within=20)
     standin.push("Still here.")
     assert (await session.asend("are you there?")).text.endswith("Still here.")
 
     # Killing the agent fails only its running turn; the next turn starts gemini-cli again.
     standin.push(Reply((Text("slow " * 200, chunks=200),), delay=0.05))  # ~10 s
-    async with client.events(sessions=[session.id], kinds=["turn.chunk"]) as chunks:
-        turn = asyncio.create_task(session.asend("talk slowly"))
-        await next_matching(chunks, kind("turn.chunk"), timeout=30)
-        pid = (await gemini.aget()).process.pid
-        assert pid is not None
-        os.killpg(pid, signal.SIGKILL)
-        with pytest.raises(AgentUnavailable, match="killed by SIGKILL during session/prompt"):
-            await asyncio.wait_for(turn, 15)
+    await kill_mid_turn(client, gemini, session)
     standin.push("Back.")
     # gemini-cli offers session/load, but killed mid-turn it has saved nothing to load ("No
     # previous sessions found"): the turn goes on in a new conversation, and the transcript says so.

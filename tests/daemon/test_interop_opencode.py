@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
-import signal
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from events import kind, next_matching
 
 from bench.harness import Daemon
-from sessiond.client import AgentUnavailable, AsyncAgent, AsyncDaemon
+from sessiond.client import AsyncAgent, AsyncDaemon
+from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream
 from tests.daemon.test_interop_claude import eventually
 from tests.standins.anthropic import AnthropicStandIn, Reply, Text
 
@@ -156,16 +153,7 @@ async def test_opencode_cancels_mid_stream_evicts_with_history_and_survives_a_ki
     session = await opencode.session(work)
     long = " ".join(f"word{i}" for i in range(400))
     standin.push(Reply((Text(long, chunks=400),), delay=0.05))  # ~20 s
-    async with client.events(sessions=[session.id], kinds=["turn.ended"]) as events:
-        stream = session.astream("talk for a long time")
-        async for event in stream:
-            if event.kind == "turn.chunk":
-                break
-        started = time.monotonic()
-        await stream.aclose()  # leaving the stream cancels the turn
-        ended = await next_matching(events, kind("turn.ended"), timeout=15)
-    assert ended.data["stopReason"] == "cancelled"
-    assert time.monotonic() - started < 15
+    await leave_mid_stream(client, session)
     standin.push("Still here.")
     assert (await session.asend("are you there?")).text.endswith("Still here.")
 
@@ -188,15 +176,8 @@ async def test_opencode_cancels_mid_stream_evicts_with_history_and_survives_a_ki
     # next turn starts opencode again.
     bystander = await (await client.agent("demo")).session(work)
     standin.push(Reply((Text("slow " * 200, chunks=200),), delay=0.05))  # ~10 s
-    async with client.events(sessions=[session.id], kinds=["turn.chunk"]) as chunks:
-        turn = asyncio.create_task(session.asend("talk slowly"))
-        other = asyncio.create_task(bystander.asend("hang"))
-        await next_matching(chunks, kind("turn.chunk"), timeout=30)
-        pid = (await opencode.aget()).process.pid
-        assert pid is not None
-        os.killpg(pid, signal.SIGKILL)
-        with pytest.raises(AgentUnavailable, match="killed by SIGKILL during session/prompt"):
-            await asyncio.wait_for(turn, 15)
+    other = asyncio.create_task(bystander.asend("hang"))
+    await kill_mid_turn(client, opencode, session)
     assert not other.done()
     await bystander.acancel()
     assert (await other).stop_reason == "cancelled"

@@ -1,0 +1,41 @@
+"""Steps every real agent's interop test takes the same way, whatever its model stand-in:
+leave a streaming turn (it must end cancelled soon), and kill the agent mid-turn (only that
+turn fails). The caller first queues a slow reply at its stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+from events import kind, next_matching
+
+from sessiond.client import AgentUnavailable, AsyncAgent, AsyncDaemon, AsyncSession
+
+
+async def leave_mid_stream(client: AsyncDaemon, session: AsyncSession, within: float = 15) -> None:
+    """Stream a turn, leave it at its first chunk: it ends `cancelled` within `within` seconds."""
+    async with client.events(sessions=[session.id], kinds=["turn.ended"]) as events:
+        stream = session.astream("talk for a long time")
+        async for event in stream:
+            if event.kind == "turn.chunk":
+                break
+        started = time.monotonic()
+        await stream.aclose()  # leaving the stream cancels the turn
+        ended = await next_matching(events, kind("turn.ended"), timeout=within)
+    assert ended.data["stopReason"] == "cancelled"
+    assert time.monotonic() - started < within
+
+
+async def kill_mid_turn(client: AsyncDaemon, agent: AsyncAgent, session: AsyncSession) -> None:
+    """Kill the agent's process group at the turn's first chunk: that turn fails saying so."""
+    async with client.events(sessions=[session.id], kinds=["turn.chunk"]) as chunks:
+        turn = asyncio.create_task(session.asend("talk slowly"))
+        await next_matching(chunks, kind("turn.chunk"), timeout=30)
+        pid = (await agent.aget()).process.pid
+        assert pid is not None
+        os.killpg(pid, signal.SIGKILL)  # the agent and what it started
+        with pytest.raises(AgentUnavailable, match="killed by SIGKILL during session/prompt"):
+            await asyncio.wait_for(turn, 15)
