@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +81,11 @@ def make_escapes(root: Path, outside: Path) -> list[str]:
 # `OK NAME` when it worked, else `NO NAME <exception>: <message>`. KINDs: read PATH, write PATH,
 # unix PATH (connect), tcp HOST:PORT (connect), procroot PID:PATH (read PATH through
 # /proc/PID/root, i.e. in that process's view of the file system, around any mount).
+# The probe runs inside sandboxes, which give /tmp a tmpfs of their own: the system's Python
+# runs it (it needs only the standard library), not the venv's, which lives under /tmp when the
+# checkout does.
+PROBE_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
 PROBE = r"""
 import socket, sys
 for arg in sys.argv[1:]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from placement_helpers import Sshd, bwrap_problem, git, probe_results, write_probe
+from placement_helpers import PROBE_PYTHON, Sshd, bwrap_problem, git, probe_results, write_probe
 
 from bench.harness import Daemon
 from sessiond.client import AsyncDaemon, InvalidParams, SessiondError, aconnect
@@ -135,7 +134,7 @@ async def exposed(off_tmp: Path) -> AsyncIterator[tuple[AsyncDaemon, Daemon]]:
 
 
 async def probe(client: AsyncDaemon, session: SessionInfo, script: Path, checks: list[str]) -> dict[str, str]:
-    reply = await prompt(client, session.id, f"run {sys.executable} {script} {' '.join(checks)}")
+    reply = await prompt(client, session.id, f"run {PROBE_PYTHON} {script} {' '.join(checks)}")
     results = probe_results(reply)
     assert len(results) == len(checks), reply
     return results

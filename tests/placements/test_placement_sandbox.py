@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from placement_helpers import bwrap_problem, probe_results, write_probe
+from placement_helpers import PROBE_PYTHON, bwrap_problem, probe_results, write_probe
 
 from sessiond.daemon.placements import Placement, PlacementError, PlacementOptions, make_placement
 from sessiond.daemon.placements.sandbox import bwrap_argv
@@ -160,7 +159,7 @@ async def test_the_daemons_folders_are_empty_inside_and_a_project_within_one_sti
 ) -> None:
     probe = write_probe(off_tmp)
     daemon_dirs = tuple(str(fake_daemon[name]) for name in ("run", "state", "config"))
-    script = f"{sys.executable} {probe} {' '.join(escape_checks(fake_daemon))}"
+    script = f"{PROBE_PYTHON} {probe} {' '.join(escape_checks(fake_daemon))}"
     # The control: the same probe, unconfined, gets everything (so each check can fail).
     here = make_placement(
         "here", root=str(fake_daemon["project"]), session_id="h", options=PlacementOptions()
@@ -222,7 +221,7 @@ async def test_no_network_unless_the_session_asks_for_it(project: Path, off_tmp:
     probe = write_probe(off_tmp)
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
-        script = f"{sys.executable} {probe} tcp=tcp:127.0.0.1:{port}"
+        script = f"{PROBE_PYTHON} {probe} tcp=tcp:127.0.0.1:{port}"
         closed = make_placement("sandbox", root=str(project), session_id="s1", options=PlacementOptions())
         await closed.prepare()
         assert probe_results((await run(closed, script))[0]) == {
