@@ -171,6 +171,16 @@ class Around:
     def mcp_url(self) -> str | None:
         return self._endpoint.started_url if self._endpoint is not None else None
 
+    async def warm_endpoint(self) -> None:
+        """Start the endpoint now, its SDK imported in a thread: called as an agent that takes
+        http MCP servers starts, so its first session does not wait ~1 s for it afterwards."""
+        if self._endpoint is None:
+            made = await asyncio.to_thread(self._make_endpoint, self.session_of_token)
+            if self._endpoint is None:
+                self._endpoint = made
+        with contextlib.suppress(Exception):  # a failure is met again, and said, by mcp_servers
+            await self._endpoint.url()
+
     def endpoint(self) -> Endpoint:
         if self._endpoint is None:
             self._endpoint = self._make_endpoint(self.session_of_token)  # the mcp SDK: on first need

@@ -394,6 +394,9 @@ class Core:
             runtime.process = process
             runtime.starts += 1
             self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="starting")
+            if runtime.builtin or runtime.takes_http_mcp:
+                # Its sessions will be offered the daemon's MCP endpoint: start it while the agent starts.
+                self.spawn(self.around.warm_endpoint(), f"warm-mcp-{spec.name}")
             try:
                 await process.start()
             except (AgentExited, AgentRequestFailed, TimeoutError) as exc:
@@ -403,6 +406,7 @@ class Core:
                 self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="crashed", error=str(exc))
                 raise RpcError(ErrorCode.AGENT_UNAVAILABLE, str(exc)) from None
             runtime.crashed = False
+            runtime.takes_http_mcp = process.capabilities.mcp_http
             self.spawn(self._watch_process(runtime, process), f"watch-{spec.name}")
             self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="running", pid=process.pid)
             return process

@@ -158,6 +158,7 @@ class AgentRuntime:
     starts: int = 0
     last_error: str | None = None
     crashed: bool = False
+    takes_http_mcp: bool = False  # as its last process said (ACP mcpCapabilities.http)
     active_turns: int = 0
     open_sessions: int = 0
 
