@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import signal
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from acp import schema as s
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 # Plain types, kept apart so the core need not import ACP; imported from here too.
+from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned, spawn_agent
 from sessiond.daemon.agent_types import (
     AgentExited,
     AgentRequestFailed,
@@ -48,7 +48,6 @@ def _update_kind(update: Any) -> str:
 
 # ---------------------------------------------------------------- updates
 
-STDOUT_LIMIT = 50 * 1024 * 1024
 _SALVAGE_ROUNDS = 32
 
 
@@ -513,33 +512,20 @@ class AgentProcess:
     def alive(self) -> bool:
         return self._proc is not None and not self.exited.is_set()
 
-    async def start(self) -> None:
-        """Spawn the process and run ACP initialize; raises AgentExited with a reason on failure."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        # The daemon's environment as the agent's options filter it (child_env), then its own env.
-        environment = self._host.child_environment(self.env)
-        # The agent's stderr goes straight to its log file: nothing to drain, nothing to block on.
-        with open(self.log_path, "ab") as stderr:
-            stderr.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.command}\n".encode())
-            stderr.flush()
+    async def start(self, spawned: Spawned | None = None) -> None:
+        """Run ACP initialize with the agent, first starting its process unless given it started;
+        raises AgentExited with a reason on failure."""
+        if spawned is None:
+            # The daemon's environment as the agent's options filter it (child_env), then its own env.
+            environment = self._host.child_environment(self.env)
             try:
-                self._proc = await asyncio.create_subprocess_exec(
-                    *self.command,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=stderr,
-                    env=environment,
-                    start_new_session=True,
-                    limit=50 * 1024 * 1024,
-                )
-            except OSError as exc:
+                spawned = await spawn_agent(self.name, self.command, environment, self.log_path)
+            except AgentExited:
                 self.exited.set()
-                raise AgentExited(
-                    f"could not start agent {self.name!r} with {self.command!r}: {exc.strerror or exc}; "
-                    f"check the agent's command (sessiond agent update)"
-                ) from None
-        self.started_at = time.time()
-        self._spawn_env = environment  # what its env_var auth methods are checked against
+                raise
+        self._proc = spawned.proc
+        self.started_at = spawned.started_at
+        self._spawn_env = spawned.environment  # what its env_var auth methods are checked against
         assert self._proc.stdin is not None
         assert self._proc.stdout is not None
         # Updates are read off the agent's stdout here, in order, before the SDK sees the rest.

@@ -93,7 +93,7 @@ class Endpoint(Protocol):
 
     @property
     def started_url(self) -> str | None: ...
-    async def url(self) -> str: ...
+    def address(self) -> str: ...
     async def close(self) -> None: ...
 
 
@@ -141,8 +141,8 @@ class Around:
         token = self.token(session.id)
         if http:
             try:
-                url = await self.endpoint().url()
-            except Exception as exc:  # the bridge still works: offer it instead
+                url = self.endpoint().address()  # at once: the server behind it may still be starting
+            except OSError as exc:  # no port to bind: the bridge still works, offer it instead
                 log.warning("the MCP endpoint did not start (%s); offering the stdio bridge", exc)
             else:
                 return [
@@ -171,15 +171,11 @@ class Around:
     def mcp_url(self) -> str | None:
         return self._endpoint.started_url if self._endpoint is not None else None
 
-    async def warm_endpoint(self) -> None:
-        """Start the endpoint now, its SDK imported in a thread: called as an agent that takes
-        http MCP servers starts, so its first session does not wait ~1 s for it afterwards."""
-        if self._endpoint is None:
-            made = await asyncio.to_thread(self._make_endpoint, self.session_of_token)
-            if self._endpoint is None:
-                self._endpoint = made
-        with contextlib.suppress(Exception):  # a failure is met again, and said, by mcp_servers
-            await self._endpoint.url()
+    def warm_endpoint(self) -> None:
+        """Start the endpoint now (its SDK imported in a thread, in the background): called as an
+        agent that takes http MCP servers starts, so the server is up by the time it connects."""
+        with contextlib.suppress(OSError):  # met again, and said, by mcp_servers
+            self.endpoint().address()
 
     def endpoint(self) -> Endpoint:
         if self._endpoint is None:

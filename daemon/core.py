@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib
 import json
 import logging
 import os
@@ -23,10 +24,11 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiond.daemon import store as st
 from sessiond.daemon.agent_host import AgentHost
+from sessiond.daemon.agent_spawn import spawn_agent
 from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, SessionSetup
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.around import Around
@@ -52,6 +54,8 @@ from sessiond.protocol.models import EventKind, SessionStatus
 
 if TYPE_CHECKING:  # the ACP SDK is imported on the first turn that starts an agent
     from sessiond.daemon.acp_backend import AgentProcess
+
+ACP_BACKEND = "sessiond.daemon.acp_backend"
 
 log = logging.getLogger("sessiond.core")
 
@@ -379,37 +383,51 @@ class Core:
             process = runtime.process
             if process is not None and process.alive:
                 return process
-            from sessiond.daemon.acp_backend import AgentProcess  # the ACP SDK: on first need
-
             spec = runtime.spec
-            process = AgentProcess(
-                spec.name,
-                spec.command,
-                spec.env,
-                self._log_path(spec.name),
-                self._host(spec.name),
-                self.version,
-            )
             self._forget_live(runtime)
-            runtime.process = process
             runtime.starts += 1
             self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="starting")
-            if runtime.builtin or runtime.takes_http_mcp:
-                # Its sessions will be offered the daemon's MCP endpoint: start it while the agent starts.
-                self.spawn(self.around.warm_endpoint(), f"warm-mcp-{spec.name}")
+            # The ACP SDK (on first need) is imported in a thread while the agent's process, started
+            # first, starts up: the two take most of a first turn, and overlap here.
+            backend = asyncio.create_task(asyncio.to_thread(importlib.import_module, ACP_BACKEND))
+            host = self._host(spec.name)
             try:
-                await process.start()
+                spawned = await spawn_agent(
+                    spec.name, spec.command, host.child_environment(spec.env), self._log_path(spec.name)
+                )
+            except AgentExited as exc:
+                await backend
+                return self._crashed(runtime, exc)
+            try:
+                agent_process: type[AgentProcess] = (await backend).AgentProcess
+            except BaseException:
+                spawned.proc.kill()  # nothing will speak to it
+                raise
+            if runtime.builtin or runtime.takes_http_mcp:
+                # Its sessions will be offered the daemon's MCP endpoint: start it while the agent
+                # starts (after the ACP SDK, which the first session needs sooner).
+                self.around.warm_endpoint()
+            process = agent_process(
+                spec.name, spec.command, spec.env, self._log_path(spec.name), host, self.version
+            )
+            runtime.process = process
+            try:
+                await process.start(spawned)
             except (AgentExited, AgentRequestFailed, TimeoutError) as exc:
-                runtime.crashed = True
-                runtime.last_error = str(exc)
                 await process.stop(grace=1.0)
-                self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="crashed", error=str(exc))
-                raise RpcError(ErrorCode.AGENT_UNAVAILABLE, str(exc)) from None
+                return self._crashed(runtime, exc)
             runtime.crashed = False
             runtime.takes_http_mcp = process.capabilities.mcp_http
             self.spawn(self._watch_process(runtime, process), f"watch-{spec.name}")
             self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="running", pid=process.pid)
             return process
+
+    def _crashed(self, runtime: AgentRuntime, exc: Exception) -> NoReturn:
+        """The agent's process could not be started, or did not answer initialize."""
+        runtime.crashed = True
+        runtime.last_error = str(exc)
+        self.events.emit(EventKind.AGENT_PROCESS, agent=runtime.name, state="crashed", error=str(exc))
+        raise RpcError(ErrorCode.AGENT_UNAVAILABLE, str(exc)) from None
 
     def _host(self, name: str) -> AgentHost:
         """What the agent's process may ask of the daemon, and where its sessions' work is told."""

@@ -3,127 +3,81 @@
 Offered to agents that take http MCP servers (ACP `mcpCapabilities.http`)
 instead of the stdio bridge (`sessiond.client.mcp_bridge`), which is a process
 of its own for every session an agent starts it for (~65 MB and ~0.6 s each):
-here one server in the daemon serves every session. A request acts for the
-session whose token it carries as `Authorization: Bearer <token>` (known by
-`session_of_token`, `Around`'s); the tools are the bridge's own
-(`mcp_tools.build_server`), their requests go to `SessionTools` in this process
-rather than over the daemon's socket.
+here one server in the daemon serves every session (`mcp_app`: the tools, each
+request acting for the session whose token it carries).
 
-It starts on first need (the `mcp` SDK and uvicorn are imported then), on
-127.0.0.1 and a port the system picks, and stops with the daemon.
+Its address costs nothing: the port (127.0.0.1, one the system picks) is bound
+and listening at once, so a session can be offered it straight away; the server
+behind it starts in the background, its SDK (the `mcp` SDK and uvicorn, ~1 s)
+imported in a thread, and an agent that connects meanwhile waits in the
+listening socket's backlog. It stops with the daemon, and starts again (on a
+new port) for the next session if it stops on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import socket
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
-
-import uvicorn
-from mcp.server.mcpserver import Context
-from pydantic import BaseModel
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from sessiond.daemon import long_lived
-from sessiond.daemon.mcp_tools import BridgeError, Link, build_server, checked_params
-from sessiond.daemon.session_tools import SessionTools
-from sessiond.protocol import methods as names
-from sessiond.protocol.errors import RpcError
+
+if TYPE_CHECKING:
+    from sessiond.daemon.session_tools import SessionTools
 
 log = logging.getLogger("sessiond.mcp")
 
 PATH = "/mcp"
 START_TIMEOUT = 30.0
 STOP_GRACE = 2  # seconds a request still in flight (a long wait_threads) gets when the daemon stops
-
-R = TypeVar("R", bound=BaseModel)
-
-
-class InProcessLink:
-    """The tools' requests for one session, carried out in the daemon."""
-
-    def __init__(self, tools: SessionTools, session: str) -> None:
-        self._tools = tools
-        self._session = session
-
-    @property
-    def session(self) -> str:
-        return self._session
-
-    async def call(self, method: str, params: Mapping[str, Any], result: type[R]) -> R:
-        checked: Any = checked_params(method, params, result)
-        tools, session = self._tools, self._session
-        answer: BaseModel
-        try:
-            match method:
-                case names.TASK_SUGGEST:
-                    answer = tools.suggest(checked, session)
-                case names.THREAD_START:
-                    answer = await tools.start_thread(checked, session)
-                case names.THREAD_STATUS:
-                    answer = tools.status(checked, session)
-                case names.THREAD_WAIT:
-                    answer = await tools.wait(checked, session)
-                case _:
-                    raise BridgeError(f"{method} is not one of the MCP tools' requests")
-        except RpcError as e:
-            raise BridgeError(e.message) from None
-        except BridgeError:
-            raise
-        except Exception as e:
-            log.exception("the MCP tool behind %s failed", method)
-            raise BridgeError(f"the daemon failed on this request: {type(e).__name__}: {e}") from None
-        assert isinstance(answer, result)
-        return answer
-
-
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield  # the daemon handles its own signals and stops this server itself
+BACKLOG = 128
 
 
 class McpEndpoint:
     def __init__(self, tools: SessionTools, session_of_token: Callable[[str], str | None]) -> None:
         self._tools = tools
         self._session_of_token = session_of_token  # the session a bearer token acts for, or None
-        self._server: _Server | None = None
+        self._listener: socket.socket | None = None
+        self._address: str | None = None
+        self._starting: asyncio.Task[None] | None = None
+        self._server: Any = None  # mcp_app's uvicorn server, once built
         self._task: asyncio.Task[None] | None = None
-        self._url: str | None = None
-        self._lock = asyncio.Lock()
 
     @property
     def started_url(self) -> str | None:
-        return self._url
+        """Its address while it serves or starts; None before the first session, and once it stopped."""
+        self._forget_if_stopped()
+        return self._address
+
+    def address(self) -> str:
+        """Where agents reach it, at once: bound and listening now, served once it has started."""
+        self._forget_if_stopped()
+        if self._address is None:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(BACKLOG)
+            listener.setblocking(False)
+            self._listener = listener
+            self._address = f"http://127.0.0.1:{listener.getsockname()[1]}{PATH}"
+            self._starting = asyncio.create_task(self._start(listener), name="mcp-endpoint-start")
+            self._starting.add_done_callback(self._start_ended)
+        return self._address
 
     async def url(self) -> str:
-        """Where agents reach it; started on the first call."""
-        async with self._lock:
-            if self._url is None:
-                self._url = await self._start()
-            return self._url
+        """Its address once the server behind it serves; raises what stopped it from starting."""
+        address = self.address()
+        assert self._starting is not None
+        await asyncio.shield(self._starting)
+        return address
 
-    async def _start(self) -> str:
-        # Answers come as SSE streams, not bare JSON: a long wait_threads gets a ping every 15 s,
-        # so an agent's HTTP client does not give up on it for a read timeout.
-        app = build_server(self._link_for).streamable_http_app(
-            streamable_http_path=PATH, stateless_http=True, json_response=False, host="127.0.0.1"
-        )
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", 0))
-        port = listener.getsockname()[1]
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=STOP_GRACE,
-        )
-        server = _Server(config)
+    async def _start(self, listener: socket.socket) -> None:
+        app: Any = await asyncio.to_thread(importlib.import_module, "sessiond.daemon.mcp_app")
+        server = app.build(self._tools, self._session_of_token, PATH, STOP_GRACE)
         self._server = server
         self._task = asyncio.create_task(server.serve(sockets=[listener]), name="mcp-endpoint")
         async with asyncio.timeout(START_TIMEOUT):
@@ -134,29 +88,51 @@ class McpEndpoint:
                 await asyncio.sleep(0.01)
         long_lived.settle()  # the SDK and the server stay as long as the daemon
         self._task.add_done_callback(self._ended)
-        return f"http://127.0.0.1:{port}{PATH}"
+
+    def _start_ended(self, task: asyncio.Task[None]) -> None:
+        if task is not self._starting or task.cancelled() or task.exception() is None:
+            return  # it started (or a newer start is under way)
+        log.error(
+            "the MCP endpoint at %s did not start (%r); the next session starts it again",
+            self._address,
+            task.exception(),
+        )
+        self._forget()
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         """The server stopped: asked to (close), or it failed; then the next session starts a new one."""
-        if self._server is not None and self._server.should_exit:
-            return
+        if task is not self._task or (self._server is not None and self._server.should_exit):
+            return  # closed as asked, or forgotten already (a new one may be serving)
         error = None if task.cancelled() else task.exception()
-        log.error("the MCP endpoint at %s stopped (%r); the next session starts it again", self._url, error)
-        self._url = self._server = self._task = None
+        log.error(
+            "the MCP endpoint at %s stopped (%r); the next session starts it again", self._address, error
+        )
+        self._forget()
 
-    def _link_for(self, ctx: Context) -> Link:
-        headers = ctx.headers or {}
-        scheme, _, token = (headers.get("authorization") or "").partition(" ")
-        session = self._session_of_token(token.strip()) if scheme.lower() == "bearer" else None
-        if session is None:
-            raise BridgeError(
-                "this request carries no valid sessiond session token (Authorization: Bearer ...); "
-                "use the MCP server exactly as the daemon offered it to the session"
-            )
-        return InProcessLink(self._tools, session)
+    def _forget_if_stopped(self) -> None:
+        # Its server ended (its done callback may not have run yet): a new one for the next session.
+        if self._task is not None and self._task.done() and not self._server.should_exit:
+            self._forget()
+
+    def _forget(self) -> None:
+        # Through the loop's servers when it served: they unregister the socket before closing it
+        # (closed behind the loop's back, its descriptor, reused by the next one, would stay mute).
+        servers = getattr(self._server, "servers", None) or []
+        for server in servers:
+            server.close()
+        if not servers and self._listener is not None:
+            self._listener.close()
+        self._listener = self._address = self._starting = self._server = self._task = None
 
     async def close(self) -> None:
+        starting = self._starting
+        if starting is not None and not starting.done():
+            starting.cancel()
+            with contextlib.suppress(BaseException):
+                await starting
         if self._server is None or self._task is None:
+            if self._listener is not None:
+                self._listener.close()
             return
         self._server.should_exit = True
         with contextlib.suppress(Exception):

@@ -57,8 +57,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("placements", (D + "placements",)),
-    # acp_backend speaks ACP to agent processes; the demo agent is an agent (a program of its own).
-    ("the agent side", (D + "acp_backend", D + "demo_agent")),
+    # agent_spawn starts agent processes, acp_backend speaks ACP to them; the demo agent is an agent
+    # (a program of its own).
+    ("the agent side", (D + "agent_spawn", D + "acp_backend", D + "demo_agent")),
     # What the core keeps: a session's record holds its placement and its agent's process.
     ("records", (D + "records", D + "session_table", D + "runs")),
     (
@@ -66,7 +67,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (D + "insight_feed", D + "around", D + "permissions", D + "merging", D + "agent_host"),
     ),
     ("core", (D + "core",)),
-    ("edges", (D + "server", D + "session_tools", D + "mcp_http")),
+    ("edges", (D + "server", D + "session_tools", D + "mcp_app", D + "mcp_http")),
     ("entry", (D + "serve", D + "__main__")),
     # A stack of its own over the protocol; it reaches the daemon twice, both above it:
     # `sessiond serve` (cli, when run) and the MCP tool table the stdio bridge shares (mcp_tools).

@@ -58,13 +58,13 @@ def module_level_imports(path: Path) -> set[str]:
 
 
 def test_the_daemon_loads_the_mcp_sdk_only_when_it_serves_mcp() -> None:
-    mcp_modules = {"mcp_tools.py", "mcp_http.py"}
+    mcp_modules = {"mcp_tools.py", "mcp_app.py"}
     for path in modules("daemon"):
         rel = path.relative_to(ROOT)
         if rel.name in mcp_modules or "demo_agent" in rel.parts:
             continue
         assert not {i for i in imports_of(path) if i.split(".")[0] in {"mcp", "uvicorn"}}, rel
-        lazy = {"sessiond.daemon.mcp_http", "sessiond.daemon.mcp_tools"}
+        lazy = {"sessiond.daemon.mcp_http", "sessiond.daemon.mcp_app", "sessiond.daemon.mcp_tools"}
         assert not module_level_imports(path) & lazy, rel
 
 
