@@ -151,6 +151,38 @@ def relay_first_answer(home: Path) -> float:
     return elapsed
 
 
+def daemon_first_turn(home: Path) -> float:
+    """A fresh daemon, serving: its first demo turn, from the prompt to the answer (the agent's
+    process started, the ACP SDK and the MCP endpoint brought up on the way)."""
+    from sessiond.client import aconnect
+
+    running = Daemon(home=home).start()
+
+    async def turn() -> float:
+        async with aconnect(running.socket, start=False) as client:
+            session = await (await client.agent("demo")).session(home)
+            started = time.perf_counter()
+            await session.asend("say hello")
+            return time.perf_counter() - started
+
+    try:
+        return asyncio.run(turn())
+    finally:
+        running.stop()
+
+
+def agent_first_turn(home: Path) -> float:
+    """The demo agent alone, spoken to straight over ACP: spawn, initialize, one session's turn."""
+    from bench.direct_acp import direct_agent
+
+    async def turn() -> float:
+        started = time.perf_counter()
+        async with direct_agent("say hello", home, home / "agent-state"):  # its first turn, then yields
+            return time.perf_counter() - started
+
+    return asyncio.run(turn())
+
+
 def _ratio_row(what: str, times: list[float], base: list[float], note: str = "") -> Row:
     median, floor = statistics.median(times), statistics.median(base)
     return (what, f"{median * 1000:.0f} ms", f"{median / floor:.2f}x python -c pass{note}")
@@ -178,9 +210,8 @@ def spawn_rows(rounds: int) -> list[Row]:
         cold = _home()
         daemon_first_answer(cold)
         shutil.rmtree(cold, ignore_errors=True)
-        times: dict[str, list[float]] = {
-            k: [] for k in ("pass", "pygls", "daemon", "relay-cold", "relay", "ls", "status", "send")
-        }
+        kinds = ("pass", "pygls", "daemon", "relay-cold", "relay", "ls", "status", "send", "agent", "turn")
+        times: dict[str, list[float]] = {k: [] for k in kinds}
         for _ in range(rounds):
             times["pass"].append(_wall(pass_cmd, env0))
             times["pygls"].append(_wall(pygls_cmd, env0))
@@ -195,6 +226,12 @@ def spawn_rows(rounds: int) -> list[Row]:
             times["ls"].append(_wall([*cli, *socket_args, "ls"], env))
             times["status"].append(_wall([*cli, *socket_args, "status"], env))
             times["send"].append(_wall([*cli, *socket_args, "send", session, "say done"], env))
+            fresh = _home()
+            times["agent"].append(agent_first_turn(fresh))
+            shutil.rmtree(fresh, ignore_errors=True)
+            fresh = _home()
+            times["turn"].append(daemon_first_turn(fresh))
+            shutil.rmtree(fresh, ignore_errors=True)
     finally:
         running.stop()
         shutil.rmtree(running.home, ignore_errors=True)
@@ -219,6 +256,12 @@ def spawn_rows(rounds: int) -> list[Row]:
         _ratio_row("sessiond ls (daemon running)", times["ls"], times["pass"]),
         _ratio_row("sessiond status (daemon running)", times["status"], times["pass"]),
         _ratio_row("sessiond send, a demo turn (daemon and agent running)", times["send"], times["pass"]),
+        _ratio_row(
+            "the demo agent alone over ACP: spawn → its first turn answered (the baseline)",
+            times["agent"],
+            times["agent"],
+        ),
+        _ratio_row("a fresh daemon's first demo turn: prompt → answer", times["turn"], times["agent"]),
     ]
 
 
