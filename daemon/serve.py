@@ -43,7 +43,7 @@ ON_FIRST_NEED = ("acp", "mcp", "asyncssh", "uvicorn")
 
 
 def _endpoint_maker(tools: SessionTools) -> MakeEndpoint:
-    """How Around makes the daemon's MCP endpoint on first need (the mcp SDK is imported then)."""
+    """How Around makes the daemon's MCP endpoint on first need (its SDK loads as it starts)."""
 
     def make(session_of_token: Callable[[str], str | None]) -> McpEndpoint:
         from sessiond.daemon.mcp_http import McpEndpoint
