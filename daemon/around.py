@@ -172,8 +172,8 @@ class Around:
         return self._endpoint.started_url if self._endpoint is not None else None
 
     def warm_endpoint(self) -> None:
-        """Start the endpoint now (its SDK imported in a thread, in the background): called as an
-        agent that takes http MCP servers starts, so the server is up by the time it connects."""
+        """Start the endpoint now, in the background: called as an agent that takes http MCP
+        servers starts up, so the server is up by the time the agent connects to it."""
         with contextlib.suppress(OSError):  # met again, and said, by mcp_servers
             self.endpoint().address()
 

@@ -387,19 +387,18 @@ class Core:
             self._forget_live(runtime)
             runtime.starts += 1
             self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="starting")
-            # The ACP SDK (on first need) is imported in a thread while the agent's process, started
-            # first, starts up: the two take most of a first turn, and overlap here.
-            backend = asyncio.create_task(asyncio.to_thread(importlib.import_module, ACP_BACKEND))
+            # The agent's process is started first, then the ACP SDK imported (on first need) while
+            # it starts up: the two take most of a first turn, and overlap here. (Not in a thread:
+            # two threads importing packages that share modules can meet half-imported ones.)
             host = self._host(spec.name)
             try:
                 spawned = await spawn_agent(
                     spec.name, spec.command, host.child_environment(spec.env), self._log_path(spec.name)
                 )
             except AgentExited as exc:
-                await backend
                 return self._crashed(runtime, exc)
             try:
-                agent_process: type[AgentProcess] = (await backend).AgentProcess
+                agent_process: type[AgentProcess] = importlib.import_module(ACP_BACKEND).AgentProcess
             except BaseException:
                 spawned.proc.kill()  # nothing will speak to it
                 raise

@@ -1,7 +1,7 @@
 """What the daemon's MCP endpoint serves: the `sessiond` tools (`mcp_tools.build_server`) as a
 streamable-HTTP app under uvicorn, each request acting for the session whose bearer token it
 carries, carried out by `SessionTools` in this process. Imported (the mcp SDK and uvicorn with
-it) off the event loop, in a thread, by `mcp_http` when the endpoint first starts."""
+it) by `mcp_http` when the endpoint first starts."""
 
 from __future__ import annotations
 

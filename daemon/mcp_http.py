@@ -8,9 +8,9 @@ request acting for the session whose token it carries).
 
 Its address costs nothing: the port (127.0.0.1, one the system picks) is bound
 and listening at once, so a session can be offered it straight away; the server
-behind it starts in the background, its SDK (the `mcp` SDK and uvicorn, ~1 s)
-imported in a thread, and an agent that connects meanwhile waits in the
-listening socket's backlog. It stops with the daemon, and starts again (on a
+behind it starts in the background (its SDK, the `mcp` SDK and uvicorn, ~1 s to
+import, loads then, as the agent starts up), and an agent that connects
+meanwhile waits in the listening socket's backlog. It stops with the daemon, and starts again (on a
 new port) for the next session if it stops on its own.
 """
 
@@ -76,7 +76,9 @@ class McpEndpoint:
         return address
 
     async def _start(self, listener: socket.socket) -> None:
-        app: Any = await asyncio.to_thread(importlib.import_module, "sessiond.daemon.mcp_app")
+        await asyncio.sleep(0)  # its caller goes on first (to send the agent its initialize)
+        # Imported here, in the loop: while the agent starts up, not while anything waits on it.
+        app: Any = importlib.import_module("sessiond.daemon.mcp_app")
         server = app.build(self._tools, self._session_of_token, PATH, STOP_GRACE)
         self._server = server
         self._task = asyncio.create_task(server.serve(sockets=[listener]), name="mcp-endpoint")

@@ -407,8 +407,8 @@ def test_the_disconnected_view(workbench: Workbench) -> None:
     wb.wait_status_text(r"open")
     wb.set_setting("sessiond.startDaemon", False)
     # The setting reaches the extension through VS Code's file watcher: until it has, the extension
-    # starts a daemon again after a stop, so stop until it stays down.
-    deadline = time.monotonic() + 60
+    # starts a daemon again after a stop, so stop until it stays down (slow on a busy machine).
+    deadline = time.monotonic() + 180
     while True:
         subprocess.run([str(SESSIOND), "stop"], env=wb.daemon.env, capture_output=True, timeout=60)
         with contextlib.suppress(AssertionError):
@@ -465,6 +465,6 @@ def test_an_interrupted_turn(workbench: Workbench) -> None:
     text = wb.wait_editor_text(mark, timeout=90)
     assert "send it again" in text, text
     # The cut-off turn ended it as failed (not "working", not stale: connected to the new daemon).
-    wb.wait_row("Killed mid-turn", rf"^{killed} · failed$")
+    wb.wait_row("Killed mid-turn", rf"^{killed} · failed( · plan \d+/\d+)?$")  # its plan, if stored
     assert json.loads(wb.cli("status", "--json"))["pid"] != pid
     wb.shot("interrupted")
