@@ -337,7 +337,7 @@ async def test_a_cancelled_wait_leaves_the_slot_it_lent_to_the_agent(real_daemon
         agent = await daemon.agent("single", command=demo.info.command, max_active_turns=1)
         coordinator = await agent.session(work)
         async with daemon.events(kinds=["turn.started"]) as events, asyncio.timeout(60):
-            turn = asyncio.create_task(coordinator.asend("thread hang until cancelled\nwait"))
+            turn = asyncio.create_task(coordinator.asend("thread hang\nwait"))
             started = [event.session async for event in _first(events, 2)]
         # The coordinator's turn, then its thread's, in the slot the waiting turn lent it.
         assert started[0] == coordinator.id
