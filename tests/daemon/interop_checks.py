@@ -1,18 +1,35 @@
-"""Steps every real agent's interop test takes the same way, whatever its model stand-in:
-leave a streaming turn (it must end cancelled soon), and kill the agent mid-turn (only that
-turn fails). The caller first queues a slow reply at its stand-in."""
+"""What every real agent's interop tests share, whatever the agent and its model stand-in:
+a daemon for the module, and two steps: leave a streaming turn (it must end cancelled soon),
+kill the agent mid-turn (only that turn fails). The caller first queues a slow reply."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from events import kind, next_matching
 
+from bench.harness import Daemon
 from sessiond.client import AgentUnavailable, AsyncAgent, AsyncDaemon, AsyncSession
+
+
+def module_daemon(agent: Path | None = None) -> Iterator[Daemon]:
+    """One daemon for a module's tests (each test its own agent: stopping a daemon costs seconds),
+    its stderr printed at the end; fails first when the `agent` npm installs is missing."""
+    if agent is not None and (shutil.which("node") is None or not agent.exists()):
+        pytest.fail(f"{agent} is missing: `./dev test` installs it (npm install --prefix tests/interop)")
+    running = Daemon().start()
+    yield running
+    code = running.stop()
+    print("\n".join(["--- daemon stderr", *running.stderr]))
+    assert code == 0, f"the daemon exited with {code}"
+    shutil.rmtree(running.home, ignore_errors=True)
 
 
 async def leave_mid_stream(client: AsyncDaemon, session: AsyncSession, within: float = 15) -> None:

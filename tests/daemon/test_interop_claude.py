@@ -25,7 +25,7 @@ from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AgentError, AsyncAgent, AsyncDaemon
-from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream
+from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream, module_daemon
 from tests.standins.anthropic import AnthropicStandIn, Reply, Text
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "claude-agent-acp"
@@ -40,13 +40,7 @@ def claude_command() -> list[str]:
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    """One daemon for the module (each test its own agent): stopping one costs seconds."""
-    running = Daemon().start()
-    yield running
-    code = running.stop()
-    print("\n".join(["--- daemon stderr", *running.stderr]))
-    assert code == 0, f"the daemon exited with {code}"
-    shutil.rmtree(running.home, ignore_errors=True)
+    yield from module_daemon()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ config.toml in a CODEX_HOME of the test's own.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from bench.harness import Daemon
 from sessiond.client import AgentError, AsyncDaemon
+from tests.daemon.interop_checks import module_daemon
 from tests.standins.openai_responses import OpenAIResponsesStandIn
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "codex-acp"
@@ -33,13 +33,7 @@ def codex_command() -> list[str]:
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    """One daemon for the module (each test its own agent)."""
-    running = Daemon().start()
-    yield running
-    code = running.stop()
-    print("\n".join(["--- daemon stderr", *running.stderr]))
-    assert code == 0, f"the daemon exited with {code}"
-    shutil.rmtree(running.home, ignore_errors=True)
+    yield from module_daemon()
 
 
 @pytest.fixture(scope="module")

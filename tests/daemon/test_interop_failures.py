@@ -12,7 +12,6 @@ the daemon adds from the failure's words (and the agent's log).
 
 from __future__ import annotations
 
-import shutil
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -22,6 +21,7 @@ import pytest
 
 from bench.harness import Daemon
 from sessiond.client import AgentError, AsyncAgent, AsyncDaemon
+from tests.daemon.interop_checks import module_daemon
 from tests.standins.anthropic import AnthropicStandIn
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "claude-agent-acp"
@@ -30,14 +30,7 @@ BOUND = 30.0  # seconds: generous for 2 shared cores; each failure takes ~2 s he
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    if shutil.which("node") is None or not AGENT.exists():
-        pytest.fail(f"{AGENT} is missing: `./dev test` installs it (npm ci --prefix tests/interop)")
-    running = Daemon().start()
-    yield running
-    code = running.stop()
-    print("\n".join(["--- daemon stderr", *running.stderr]))
-    assert code == 0, f"the daemon exited with {code}"
-    shutil.rmtree(running.home, ignore_errors=True)
+    yield from module_daemon(AGENT)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ session's plan stays empty and its context fill is estimated.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AsyncAgent, AsyncDaemon
-from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream
+from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream, module_daemon
 from tests.daemon.test_interop_claude import eventually
 from tests.standins.gemini import GeminiStandIn, Reply, Text
 
@@ -29,14 +28,7 @@ AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    if shutil.which("node") is None or not AGENT.exists():
-        pytest.fail(f"{AGENT} is missing: `./dev test` installs it (npm ci --prefix tests/interop)")
-    running = Daemon().start()
-    yield running
-    code = running.stop()
-    print("\n".join(["--- daemon stderr", *running.stderr]))
-    assert code == 0, f"the daemon exited with {code}"
-    shutil.rmtree(running.home, ignore_errors=True)
+    yield from module_daemon(AGENT)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pytest
 
 from bench.harness import Daemon
 from sessiond.client import AsyncAgent, AsyncDaemon
-from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream
+from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream, module_daemon
 from tests.daemon.test_interop_claude import eventually
 from tests.standins.anthropic import AnthropicStandIn, Reply, Text
 
@@ -71,14 +70,7 @@ def opencode_env(base_url: str, home: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    if not AGENT.exists():
-        pytest.fail(f"{AGENT} is missing: `./dev test` installs it (npm ci --prefix tests/interop)")
-    running = Daemon().start()
-    yield running
-    code = running.stop()
-    print("\n".join(["--- daemon stderr", *running.stderr]))
-    assert code == 0, f"the daemon exited with {code}"
-    shutil.rmtree(running.home, ignore_errors=True)
+    yield from module_daemon(AGENT)
 
 
 @pytest.fixture(scope="module")
