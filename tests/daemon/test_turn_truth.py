@@ -50,9 +50,11 @@ async def test_a_turn_waiting_for_an_agent_slot_is_queued_and_says_why(
 ) -> None:
     agent = await client.agent("demo", max_active_turns=1)
     a, b = await agent.sessions(2, work)
-    async with client.events(kinds=["turn.started", "session.status"]) as events:
-        first = asyncio.create_task(a.asend("hang"))
-        await next_matching(events, kind("turn.started", a.id))
+    async with client.events(kinds=["turn.chunk", "session.status"]) as events:
+        # Its first words mean it is live at the agent (turn.started comes before it opens there,
+        # and b, still live until then, could take its turn first).
+        first = asyncio.create_task(a.asend("say waiting\nhang"))
+        await next_matching(events, kind("turn.chunk", a.id))
         second = asyncio.create_task(b.asend("say after"))
         status = await next_matching(events, lambda e: e.session == b.id and e.data.get("detail"))
     assert status.data["status"] == "queued"
@@ -73,9 +75,11 @@ async def test_a_turn_waiting_for_a_live_session_slot_is_queued_and_says_why(
     agent = await client.agent("demo", max_live_sessions=1)
     a, b = await agent.sessions(2, work)
     await b.asend("say hello")  # the agent is up; b was live, and gives way to a
-    async with client.events(kinds=["turn.started", "session.status"]) as events:
-        first = asyncio.create_task(a.asend("hang"))
-        await next_matching(events, kind("turn.started", a.id))
+    async with client.events(kinds=["turn.chunk", "session.status"]) as events:
+        # Its first words mean it is live at the agent (turn.started comes before it opens there,
+        # and b, still live until then, could take its turn first).
+        first = asyncio.create_task(a.asend("say waiting\nhang"))
+        await next_matching(events, kind("turn.chunk", a.id))
         second = asyncio.create_task(b.asend("say after"))
         status = await next_matching(events, lambda e: e.session == b.id and e.data.get("detail"))
     assert status.data["status"] == "queued"

@@ -164,4 +164,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if isinstance(wb, Workbench):
             with contextlib.suppress(Exception):
                 wb.shot(f"FAILED-{item.name}")
+            with contextlib.suppress(Exception):
+                report.sections.append(("what the workbench showed", wb.seen()))
     return report

@@ -326,7 +326,7 @@ def test_merge_a_worktree_session_from_its_row(workbench: Workbench) -> None:
     wb.cli("send", ahead, "write OTHER.md ahead")
     session_row = wb.wait_row(NOTES, rf"^{sid} · idle")
 
-    wb.context_menu(NOTES, "Merge Session…", row=session_row)
+    wb.context_menu(NOTES, "Merge Session…", row=session_row, then=wb.quick_pick_locator("a merge commit"))
     wb.pick("merge")
     wb.answer("gate", "echo the gate says no; exit 3")
     wb.quick_pick_row("Hand a failure back to the session")  # options, none checked

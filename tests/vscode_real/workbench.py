@@ -123,6 +123,39 @@ class Workbench:
         self.page.screenshot(path=str(path))
         return path
 
+    def seen(self) -> str:
+        """What a person would see besides the tree, in words: for a failed test's report (a CI
+        machine's screenshots are not at hand, its output is)."""
+        page = self.page
+        parts: list[str] = []
+        for name, selector in (
+            ("status bar", STATUS),
+            ("quick input", ".quick-input-widget"),
+            ("context menu", ".monaco-menu"),
+            ("notifications", ".notification-toast"),
+            ("hover", ".monaco-hover"),
+            ("active tab", ".tabs-container .tab.active"),
+            ("dialog", ".monaco-dialog-box"),
+        ):
+            with contextlib.suppress(Exception):
+                shown = [
+                    " ".join(el.inner_text(timeout=1000).split())
+                    for el in page.locator(selector).all()
+                    if el.is_visible()
+                ]
+                parts.append(f"{name}: {' | '.join(shown) if shown else '(none showing)'}")
+        with contextlib.suppress(Exception):
+            focus = page.evaluate("document.activeElement && document.activeElement.outerHTML.slice(0, 200)")
+            parts.append(f"focus: {focus}")
+        logs = sorted(
+            (self.base / "user-data" / "logs").rglob("sessiond.log"), key=lambda f: f.stat().st_mtime
+        )
+        if logs:
+            parts.append(
+                "the extension's log, its end:\n" + "\n".join(logs[-1].read_text().splitlines()[-25:])
+            )
+        return "\n".join(parts)
+
     def status_text(self) -> str:
         return " ".join(self.page.locator(STATUS).inner_text().split())
 
@@ -158,14 +191,33 @@ class Workbench:
         raise AssertionError(f"row {label!r} described as {text!r}, not /{pattern}/, for {timeout} s")
 
     def run_command(self, title: str) -> None:
-        """Run a command from the palette by its title ("sessiond: Restart the Daemon")."""
+        """Run a command from the palette by its title ("sessiond: Restart the Daemon"). A palette
+        that closes as it opens (a busy machine moving focus) is opened again, as a person would."""
         page = self.page
-        page.keyboard.press("F1")
         box = page.locator(".quick-input-widget input")
-        box.wait_for(state="visible")
-        box.fill(">" + title)
-        page.locator(".quick-input-list .monaco-list-row", has_text=title).first.wait_for(timeout=10_000)
-        page.keyboard.press("Enter")
+        for attempt in range(3):
+            self.dismiss()
+            page.keyboard.press("F1")
+            try:
+                box.wait_for(state="visible", timeout=15_000)
+                box.fill(">" + title, timeout=10_000)
+                page.locator(".quick-input-list .monaco-list-row", has_text=title).first.wait_for(
+                    timeout=10_000
+                )
+            except Exception:
+                if attempt == 2:
+                    raise
+                continue
+            page.keyboard.press("Enter")
+            return
+
+    def dismiss(self) -> None:
+        """Close what a failed or slow step left open over the workbench: a quick pick, a menu."""
+        page = self.page
+        for selector in (".quick-input-widget", ".monaco-menu"):
+            with contextlib.suppress(Exception):
+                if page.locator(selector).first.is_visible():
+                    page.keyboard.press("Escape")
 
     def editor_text(self) -> str:
         """The visible lines of the active editor (monaco draws spaces as no-break spaces)."""
@@ -180,8 +232,7 @@ class Workbench:
     def open(self) -> None:
         """The workbench loaded and the Sessions view showing (so a test may also run on its own)."""
         page = self.page
-        if page.locator(".quick-input-widget").is_visible():
-            page.keyboard.press("Escape")  # a quick pick a failed test left open
+        self.dismiss()  # what a failed test left open
         if not page.url.startswith("http"):
             page.goto(self.url)  # type: ignore[attr-defined]
             page.wait_for_selector(".monaco-workbench .part.statusbar", timeout=120_000)
@@ -210,9 +261,14 @@ class Workbench:
             time.sleep(0.2)
         raise AssertionError(f"rows {label!r} described as {seen!r}, none /{pattern}/, for {timeout} s")
 
+    def quick_pick_locator(self, text: str) -> Any:
+        return self.page.locator(
+            ".quick-input-widget .quick-input-list .monaco-list-row", has_text=text
+        ).first
+
     def quick_pick_row(self, text: str) -> Any:
-        row = self.page.locator(".quick-input-widget .quick-input-list .monaco-list-row", has_text=text).first
-        row.wait_for(timeout=15_000)
+        row = self.quick_pick_locator(text)
+        row.wait_for(timeout=30_000)
         return row
 
     def pick(self, text: str) -> None:
@@ -234,9 +290,21 @@ class Workbench:
         box.fill(text)
         self.page.keyboard.press("Enter")
 
-    def context_menu(self, label: str, item: str, row: Any = None) -> None:
-        (row or self.row(label)).click(button="right")
-        self.page.locator(".monaco-menu .action-item", has_text=item).first.click()
+    def context_menu(self, label: str, item: str, row: Any = None, then: Any = None) -> None:
+        """Right-click the row, choose `item`; with `then` (a locator), wait for what the item opens,
+        and ask once more if it did not come (a menu that closed under a refreshing tree)."""
+        for attempt in range(2):
+            self.dismiss()
+            (row or self.row(label)).click(button="right")
+            self.page.locator(".monaco-menu .action-item", has_text=item).first.click()
+            if then is None:
+                return
+            try:
+                then.wait_for(timeout=30_000)
+                return
+            except Exception:
+                if attempt:
+                    raise
 
     def set_setting(self, key: str, value: Any) -> None:
         """Change a user setting in settings.json (VS Code reads the file again on its own)."""
