@@ -735,12 +735,17 @@ class AgentProcess:
             what="session/set_mode",
         )
 
-    async def set_config_option(self, session_id: str, config_id: str, value: str | bool) -> None:
-        await self._call(
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: str | bool
+    ) -> list[dict[str, Any]]:
+        """Set one config option; every option as the agent says they are now."""
+        response = await self._call(
             self._conn.set_config_option(config_id=config_id, session_id=session_id, value=value),
             timeout=30,
             what="session/set_config_option",
         )
+        options = getattr(response, "config_options", None) or []
+        return [option.model_dump(mode="json", by_alias=True, exclude_none=True) for option in options]
 
     async def prompt(self, session_id: str, text: str) -> PromptOutcome:
         log_start = _size(self.log_path)
@@ -815,7 +820,10 @@ def _setup(response: Any) -> SessionSetup:
         return setup
     modes = getattr(response, "modes", None)
     if modes is not None:
-        setup.modes = [mode.id for mode in modes.available_modes]
+        setup.modes = [
+            mode.model_dump(mode="json", by_alias=True, exclude_none=True) for mode in modes.available_modes
+        ]
+        setup.mode = modes.current_mode_id
     for option in getattr(response, "config_options", None) or []:
         setup.config[option.id] = option.model_dump(mode="json", by_alias=True, exclude_none=True)
     return setup

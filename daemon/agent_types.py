@@ -54,9 +54,11 @@ class TerminalResult:
 
 @dataclass(slots=True)
 class SessionSetup:
-    """What the agent said about a session it opened: modes and config options."""
+    """What the agent said about a session it opened: its modes (ACP SessionMode objects) and
+    current mode, and its config options (ACP SessionConfigOption objects, by id)."""
 
-    modes: list[str] = field(default_factory=list)
+    modes: list[dict[str, Any]] = field(default_factory=list)
+    mode: str | None = None
     config: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 

@@ -32,6 +32,7 @@ from sessiond.daemon.agent_spawn import spawn_agent
 from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, SessionSetup
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.around import Around
+from sessiond.daemon.controls import Offer, offer_of, value_problem
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.insight import ending_lines, recap_of
 from sessiond.daemon.insight_feed import InsightFeed
@@ -45,7 +46,14 @@ from sessiond.daemon.placements import (
 )
 from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.prompt_limit import check_prompt_size
-from sessiond.daemon.records import AgentRuntime, SessionRecord, SessionRuntime, Turn
+from sessiond.daemon.records import (
+    INSERT_SESSIONS,
+    SAVE_SESSION,
+    AgentRuntime,
+    SessionRecord,
+    SessionRuntime,
+    Turn,
+)
 from sessiond.daemon.session_table import LazyIndex, SessionTable
 from sessiond.daemon.states import Outcome, derive_status
 from sessiond.protocol import models as m
@@ -579,7 +587,7 @@ class Core:
             await self._wait(
                 self.store.write(
                     st.executemany(
-                        "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        INSERT_SESSIONS,
                         [r.row() for r in created],
                     )
                 )
@@ -744,7 +752,7 @@ class Core:
         await self._wait(
             self.store.write(
                 st.execute(
-                    "INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    SAVE_SESSION,
                     closing.row(),
                 )
             )
@@ -777,9 +785,7 @@ class Core:
 
     def _save_session(self, session: SessionRecord) -> None:
         self.store.write(
-            st.execute(
-                "INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", session.row()
-            ),
+            st.execute(SAVE_SESSION, session.row()),
             wait=False,
         )
 
@@ -814,6 +820,87 @@ class Core:
         )
         self._save_session(session)
         self.feed.status_moved(session, old)
+
+    # ================================================================ a session's controls
+
+    def _open_for_controls(self, session_id: str) -> SessionRecord:
+        session = self.get_session(session_id)
+        if session.closed:
+            raise RpcError(
+                ErrorCode.SESSION_CLOSED,
+                f"session {session.id!r} is closed; its mode and options no longer apply",
+            )
+        return session
+
+    def _live_at_agent(self, session: SessionRecord) -> tuple[AgentProcess, str] | None:
+        """The agent's process and its id for the session, while the agent holds it open."""
+        agent = self.agents.get(session.agent)
+        process = agent.process if agent is not None else None
+        if process is None or session.agent_session_id is None or session.id not in agent.live:  # type: ignore[union-attr]
+            return None
+        return process, session.agent_session_id
+
+    async def set_mode(self, params: m.SessionSetModeParams) -> m.SessionControls:
+        """Choose a session's mode: kept with it, and said to the agent now if it holds it open."""
+        session = self._open_for_controls(params.session)
+        offered = self.feed.controls(session)
+        ids = [mode.id for mode in offered.modes]
+        if offered.source != "none" and params.mode not in ids:
+            said = f"offers the modes {', '.join(ids)}" if ids else "offers no modes"
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"agent {session.agent!r} {said} for session {session.id}, not {params.mode!r}",
+                {"modes": ids},
+            )
+        live = self._live_at_agent(session)
+        if live is not None:
+            process, agent_session_id = live
+            try:
+                await process.set_mode(agent_session_id, params.mode)
+            except AgentRequestFailed as exc:
+                raise RpcError(
+                    ErrorCode.AGENT_ERROR, f"agent {session.agent!r} refused the mode: {exc}"
+                ) from None
+            if session.offer is not None:
+                session.offer.mode = params.mode
+        session.chosen().mode = params.mode
+        await self._wait(self.store.write(st.execute(SAVE_SESSION, session.row())))
+        self.feed.controls_changed(session)
+        return self.feed.controls(session)
+
+    async def set_config_option(self, params: m.SessionSetConfigParams) -> m.SessionControls:
+        """Set one of a session's config options: kept with it, said to the agent now if live."""
+        session = self._open_for_controls(params.session)
+        offered = self.feed.controls(session)
+        ids = [str(option.get("id")) for option in offered.config_options]
+        if offered.source != "none":
+            option = next((o for o in offered.config_options if o.get("id") == params.config_id), None)
+            if option is None:
+                said = f"offers the options {', '.join(ids)}" if ids else "offers no config options"
+                raise RpcError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"agent {session.agent!r} {said} for session {session.id}, not {params.config_id!r}",
+                    {"options": ids},
+                )
+            problem = value_problem(option, params.value)
+            if problem is not None:
+                raise RpcError(ErrorCode.INVALID_PARAMS, f"option {params.config_id!r}: {problem}")
+        live = self._live_at_agent(session)
+        if live is not None:
+            process, agent_session_id = live
+            try:
+                options = await process.set_config_option(agent_session_id, params.config_id, params.value)
+            except AgentRequestFailed as exc:
+                raise RpcError(
+                    ErrorCode.AGENT_ERROR, f"agent {session.agent!r} refused the option: {exc}"
+                ) from None
+            if session.offer is not None:
+                session.offer.take_options(options)
+                session.offer.set_value(params.config_id, params.value)
+        session.chosen().config[params.config_id] = params.value
+        await self._wait(self.store.write(st.execute(SAVE_SESSION, session.row())))
+        self.feed.controls_changed(session)
+        return self.feed.controls(session)
 
     # ================================================================ turns
 
@@ -1067,15 +1154,18 @@ class Core:
                 )
                 session.agent_session_id = agent_session_id
                 await self._apply_options(
-                    agent, process, agent_session_id, setup, side=session.kind == "side"
+                    agent, process, session, agent_session_id, setup, side=session.kind == "side"
                 )
-            elif not await self._restore_at_agent(agent, process, session, mcp):
+            elif (restored := await self._restore_at_agent(agent, process, session, mcp)) is not None:
+                # The agent kept its own settings: only what was chosen for the session is said again.
+                await self._apply_choices(agent, process, session, session.agent_session_id, restored)
+            else:
                 # The agent cannot restore it: start afresh and say so.
                 old = session.agent_session_id
                 agent_session_id, setup = await process.new_session(rt.placement.root, mcp)
                 self.by_agent_session.pop((agent.name, old), None)
                 session.agent_session_id = agent_session_id
-                await self._apply_options(agent, process, agent_session_id, setup)
+                await self._apply_options(agent, process, session, agent_session_id, setup)
             self.by_agent_session[(agent.name, session.agent_session_id)] = session
             agent.live[session.id] = None
             session.live = True
@@ -1084,9 +1174,10 @@ class Core:
 
     async def _restore_at_agent(
         self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, mcp: list[Any]
-    ) -> bool:
-        """session/resume, else session/load, of a session the agent no longer holds live; False,
-        with the running turn's notice saying why, when it cannot (a new conversation follows)."""
+    ) -> SessionSetup | None:
+        """session/resume, else session/load, of a session the agent no longer holds live: what the
+        agent says of it; None, with the running turn's notice saying why, when it cannot (a new
+        conversation follows)."""
         rt = session.runtime
         assert rt is not None
         assert session.agent_session_id is not None
@@ -1098,10 +1189,8 @@ class Core:
             rt.loading = not caps.resume
             try:
                 if caps.resume:
-                    await process.resume_session(session.agent_session_id, rt.placement.root, mcp)
-                else:
-                    await process.load_session(session.agent_session_id, rt.placement.root, mcp)
-                return True
+                    return await process.resume_session(session.agent_session_id, rt.placement.root, mcp)
+                return await process.load_session(session.agent_session_id, rt.placement.root, mcp)
             except AgentRequestFailed as exc:
                 # E.g. an agent killed before it saved the conversation: it has nothing to load.
                 why = f"its {method} failed: {exc}"
@@ -1112,7 +1201,7 @@ class Core:
                 f"agent {agent.name!r} could not restore the session ({why}): "
                 f"this turn started a new conversation without the earlier history"
             )
-        return False
+        return None
 
     async def _open_at_agent(
         self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, cwd: str, mcp: list[Any]
@@ -1132,14 +1221,19 @@ class Core:
         self,
         agent: AgentRuntime,
         process: AgentProcess,
+        session: SessionRecord,
         agent_session_id: str,
         setup: SessionSetup,
         *,
         side: bool = False,
     ) -> None:
+        """The agent's own mode and config options on a session it opened, then what was chosen for
+        the session (which wins)."""
         options = agent.spec.options
+        offer = offer_of(setup)
         if options.mode is not None:
             await process.set_mode(agent_session_id, options.mode)
+            offer.mode = options.mode
         config: dict[str, str | bool] = dict(options.config)
         model = options.side_model if side and options.side_model else options.model
         if model is not None:
@@ -1152,7 +1246,51 @@ class Core:
                 )
             config[model_option] = model
         for config_id, value in config.items():
-            await process.set_config_option(agent_session_id, config_id, value)
+            offer.take_options(await process.set_config_option(agent_session_id, config_id, value))
+        agent.offer = offer.copy()  # what a new session of the agent starts with, shown for lazy ones
+        await self._apply_choices(agent, process, session, agent_session_id, offer)
+
+    async def _apply_choices(
+        self,
+        agent: AgentRuntime,
+        process: AgentProcess,
+        session: SessionRecord,
+        agent_session_id: str,
+        said: SessionSetup | Offer,
+    ) -> None:
+        """Say what was chosen for the session (session/setMode, setConfigOption) where the agent's
+        settings differ, and keep what the agent offers it now."""
+        offer = said if isinstance(said, Offer) else offer_of(said)
+        chosen = session.choices
+        if chosen is not None and chosen.mode is not None and chosen.mode != offer.mode:
+            try:
+                await process.set_mode(agent_session_id, chosen.mode)
+            except AgentRequestFailed as exc:
+                raise AgentRequestFailed(
+                    f"the mode {chosen.mode!r} chosen for session {session.id} was refused ({exc}); "
+                    f"choose another with session/setMode (`sessiond mode {session.id}` lists them)",
+                    exc.code,
+                    exc.data,
+                ) from None
+            offer.mode = chosen.mode
+        for config_id, value in (chosen.config if chosen is not None else {}).items():
+            current = offer.option(config_id)
+            if current is not None and current.get("currentValue") == value:
+                continue
+            try:
+                offer.take_options(await process.set_config_option(agent_session_id, config_id, value))
+            except AgentRequestFailed as exc:
+                raise AgentRequestFailed(
+                    f"the option {config_id}={value!r} chosen for session {session.id} was refused "
+                    f"({exc}); change it with session/setConfigOption (`sessiond option {session.id}` "
+                    f"lists them)",
+                    exc.code,
+                    exc.data,
+                ) from None
+            offer.set_value(config_id, value)
+        offer.commands = offer.commands or (session.offer.commands if session.offer else [])
+        session.offer = offer
+        self.feed.controls_changed(session)
 
     @staticmethod
     def _can_evict(process: AgentProcess) -> bool:

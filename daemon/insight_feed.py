@@ -21,8 +21,10 @@ from typing import Any, Protocol
 
 import msgpack
 
+from sessiond.daemon import store as st
 from sessiond.daemon.attribution import Attribution
 from sessiond.daemon.changes import ChangeTracker
+from sessiond.daemon.controls import UPDATE_KINDS, Choices, Offer, controls_info
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.insight import (
     TRANSCRIPT_KINDS,
@@ -33,7 +35,7 @@ from sessiond.daemon.insight import (
 )
 from sessiond.daemon.placements.collisions import Collisions
 from sessiond.daemon.placements.worktree import WorktreePlacement
-from sessiond.daemon.records import AgentRuntime, SessionRecord, SessionRuntime
+from sessiond.daemon.records import SAVE_SESSION, AgentRuntime, SessionRecord, SessionRuntime
 from sessiond.daemon.session_table import SessionTable
 from sessiond.daemon.store import Store
 from sessiond.daemon.throttle import Throttle
@@ -172,7 +174,40 @@ class InsightFeed:
             self.state(session, EventKind.SESSION_ATTENTION)
             self.fleet_soon()
 
+    def controls(self, session: SessionRecord) -> m.SessionControls:
+        """What the session's agent offers it and what was chosen: as the agent said for this session,
+        else as it offered its last one, else nothing yet."""
+        choices = session.choices or Choices()
+        if session.offer is not None:
+            return controls_info(session.offer, "session", choices)
+        agent = self.core.agents.get(session.agent)
+        if agent is not None and agent.offer is not None:
+            return controls_info(agent.offer, "agent", choices)
+        return controls_info(None, "none", choices)
+
+    def controls_changed(self, session: SessionRecord) -> None:
+        self.events.emit(
+            EventKind.SESSION_CONTROLS,
+            agent=session.agent,
+            session=session.id,
+            controls=self.controls(session).wire(),
+        )
+
     def on_update(self, session: SessionRecord, kind: str, payload: dict[str, Any]) -> None:
+        if kind in UPDATE_KINDS:
+            # Also outside turns and while history is replayed: the agent may say these any time.
+            offer = session.offer if session.offer is not None else Offer()
+            if offer.update(kind, payload):
+                session.offer = offer
+                if session.choices is not None and session.choices.follow(offer):
+                    # The agent changed what was chosen (left plan mode, say): a restore keeps that.
+                    self.store.write(st.execute(SAVE_SESSION, session.row()), wait=False)
+                agent = self.core.agents.get(session.agent)
+                if agent is not None and kind == "available_commands_update":
+                    agent.offer = agent.offer or Offer()
+                    agent.offer.commands = list(offer.commands)
+                self.controls_changed(session)
+            return
         rt = session.runtime
         if rt is None or rt.loading:
             return  # nothing running, or history replayed by session/load: not this turn's

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sessiond.daemon.changes import ChangeTracker
+from sessiond.daemon.controls import Choices, Offer
 from sessiond.daemon.insight import Insight
 from sessiond.daemon.placements import Placement
 from sessiond.daemon.states import Outcome
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
     from sessiond.daemon.acp_backend import AgentProcess
 
 log = logging.getLogger("sessiond.core")
+
+# A session's stored row, in the sessions table's column order (row() below).
+SESSION_COLUMNS = 19
+INSERT_SESSIONS = f"INSERT INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
+SAVE_SESSION = f"INSERT OR REPLACE INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 
 
 @dataclass(slots=True)
@@ -57,10 +63,18 @@ class SessionRecord:
     insight: Insight | None = None
     flags: tuple[Attention, ...] = ()  # its attention flags as last worked out (the fleet counts them)
     status_detail: str | None = None  # why it is queued: the limit its turn waits on
+    choices: Choices | None = None  # the mode and config a person chose for it (stored)
+    offer: Offer | None = None  # what its agent offers it, as the agent last said (not stored)
 
     @property
     def closed(self) -> bool:
         return self.status is SessionStatus.CLOSED
+
+    def chosen(self) -> Choices:
+        """Its choices, made on first need (most sessions never have any)."""
+        if self.choices is None:
+            self.choices = Choices()
+        return self.choices
 
     def row(self) -> tuple[Any, ...]:
         return (
@@ -82,6 +96,7 @@ class SessionRecord:
             self.placement_options,
             self.kind,
             self.parent,
+            self.choices.dumps() if self.choices else None,
         )
 
 
@@ -161,6 +176,7 @@ class AgentRuntime:
     takes_http_mcp: bool = False  # as its last process said (ACP mcpCapabilities.http)
     active_turns: int = 0
     open_sessions: int = 0
+    offer: Offer | None = None  # what it offered the last session it opened (shown for the others)
 
     @property
     def name(self) -> str:

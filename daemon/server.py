@@ -684,6 +684,15 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
     async def session_transcript(p: m.TranscriptParams) -> m.Transcript:
         return await core.feed.transcript(p)
 
+    async def session_controls(p: m.SessionRef) -> m.SessionControls:
+        return core.feed.controls(core.get_session(p.session))
+
+    async def session_set_mode(p: m.SessionSetModeParams) -> m.SessionControls:
+        return await core.set_mode(p)
+
+    async def session_set_config(p: m.SessionSetConfigParams) -> m.SessionControls:
+        return await core.set_config_option(p)
+
     async def fleet_summary(p: m.Empty) -> m.Fleet:
         return core.feed.fleet()
 
@@ -786,6 +795,9 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
         names.SESSION_CANCEL: session_cancel,
         names.SESSION_CLOSE: session_close,
         names.SESSION_TRANSCRIPT: session_transcript,
+        names.SESSION_CONTROLS: session_controls,
+        names.SESSION_SET_MODE: session_set_mode,
+        names.SESSION_SET_CONFIG: session_set_config,
         names.FLEET_SUMMARY: fleet_summary,
         names.PERMISSION_ANSWER: permission_answer,
         names.SESSION_SIDE: session_side,

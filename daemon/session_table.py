@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, ValuesView
 from typing import Any
 
 from sessiond.daemon import store as st
+from sessiond.daemon.controls import Choices
 from sessiond.daemon.records import SessionRecord
 from sessiond.daemon.states import outcome_of
 from sessiond.protocol.models import SessionStatus
@@ -43,6 +44,7 @@ def record_of(row: Any) -> SessionRecord:
         placement_options=row["placement_options"],
         kind=row["kind"],
         parent=row["parent"],
+        choices=Choices.loads(row["choices"]) if row["choices"] else None,
         last_outcome=outcome_of(status),
     )
 

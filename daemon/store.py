@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     run TEXT,
     placement_options TEXT,
     kind TEXT NOT NULL DEFAULT 'main',
-    parent TEXT
+    parent TEXT,
+    choices TEXT
 );
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
@@ -280,6 +281,7 @@ class Store:
                 ("placement_options", "TEXT"),
                 ("kind", "TEXT NOT NULL DEFAULT 'main'"),
                 ("parent", "TEXT"),
+                ("choices", "TEXT"),
             ]
         }
         for table, columns in added.items():

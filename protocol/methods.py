@@ -51,6 +51,9 @@ SESSION_PROMPT = "session/prompt"
 SESSION_CANCEL = "session/cancel"
 SESSION_CLOSE = "session/close"
 SESSION_TRANSCRIPT = "session/transcript"
+SESSION_CONTROLS = "session/controls"
+SESSION_SET_MODE = "session/setMode"
+SESSION_SET_CONFIG = "session/setConfigOption"
 FLEET_SUMMARY = "fleet/summary"
 SESSION_SIDE = "session/side"
 SESSION_TREE = "session/tree"
@@ -119,6 +122,24 @@ _METHODS = [
         m.TranscriptParams,
         m.Transcript,
         "Lines of a session's transcript: its tail, or any range of the whole of it.",
+    ),
+    Method(
+        SESSION_CONTROLS,
+        m.SessionRef,
+        m.SessionControls,
+        "What the session's agent lets a person change (modes, config options) and its slash commands.",
+    ),
+    Method(
+        SESSION_SET_MODE,
+        m.SessionSetModeParams,
+        m.SessionControls,
+        "Choose the session's mode: at the agent now if the session is live there, else when it opens.",
+    ),
+    Method(
+        SESSION_SET_CONFIG,
+        m.SessionSetConfigParams,
+        m.SessionControls,
+        "Set one of the session's config options (the model, say): now if live, else when it opens.",
     ),
     Method(FLEET_SUMMARY, m.Empty, m.Fleet, "Every session at a glance: counts, cost, attention."),
     Method(

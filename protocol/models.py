@@ -468,6 +468,78 @@ class SessionOpenResult(Result):
     sessions: list[SessionInfo]
 
 
+# ---------------------------------------------------------------- a session's controls
+
+
+ControlsSource = Literal["session", "agent", "none"]
+
+
+class ModeInfo(Result):
+    id: str
+    name: str
+    description: str | None = None
+
+
+class AgentCommand(Result):
+    """One of the agent's own slash commands (a prompt that starts `/name`)."""
+
+    name: str
+    description: str = ""
+    hint: str | None = Field(None, description="What to type after the command, if it takes input.")
+
+
+class ChosenControls(Result):
+    mode: str | None = None
+    config: dict[str, str | bool] = Field(default_factory=dict)
+
+
+class SessionControls(Result):
+    """What a session's agent lets a person change (modes, config options such as the model) and
+    its slash commands; with what was chosen for the session, kept and applied when it opens."""
+
+    source: ControlsSource = Field(
+        description="Where the offer comes from: `session`, as the agent said for this session (it is "
+        "live or was); `agent`, as the agent offered its last session (this one has not opened at the "
+        "agent yet, and the choices are laid over it); `none`, the agent has not said (it never ran)."
+    )
+    modes: list[ModeInfo] = Field(default_factory=list)
+    mode: str | None = Field(None, description="The current mode (or the one chosen, until it opens).")
+    config_options: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="ACP SessionConfigOption objects as the agent sent them (id, name, category, type, "
+        "currentValue, options).",
+    )
+    commands: list[AgentCommand] = Field(default_factory=list)
+    chosen: ChosenControls = Field(
+        default_factory=ChosenControls,
+        description="What was chosen for this session (session/setMode, session/setConfigOption).",
+    )
+
+
+def config_values(option: dict[str, Any]) -> list[str]:
+    """The values a select config option (ACP SessionConfigOption) takes, its groups opened."""
+    values: list[str] = []
+    for entry in option.get("options") or []:
+        if isinstance(entry, dict) and "value" in entry:
+            values.append(str(entry["value"]))
+        elif isinstance(entry, dict):
+            values += [
+                str(o["value"]) for o in entry.get("options") or [] if isinstance(o, dict) and "value" in o
+            ]
+    return values
+
+
+class SessionSetModeParams(Params):
+    session: SessionId
+    mode: str = Field(min_length=1, description="One of the session's `modes` (session/controls).")
+
+
+class SessionSetConfigParams(Params):
+    session: SessionId
+    config_id: str = Field(min_length=1, description="The `id` of one of the session's `configOptions`.")
+    value: str | bool
+
+
 class SessionPage(Result):
     sessions: list[SessionInfo]
     total: int = Field(description="Sessions matching the filters, on every page.")
@@ -787,6 +859,7 @@ class EventKind(StrEnum):
     SESSION_USAGE = "session.usage"
     SESSION_CHANGES = "session.changes"
     SESSION_ATTENTION = "session.attention"
+    SESSION_CONTROLS = "session.controls"
     FLEET = "fleet.summary"
     MERGE_STEP = "merge.step"
     TASK = "task.changed"

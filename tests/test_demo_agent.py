@@ -51,6 +51,7 @@ from sessiond.daemon.demo_agent.script import (
     SetPlan,
     ShowHistory,
     ShowModel,
+    SwitchMode,
     Sleep,
     StartThread,
     SuggestTask,
@@ -103,6 +104,7 @@ def actions(text: str) -> list[Any]:
         ("stderr 200000", WriteStderr(200000)),
         ("history", ShowHistory()),
         ("model", ShowModel()),
+        ("mode plan", SwitchMode("plan")),
         (r"echo a\nb  ", Echo(r"a\nb  ")),
         (
             "suggest Fix the flaky test | make tests pass | it failed twice",
@@ -125,8 +127,8 @@ def test_each_command_parses(line: str, expected: Any) -> None:
 def test_every_command_has_a_parser_test() -> None:
     assert set(COMMANDS) == {
         "say", "think", "plan", "progress", "write", "append", "edit", "read", "run", "usage",
-        "tokens", "ask", "sleep", "hang", "fail", "crash", "stderr", "history", "model", "echo",
-        "suggest", "thread", "wait", "mcp",
+        "tokens", "ask", "sleep", "hang", "fail", "crash", "stderr", "history", "model", "mode",
+        "echo", "suggest", "thread", "wait", "mcp",
     }  # fmt: skip
 
 
@@ -192,6 +194,8 @@ def test_unknown_command_names_the_line_and_lists_commands() -> None:
         ("sleep inf", "SECONDS must be a finite number"),
         ("hang on", "hang takes no arguments"),
         ("history please", "history takes no arguments"),
+        ("mode fast", "mode takes one of default, plan, not 'fast'"),
+        ("mode", "expected mode NAME"),
         ("crash 256", "CODE must be at most 255"),
         ("stderr lots", "N must be a whole number"),
         ("suggest only a title", "expected suggest TITLE | PROMPT"),

@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "changes",
                     "attribution",
                     "insight",
+                    "controls",
                     "wire",
                     "gate",
                     "child_env",

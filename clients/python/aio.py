@@ -56,6 +56,7 @@ from sessiond.protocol.models import (
     RunInfo,
     RunList,
     RunOutcome,
+    SessionControls,
     SessionInfo,
     SessionOpenResult,
     SessionPage,
@@ -1264,6 +1265,23 @@ class AsyncSession:
         or ``limit`` lines from line ``offset`` of the whole of it."""
         return await self._daemon._call(
             m.SESSION_TRANSCRIPT, Transcript, session=self.id, offset=offset, limit=limit
+        )
+
+    async def acontrols(self) -> SessionControls:
+        """What the session's agent lets you change (modes, config options such as the model),
+        its slash commands, and what was chosen for this session."""
+        return await self._daemon._call(m.SESSION_CONTROLS, SessionControls, session=self.id)
+
+    async def aset_mode(self, mode: str) -> SessionControls:
+        """Choose the session's mode (one of ``controls().modes``): said to the agent now if the
+        session is open there, else when it opens; kept with the session either way."""
+        return await self._daemon._call(m.SESSION_SET_MODE, SessionControls, session=self.id, mode=mode)
+
+    async def aset_option(self, config_id: str, value: str | bool) -> SessionControls:
+        """Set one of the session's config options (``controls().config_options``, e.g. the model):
+        now if the session is open at its agent, else when it opens; kept with the session."""
+        return await self._daemon._call(
+            m.SESSION_SET_CONFIG, SessionControls, session=self.id, config_id=config_id, value=value
         )
 
     async def aside(self, question: str | None = None, *, writable: bool = False) -> AsyncSideChat:

@@ -34,10 +34,13 @@ from sessiond.client.errors import (
     sentence,
 )
 from sessiond.client.wording import (
+    controls_source,
     duration,
     fleet_line,
     merge_outcome,
+    mode_lines,
     money,
+    option_lines,
     serial_sentence,
     short,
     show_lines,
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
         AgentInfo,
         Event,
         RunInfo,
+        SessionControls,
         SessionInfo,
         TaskInfo,
         TreeNode,
@@ -297,6 +301,58 @@ def cmd_show(args: argparse.Namespace) -> int:
         return EXIT_OK
     for line in show_lines(info, transcript):
         _line(sys.stdout, line)
+    return EXIT_OK
+
+
+def _show_controls(controls: SessionControls, info: SessionInfo, lines: list[str], empty: str) -> None:
+    for line in lines or ([empty] if controls.source != "none" else []):
+        _line(sys.stdout, line)
+    source = controls_source(controls, info.id, info.agent)
+    if source is not None:
+        _line(sys.stdout, f"({source})")
+
+
+def _applied(info: SessionInfo) -> str:
+    return "said to the agent now" if info.live else "said to the agent when the session opens there"
+
+
+def cmd_mode(args: argparse.Namespace) -> int:
+    with _daemon(args) as daemon:
+        session = daemon.session(args.session)
+        controls = session.set_mode(args.mode) if args.mode else session.controls()
+        info = session.info
+    if args.json:
+        _emit_json([controls])
+    elif args.mode:
+        _line(sys.stdout, f"{info.id}: mode {args.mode} ({_applied(info)})")
+    else:
+        _show_controls(controls, info, mode_lines(controls), f"agent {info.agent} offers no modes")
+    return EXIT_OK
+
+
+def cmd_option(args: argparse.Namespace) -> int:
+    if (args.config_id is None) != (args.value is None):
+        raise UsageError(
+            "give an option and its value (sessiond option SESSION ID VALUE), or neither to list them"
+        )
+    with _daemon(args) as daemon:
+        session = daemon.session(args.session)
+        controls = session.controls()
+        if args.config_id is not None:
+            option = next((o for o in controls.config_options if o.get("id") == args.config_id), None)
+            value: str | bool = args.value
+            if option is not None and option.get("type") == "boolean":
+                if args.value not in ("true", "false"):
+                    raise UsageError(f"option {args.config_id} takes true or false, not {args.value!r}")
+                value = args.value == "true"
+            controls = session.set_option(args.config_id, value)
+        info = session.info
+    if args.json:
+        _emit_json([controls])
+    elif args.config_id is not None:
+        _line(sys.stdout, f"{info.id}: {args.config_id} = {args.value} ({_applied(info)})")
+    else:
+        _show_controls(controls, info, option_lines(controls), f"agent {info.agent} offers no config options")
     return EXIT_OK
 
 
@@ -892,6 +948,16 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     )
     show.add_argument("session", metavar="SESSION")
     show.add_argument("--lines", metavar="N", type=int, default=20, help="transcript lines (default 20)")
+
+    mode = command("mode", cmd_mode, "list a session's modes, or choose one", as_json)
+    mode.add_argument("session", metavar="SESSION")
+    mode.add_argument("mode", metavar="MODE", nargs="?", help="the mode to choose (none: list them)")
+    option = command(
+        "option", cmd_option, "list a session's config options (the model, say), or set one", as_json
+    )
+    option.add_argument("session", metavar="SESSION")
+    option.add_argument("config_id", metavar="ID", nargs="?", help="the option's id (none: list them)")
+    option.add_argument("value", metavar="VALUE", nargs="?", help="its new value (true/false for a switch)")
 
     watch = command("watch", cmd_watch, "a live view of every session (q quits)")
     watch.add_argument("--agent", metavar="A", help="only this agent's sessions")

@@ -71,6 +71,7 @@ from sessiond.protocol.models import (
     MergeEntry,
     RunInfo,
     RunOutcome,
+    SessionControls,
     SessionInfo,
     SessionStatus,
     Snapshot,
@@ -747,6 +748,15 @@ class Session(_Twin[AsyncSession]):
 
     @twin(AsyncSession.atranscript)
     def transcript(self, offset: int | None = None, limit: int | None = None) -> Transcript: ...
+
+    @twin(AsyncSession.acontrols)
+    def controls(self) -> SessionControls: ...
+
+    @twin(AsyncSession.aset_mode)
+    def set_mode(self, mode: str) -> SessionControls: ...
+
+    @twin(AsyncSession.aset_option)
+    def set_option(self, config_id: str, value: str | bool) -> SessionControls: ...
 
     @twin(AsyncSession.aside)
     def side(self, question: str | None = None, *, writable: bool = False) -> SideChat: ...

@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sessiond.protocol.models import ContextFill, Fleet, MergeEntry, SessionInfo, Transcript
+    from sessiond.protocol.models import (
+        ContextFill,
+        Fleet,
+        MergeEntry,
+        SessionControls,
+        SessionInfo,
+        Transcript,
+    )
 
 
 def short(text: str | None, limit: int = 60) -> str:
@@ -152,4 +159,49 @@ def merge_outcome(entry: MergeEntry) -> list[str]:
         lines += [f"  {line}" for line in entry.gate_output.rstrip().splitlines()]
     if entry.status == "failed":
         lines.append(f"{entry.base} and the working copy are as they were")
+    return lines
+
+
+def controls_source(controls: SessionControls, session: str, agent: str) -> str | None:
+    """Where a session's modes and options come from, when not from the session itself."""
+    if controls.source == "agent":
+        return (
+            f"as agent {agent} offered its last session; {session} opens at the agent on its next turn, "
+            f"and what is chosen here is said then"
+        )
+    if controls.source == "none":
+        return (
+            f"agent {agent} has not said what it offers (it has not run yet); what is chosen here is "
+            f"said to it when {session} opens there"
+        )
+    return None
+
+
+def mode_lines(controls: SessionControls) -> list[str]:
+    """The modes, the current one marked `*`."""
+    width = max((len(mode.id) for mode in controls.modes), default=0)
+    lines = []
+    for mode in controls.modes:
+        mark = "*" if mode.id == controls.mode else " "
+        about = mode.name + (f": {mode.description}" if mode.description else "")
+        lines.append(f"{mark} {mode.id:<{width}}  {about}")
+    if not controls.modes and controls.mode:
+        lines.append(f"* {controls.mode}")
+    return lines
+
+
+def option_lines(controls: SessionControls) -> list[str]:
+    """A line per config option: its id, name, current value and what else it takes."""
+    width = max((len(str(o.get("id"))) for o in controls.config_options), default=0)
+    lines = []
+    for option in controls.config_options:
+        current = option.get("currentValue")
+        shown = ("true" if current else "false") if isinstance(current, bool) else str(current)
+        from sessiond.protocol.models import config_values
+
+        takes = "true or false" if option.get("type") == "boolean" else ", ".join(config_values(option))
+        name = option.get("name") or option.get("id")
+        lines.append(
+            f"{option.get('id')!s:<{width}}  {name}: {shown}" + (f"  (takes {takes})" if takes else "")
+        )
     return lines

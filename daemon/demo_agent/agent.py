@@ -51,7 +51,7 @@ from acp.schema import (
 )
 
 from .mcp_tools import SessionMcp
-from .script import COMMANDS, ScriptSyntaxError, parse_prompt
+from .script import COMMANDS, MODE_IDS, ScriptSyntaxError, parse_prompt
 from .state import SessionRecord, SessionStore, TurnRecord, UnreadableSessionError, now_iso
 from .turn import ScriptRuntimeError, Turn, estimated_usage
 
@@ -67,6 +67,7 @@ MODES = {
     "plan": SessionMode(id="plan", name="Plan", description="Plan mode (the demo agent behaves the same)."),
 }
 DEFAULT_MODE = "default"
+assert tuple(MODES) == MODE_IDS
 LIST_PAGE_SIZE = 100
 
 # JSON-RPC codes: -32002 is ACP's "resource not found"; a bad script is bad params.

@@ -122,6 +122,13 @@ class ShowModel:
 
 
 @dataclass(frozen=True)
+class SwitchMode:
+    """The agent changes its own mode (as an agent leaves plan mode), telling the client."""
+
+    mode: str
+
+
+@dataclass(frozen=True)
 class Echo:
     text: str
 
@@ -168,6 +175,7 @@ Action: TypeAlias = (
     | WriteStderr
     | ShowHistory
     | ShowModel
+    | SwitchMode
     | Echo
     | SuggestTask
     | StartThread
@@ -274,6 +282,16 @@ def _no_arguments(name: str, make: Callable[[], Action]) -> Callable[[str], Acti
         return make()
 
     return parse
+
+
+MODE_IDS = ("default", "plan")  # the demo agent's modes (agent.MODES describes them)
+
+
+def _parse_mode(rest: str) -> Action:
+    (mode,) = _words(rest, 1, 1, "mode NAME")
+    if mode not in MODE_IDS:
+        raise _ArgumentError(f"mode takes one of {', '.join(MODE_IDS)}, not {mode!r}")
+    return SwitchMode(mode)
 
 
 def _parse_say(rest: str) -> Action:
@@ -448,6 +466,7 @@ _PARSERS: dict[str, Callable[[str], Action]] = {
     "stderr": _parse_stderr,
     "history": _no_arguments("history", ShowHistory),
     "model": _no_arguments("model", ShowModel),
+    "mode": _parse_mode,
     "echo": _parse_echo,
     "suggest": _parse_suggest,
     "thread": _parse_thread,

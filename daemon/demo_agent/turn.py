@@ -40,6 +40,7 @@ from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
     Cost,
+    CurrentModeUpdate,
     PermissionOption,
     ToolCallLocation,
     ToolCallProgress,
@@ -76,6 +77,7 @@ from .script import (
     StartThread,
     Step,
     SuggestTask,
+    SwitchMode,
     Think,
     TurnTokens,
     WaitThreads,
@@ -100,7 +102,13 @@ REJECT_OPTION = PermissionOption(option_id="reject_once", name="Reject", kind="r
 _STDERR_FILLER = b"demo agent stderr filler: the daemon must drain this pipe\n"
 
 SessionUpdate = (
-    AgentMessageChunk | AgentThoughtChunk | AgentPlanUpdate | ToolCallStart | ToolCallProgress | UsageUpdate
+    AgentMessageChunk
+    | AgentThoughtChunk
+    | AgentPlanUpdate
+    | ToolCallStart
+    | ToolCallProgress
+    | UsageUpdate
+    | CurrentModeUpdate
 )
 T = TypeVar("T")
 
@@ -258,6 +266,11 @@ class Turn:
                 await self._say(self._history_text())
             case ShowModel():
                 await self._say(f"Model: {self.session.model}. Mode: {self.session.mode}.")
+            case SwitchMode(mode):
+                self.session.mode = mode
+                await self._send(
+                    CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode)
+                )
             case SuggestTask():
                 await self._suggest(action)
             case StartThread(prompt):

@@ -295,3 +295,25 @@ def test_trace_follow_prints_new_events_until_ctrl_c(real: Daemon, work: Path) -
         follower.send_signal(signal.SIGINT)
         follower.communicate(timeout=30)
     assert follower.returncode == 130
+
+
+def test_mode_and_option_of_a_session_from_the_command_line(real: Daemon, work: Path) -> None:
+    sid = sessiond(real, "new", "--root", str(work)).stdout.strip()
+    chose = sessiond(real, "mode", sid, "plan")
+    assert chose.stdout == f"{sid}: mode plan (said to the agent when the session opens there)\n", chose
+    assert sessiond(real, "send", sid, "model").stdout.startswith("Model: demo-small. Mode: plan.")
+    listed = sessiond(real, "mode", sid).stdout.splitlines()
+    assert [line[:16] for line in listed] == ["  default  Defau", "* plan     Plan:"], listed
+    assert (
+        sessiond(real, "option", sid).stdout == "model  Model: demo-small  (takes demo-small, demo-large)\n"
+    )
+    set_now = sessiond(real, "option", sid, "model", "demo-large")
+    assert set_now.stdout == f"{sid}: model = demo-large (said to the agent now)\n", set_now
+    refused = sessiond(real, "option", sid, "model", "huge")
+    assert refused.returncode != 0
+    assert "option 'model': takes one of demo-small, demo-large, not 'huge'" in refused.stderr
+    half = sessiond(real, "option", sid, "model")
+    assert half.returncode == 2
+    assert "give an option and its value" in half.stderr
+    shown = json.loads(sessiond(real, "mode", sid, "--json").stdout)
+    assert (shown["mode"], shown["chosen"]) == ("plan", {"mode": "plan", "config": {"model": "demo-large"}})

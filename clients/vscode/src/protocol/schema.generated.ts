@@ -22,6 +22,7 @@ export type EventKind =
   | 'session.usage'
   | 'session.changes'
   | 'session.attention'
+  | 'session.controls'
   | 'fleet.summary'
   | 'merge.step'
   | 'task.changed'
@@ -32,6 +33,7 @@ export type SessionStatus = 'idle' | 'queued' | 'working' | 'needs_you' | 'faile
 
 export interface SessiondSchema {
   AgentCapabilitiesInfo?: AgentCapabilitiesInfo;
+  AgentCommand?: AgentCommand;
   AgentInfo?: AgentInfo;
   AgentList?: AgentList;
   AgentOptions?: AgentOptions;
@@ -47,6 +49,7 @@ export interface SessiondSchema {
   CancelResult?: CancelResult;
   ChangedFile?: ChangedFile;
   Changes?: Changes;
+  ChosenControls?: ChosenControls;
   ContextFill?: ContextFill;
   Cost?: Cost;
   DaemonStatus?: DaemonStatus;
@@ -59,6 +62,7 @@ export interface SessiondSchema {
   MergeEntry?: MergeEntry;
   MergeList?: MergeList;
   MergeParams?: MergeParams;
+  ModeInfo?: ModeInfo;
   PermissionAnswerParams?: PermissionAnswerParams;
   PermissionRequestParams?: PermissionRequestParams;
   PermissionRequestResult?: PermissionRequestResult;
@@ -72,6 +76,7 @@ export interface SessiondSchema {
   RunList?: RunList;
   RunRef?: RunRef;
   SessionCancelParams?: SessionCancelParams;
+  SessionControls?: SessionControls;
   SessionInfo?: SessionInfo;
   SessionListParams?: SessionListParams;
   SessionOpenParams?: SessionOpenParams;
@@ -79,6 +84,8 @@ export interface SessiondSchema {
   SessionPage?: SessionPage;
   SessionPromptParams?: SessionPromptParams;
   SessionRef?: SessionRef;
+  SessionSetConfigParams?: SessionSetConfigParams;
+  SessionSetModeParams?: SessionSetModeParams;
   SessionStatus?: SessionStatus;
   SessionUsage?: SessionUsage;
   SideParams?: SideParams;
@@ -116,6 +123,17 @@ export interface AgentCapabilitiesInfo {
    */
   mcpHttp?: boolean;
   resume?: boolean;
+}
+/**
+ * One of the agent's own slash commands (a prompt that starts `/name`).
+ */
+export interface AgentCommand {
+  description?: string;
+  /**
+   * What to type after the command, if it takes input.
+   */
+  hint?: string | null;
+  name: string;
 }
 export interface AgentInfo {
   builtin?: boolean;
@@ -421,6 +439,12 @@ export interface Changes {
   others?: ChangedFile[] | null;
   removed?: number;
 }
+export interface ChosenControls {
+  config?: {
+    [k: string]: (string | boolean) | undefined;
+  };
+  mode?: string | null;
+}
 export interface ContextFill {
   /**
    * The session's cost so far, as the agent reports it.
@@ -715,6 +739,11 @@ export interface MergeParams {
   session: string;
   strategy?: 'merge' | 'rebase';
 }
+export interface ModeInfo {
+  description?: string | null;
+  id: string;
+  name: string;
+}
 export interface PermissionAnswerParams {
   /**
    * One of the options offered, or null to answer 'cancelled'.
@@ -861,6 +890,38 @@ export interface SessionCancelParams {
    */
   turnId?: string | null;
 }
+/**
+ * What a session's agent lets a person change (modes, config options such as the model) and
+ * its slash commands; with what was chosen for the session, kept and applied when it opens.
+ */
+export interface SessionControls {
+  chosen?: ChosenControls1;
+  commands?: AgentCommand[];
+  /**
+   * ACP SessionConfigOption objects as the agent sent them (id, name, category, type, currentValue, options).
+   */
+  configOptions?: {
+    [k: string]: unknown | undefined;
+  }[];
+  /**
+   * The current mode (or the one chosen, until it opens).
+   */
+  mode?: string | null;
+  modes?: ModeInfo[];
+  /**
+   * Where the offer comes from: `session`, as the agent said for this session (it is live or was); `agent`, as the agent offered its last session (this one has not opened at the agent yet, and the choices are laid over it); `none`, the agent has not said (it never ran).
+   */
+  source: 'session' | 'agent' | 'none';
+}
+/**
+ * What was chosen for this session (session/setMode, session/setConfigOption).
+ */
+export interface ChosenControls1 {
+  config?: {
+    [k: string]: (string | boolean) | undefined;
+  };
+  mode?: string | null;
+}
 export interface SessionListParams {
   agent?: string | null;
   /**
@@ -938,6 +999,21 @@ export interface SessionPromptParams {
   workDoneToken?: number | string | null;
 }
 export interface SessionRef {
+  session: string;
+}
+export interface SessionSetConfigParams {
+  /**
+   * The `id` of one of the session's `configOptions`.
+   */
+  configId: string;
+  session: string;
+  value: string | boolean;
+}
+export interface SessionSetModeParams {
+  /**
+   * One of the session's `modes` (session/controls).
+   */
+  mode: string;
   session: string;
 }
 export interface SideParams {
@@ -1184,6 +1260,8 @@ export interface ProtocolMethods {
   'session/cancel': { params: SessionCancelParams; result: CancelResult; };
   /** Close a session; its turns are cancelled first. */
   'session/close': { params: SessionRef; result: SessionInfo; };
+  /** What the session's agent lets a person change (modes, config options) and its slash commands. */
+  'session/controls': { params: SessionRef; result: SessionControls; };
   /** One session. */
   'session/get': { params: SessionRef; result: SessionInfo; };
   /** Sessions, filtered, oldest first, a page at a time. */
@@ -1192,6 +1270,10 @@ export interface ProtocolMethods {
   'session/open': { params: SessionOpenParams; result: SessionOpenResult; };
   /** Run a turn. Turns of one session run one after another in the order asked. */
   'session/prompt': { params: SessionPromptParams; result: TurnResult; };
+  /** Set one of the session's config options (the model, say): now if live, else when it opens. */
+  'session/setConfigOption': { params: SessionSetConfigParams; result: SessionControls; };
+  /** Choose the session's mode: at the agent now if the session is live there, else when it opens. */
+  'session/setMode': { params: SessionSetModeParams; result: SessionControls; };
   /** Open a side chat beside a session: a session of its own that starts from the main one's context and adds nothing to it. */
   'session/side': { params: SideParams; result: SideResult; };
   /** Lines of a session's transcript: its tail, or any range of the whole of it. */

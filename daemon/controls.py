@@ -1,0 +1,170 @@
+"""A session's controls: the modes, config options and slash commands its agent offers, and what a
+person chose of them.
+
+The agent says what it offers when it opens a session (the modes and config options answered to
+session/new, resume, load or fork) and whenever that changes (`current_mode_update`,
+`config_option_update`, `available_commands_update`). A person's choices (`session/setMode`,
+`session/setConfigOption`) are kept with the session in the store, so a session that is not live at
+its agent (not opened yet, or evicted) takes them when it opens: after its agent's own `mode` and
+`config` options, so what was chosen for one session wins over the agent's default for all.
+
+Plain data: the core keeps an `Offer` per session and the last one per agent, and `Choices` per
+session; nothing here talks to an agent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessiond.daemon.agent_types import SessionSetup
+from sessiond.protocol import models as m
+
+# The agent's session updates that change what it offers.
+UPDATE_KINDS = frozenset({"current_mode_update", "config_option_update", "available_commands_update"})
+
+
+@dataclass
+class Offer:
+    """What an agent offers one session, as it last said (in ACP's JSON shapes)."""
+
+    modes: list[dict[str, Any]] = field(default_factory=list)  # {"id", "name", "description"?}
+    mode: str | None = None
+    options: list[dict[str, Any]] = field(default_factory=list)  # ACP SessionConfigOption
+    commands: list[dict[str, Any]] = field(default_factory=list)  # ACP AvailableCommand
+
+    def update(self, kind: str, payload: dict[str, Any]) -> bool:
+        """Take one of the agent's `UPDATE_KINDS`; whether what it offers changed."""
+        if kind == "current_mode_update":
+            mode = payload.get("currentModeId")
+            if not isinstance(mode, str) or mode == self.mode:
+                return False
+            self.mode = mode
+            return True
+        if kind == "config_option_update":
+            options = [o for o in payload.get("configOptions") or [] if isinstance(o, dict) and o.get("id")]
+            if options == self.options:
+                return False
+            self.options = options
+            return True
+        if kind == "available_commands_update":
+            commands = [
+                c for c in payload.get("availableCommands") or [] if isinstance(c, dict) and c.get("name")
+            ]
+            if commands == self.commands:
+                return False
+            self.commands = commands
+            return True
+        return False
+
+    def mode_ids(self) -> list[str]:
+        return [str(mode["id"]) for mode in self.modes]
+
+    def option(self, config_id: str) -> dict[str, Any] | None:
+        return next((o for o in self.options if o.get("id") == config_id), None)
+
+    def take_options(self, options: list[dict[str, Any]]) -> None:
+        """Every option as the agent answered a change of one (kept as they were if it sent none)."""
+        if options:
+            self.options = options
+
+    def set_value(self, config_id: str, value: str | bool) -> None:
+        option = self.option(config_id)
+        if option is not None:
+            option["currentValue"] = value
+
+    def copy(self) -> Offer:
+        return Offer(
+            modes=[dict(mode) for mode in self.modes],
+            mode=self.mode,
+            options=[dict(option) for option in self.options],
+            commands=list(self.commands),
+        )
+
+
+def offer_of(setup: SessionSetup) -> Offer:
+    """What the agent offers a session, from its answer to opening (or restoring) it."""
+    return Offer(modes=list(setup.modes), mode=setup.mode, options=[dict(o) for o in setup.config.values()])
+
+
+def value_problem(option: dict[str, Any], value: str | bool) -> str | None:
+    """What is wrong with setting `option` to `value`, in words; None when nothing is."""
+    if option.get("type") == "boolean":
+        return None if isinstance(value, bool) else f"takes true or false, not {value!r}"
+    if isinstance(value, bool):
+        return f"takes one of its values, not {value}"
+    values = m.config_values(option)
+    if values and value not in values:
+        return f"takes one of {', '.join(values)}, not {value!r}"
+    return None
+
+
+@dataclass
+class Choices:
+    """What a person chose for one session: kept in the store, applied when it opens."""
+
+    mode: str | None = None
+    config: dict[str, str | bool] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.mode is not None or bool(self.config)
+
+    def follow(self, offer: Offer) -> bool:
+        """Take what the agent changed itself over what was chosen; whether anything changed."""
+        changed = False
+        if self.mode is not None and offer.mode is not None and offer.mode != self.mode:
+            self.mode, changed = offer.mode, True
+        for config_id in self.config:
+            option = offer.option(config_id)
+            value = option.get("currentValue") if option is not None else None
+            if isinstance(value, (str, bool)) and value != self.config[config_id]:
+                self.config[config_id], changed = value, True
+        return changed
+
+    def dumps(self) -> str | None:
+        if not self:
+            return None
+        return json.dumps({"mode": self.mode, "config": self.config}, separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str | None) -> Choices:
+        if not text:
+            return cls()
+        data = json.loads(text)
+        return cls(mode=data.get("mode"), config=dict(data.get("config") or {}))
+
+
+def controls_info(offer: Offer | None, source: m.ControlsSource, choices: Choices) -> m.SessionControls:
+    """The wire form: what is offered, with the person's choices laid over it where the agent has
+    not taken them yet (a session that is not live)."""
+    shown = offer.copy() if offer is not None else Offer()
+    if source != "session":
+        if choices.mode is not None:
+            shown.mode = choices.mode
+        for config_id, value in choices.config.items():
+            shown.set_value(config_id, value)
+    return m.SessionControls(
+        source=source,
+        modes=[
+            m.ModeInfo(
+                id=str(mode["id"]),
+                name=str(mode.get("name") or mode["id"]),
+                description=mode.get("description"),
+            )
+            for mode in shown.modes
+        ],
+        mode=shown.mode,
+        config_options=shown.options,
+        commands=[
+            m.AgentCommand(
+                name=str(command["name"]),
+                description=str(command.get("description") or ""),
+                hint=(command.get("input") or {}).get("hint")
+                if isinstance(command.get("input"), dict)
+                else None,
+            )
+            for command in shown.commands
+        ],
+        chosen=m.ChosenControls(mode=choices.mode, config=dict(choices.config)),
+    )
