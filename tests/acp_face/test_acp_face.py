@@ -231,9 +231,46 @@ async def test_errors_carry_the_sentence_the_cli_prints(daemon: Daemon, work: Pa
     cli = sessiond(daemon, "new", "--placement", "worktree", "--root", str(work))
     assert outside == cli.stderr.strip()
 
-    mode = await failing(lambda agent: agent.set_session_mode(session_id="s1", mode_id="plan"))
-    assert mode.startswith("sessiond: the daemon has no per-session mode")
+    mode = await failing(lambda agent: agent.set_session_mode(session_id="s404", mode_id="plan"))
+    cli = sessiond(daemon, "mode", "s404", "plan")
+    assert mode == cli.stderr.strip()
 
     # A daemon that cannot start: a socket path too long for a unix socket.
     cannot = await failing(initialize, socket="/tmp/" + "x" * 120 + "/sessiond.sock")
     assert re.match(r"sessiond: socket path .* unix sockets allow 107", cannot), cannot
+
+
+async def test_modes_and_config_options_pass_through_per_session(
+    daemon: Daemon, work: Path, tmp_path: Path
+) -> None:
+    """Chosen in the editor before the first prompt, said to the agent when the session opens; the
+    agent's own switch reaches the editor; the next session offers what the agent offered."""
+    async with face(daemon, tmp_path) as f, aconnect(daemon.socket, start=False) as other:
+        editor = f.editor
+        first = await f.conn.new_session(cwd=str(work), mcp_servers=[])
+        sid = first.session_id
+        assert first.modes is None  # the demo agent has never run: it has not said its modes yet
+        await f.conn.set_session_mode(session_id=sid, mode_id="plan")
+        await f.prompt(sid, "model")
+        assert editor.text(sid) == "Model: demo-small. Mode: plan."
+        # Its options reach the editor once the agent said them (the session opened there).
+        options = await editor.until(lambda: editor.of(sid, "config_option_update"), "the config options")
+        assert [o.id for o in options[-1].config_options] == ["model"]
+
+        changed = await f.conn.set_config_option(config_id="model", session_id=sid, value="demo-large")
+        (model,) = changed.config_options
+        assert (model.id, model.current_value) == ("model", "demo-large")
+        assert (await (await other.session(sid)).acontrols()).chosen.config == {"model": "demo-large"}
+
+        await f.prompt(sid, "mode default")  # the agent leaves plan mode itself
+        switched = await editor.until(lambda: editor.of(sid, "current_mode_update"), "the mode switch")
+        assert switched[-1].current_mode_id == "default"
+
+        second = await f.conn.new_session(cwd=str(work), mcp_servers=[])
+        assert second.modes is not None
+        assert [m.id for m in second.modes.available_modes] == ["default", "plan"]
+        assert second.modes.current_mode_id == "default"
+        with pytest.raises(
+            acp.RequestError, match=r"offers the modes default, plan for session s\d+, not 'fast'"
+        ):
+            await f.conn.set_session_mode(session_id=second.session_id, mode_id="fast")

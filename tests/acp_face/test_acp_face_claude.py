@@ -55,5 +55,30 @@ async def test_claude_agent_acp_works_through_the_face(daemon: Daemon, work: Pat
             assert any(d.path == str(notes) and d.new_text == "hello\n" for d in diffs), diffs
             assert any(u.status == "completed" for u in updates)
             assert editor.of(sid, "usage_update")  # context fill as claude-agent-acp reports it
+            # Claude Code's own slash commands follow sessiond's, and its modes are offered.
+            commands = await editor.until(
+                lambda: [
+                    u for u in editor.of(sid, "available_commands_update") if len(u.available_commands) > 5
+                ],
+                "Claude Code's commands",
+            )
+            names = [c.name for c in commands[-1].available_commands]
+            assert names[:5] == ["side", "tasks", "threads", "merge", "fleet"]
+            assert "compact" in names[5:], names
+
+            # A second session offers what Claude Code offered the first; the model chosen before
+            # its first prompt is the model Claude Code asks the model API for.
+            second = await f.conn.new_session(cwd=str(work), mcp_servers=[])
+            assert second.modes is not None
+            assert {"default", "plan"} <= {m.id for m in second.modes.available_modes}
+            models = next(o for o in second.config_options or [] if o.id == "model")
+            assert "haiku" in [choice.value for choice in models.options]
+            await f.conn.set_config_option(config_id="model", session_id=second.session_id, value="haiku")
+            asked = len(standin.main_requests())
+            standin.push(Reply.text("Haiku here."))
+            assert (await f.prompt(second.session_id, "who is there?", timeout=90)).stop_reason == "end_turn"
+            used = {str((r.body or {}).get("model")) for r in standin.main_requests()[asked:]}
+            assert used, "Claude Code asked the model API nothing"
+            assert all("haiku" in model for model in used), used
     finally:
         standin.stop()

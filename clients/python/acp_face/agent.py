@@ -43,6 +43,8 @@ from acp.schema import (
     SessionInfo,
     SessionListCapabilities,
     SessionResumeCapabilities,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     ToolCallUpdate,
     Usage,
 )
@@ -54,8 +56,9 @@ from sessiond.client.acp_face.translate import (
     TOOL_STATUSES,
     Translator,
     Update,
-    available_commands,
+    config_options,
     message,
+    mode_state,
     stop_reason,
     thought,
 )
@@ -71,7 +74,14 @@ from sessiond.client.errors import (
 )
 from sessiond.protocol import methods as m
 from sessiond.protocol.errors import ErrorCode
-from sessiond.protocol.models import CancelResult, Event, EventKind, SessionOpenResult, TurnResult
+from sessiond.protocol.models import (
+    CancelResult,
+    Event,
+    EventKind,
+    SessionControls,
+    SessionOpenResult,
+    TurnResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -272,10 +282,10 @@ class FaceAgent:
             return opened.sessions[0].id
 
         session_id: str = await self._call(open_one)
-        self._translators[session_id] = Translator()
-        await self._call(lambda _: self._watch(session_id))
-        self._soon(self._offer_commands(session_id))
-        return NewSessionResponse(session_id=session_id)
+        controls = await self._follow(session_id)
+        return NewSessionResponse(
+            session_id=session_id, modes=mode_state(controls), config_options=config_options(controls)
+        )
 
     async def load_session(
         self,
@@ -302,8 +312,8 @@ class FaceAgent:
         # ACP: the whole conversation is replayed as updates before the answer.
         for update in await self._call(replay):
             await self._client.session_update(session_id=session_id, update=update)
-        await self._offer_commands(session_id)
-        return LoadSessionResponse()
+        controls = await self._follow(session_id, translator)
+        return LoadSessionResponse(modes=mode_state(controls), config_options=config_options(controls))
 
     async def resume_session(
         self,
@@ -314,9 +324,8 @@ class FaceAgent:
         **kwargs: Any,
     ) -> ResumeSessionResponse:
         await self._call(lambda daemon: daemon.session(session_id))
-        self._translators.setdefault(session_id, Translator())
-        self._soon(self._offer_commands(session_id))
-        return ResumeSessionResponse()
+        controls = await self._follow(session_id, self._translators.get(session_id))
+        return ResumeSessionResponse(modes=mode_state(controls), config_options=config_options(controls))
 
     async def fork_session(
         self,
@@ -332,9 +341,10 @@ class FaceAgent:
             return (await main.aside(None, writable=True)).id
 
         forked: str = await self._call(fork)
-        self._translators[forked] = Translator()
-        self._soon(self._offer_commands(forked))
-        return ForkSessionResponse(session_id=forked)
+        controls = await self._follow(forked)
+        return ForkSessionResponse(
+            session_id=forked, modes=mode_state(controls), config_options=config_options(controls)
+        )
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -369,24 +379,26 @@ class FaceAgent:
         self._translators.pop(session_id, None)
         return CloseSessionResponse()
 
-    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
-        raise RequestError(
-            int(ErrorCode.METHOD_NOT_FOUND),
-            "sessiond: the daemon has no per-session mode (session/set_mode); set the mode of all of the "
-            "agent's sessions with its `mode` option (agent/update, or agents.toml) instead",
-            {"method": "session/set_mode"},
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        """The daemon session's mode: kept with it, said to its agent now or when it opens."""
+        controls: SessionControls = await self._call(
+            lambda daemon: daemon._call(m.SESSION_SET_MODE, SessionControls, session=session_id, mode=mode_id)
         )
+        self._translator(session_id).told(controls)
+        return SetSessionModeResponse()
 
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
-    ) -> None:
-        raise RequestError(
-            int(ErrorCode.METHOD_NOT_FOUND),
-            "sessiond: the daemon has no per-session config options (session/set_config_option); set "
-            "the agent's `model` or `config` options (agent/update, or agents.toml) for all of its sessions "
-            "instead",
-            {"method": "session/set_config_option"},
+    ) -> SetSessionConfigOptionResponse:
+        """One of the daemon session's config options: kept with it, said to its agent now or when
+        it opens; every option as they are after it."""
+        controls: SessionControls = await self._call(
+            lambda daemon: daemon._call(
+                m.SESSION_SET_CONFIG, SessionControls, session=session_id, config_id=config_id, value=value
+            )
         )
+        self._translator(session_id).told(controls)
+        return SetSessionConfigOptionResponse(config_options=config_options(controls) or [])
 
     # ------------------------------------------------------------ turns
 
@@ -479,6 +491,11 @@ class FaceAgent:
         async def pump() -> None:
             try:
                 async for event in stream:
+                    if event.kind is EventKind.SESSION_CONTROLS:  # told whether a turn runs or not
+                        controls = SessionControls.model_validate(event.data["controls"])
+                        with contextlib.suppress(Exception):
+                            await self._tell_controls(session_id, controls)
+                        continue
                     for inbox in self._listeners.get(session_id, ()):
                         inbox.put_nowait(event)
             finally:
@@ -588,8 +605,24 @@ class FaceAgent:
         for update in updates:
             await self._client.session_update(session_id=session_id, update=update)
 
-    async def _offer_commands(self, session_id: str) -> None:
-        await self._send(session_id, [available_commands(commands.COMMANDS)])
+    def _translator(self, session_id: str) -> Translator:
+        return self._translators.setdefault(session_id, Translator())
+
+    async def _follow(self, session_id: str, translator: Translator | None = None) -> SessionControls:
+        """Start following a session the editor now has (its events, its controls): the controls to
+        answer with; the commands follow as an update once the answer is sent."""
+        translator = self._translators[session_id] = translator or Translator()
+        await self._call(lambda _: self._watch(session_id))
+        controls: SessionControls = await self._call(
+            lambda daemon: daemon._call(m.SESSION_CONTROLS, SessionControls, session=session_id)
+        )
+        translator.told(controls)
+        self._soon(self._tell_controls(session_id, controls))
+        return controls
+
+    async def _tell_controls(self, session_id: str, controls: SessionControls) -> None:
+        """What of the session's mode, options and commands the editor has not been told."""
+        await self._send(session_id, self._translator(session_id).controls(controls, commands.COMMANDS))
 
     def _soon(self, step: Awaitable[None]) -> None:
         """Run ``step`` after the current answer is sent (the editor must know the session first)."""

@@ -19,6 +19,9 @@ daemon event           ACP update
                        with kind, status, locations and diffs
 ``session.plan``       ``plan``
 ``session.usage``      ``usage_update`` (context fill and cost)
+``session.controls``   ``current_mode_update``, ``config_option_update``,
+                       ``available_commands_update`` (the agent's commands
+                       after sessiond's own), each only when it changed
 =====================  ===============================================
 """
 
@@ -28,8 +31,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
 from acp import schema
+from pydantic import TypeAdapter, ValidationError
 
-from sessiond.protocol.models import ContextFill, Event, EventKind, Plan
+from sessiond.protocol.models import ContextFill, Event, EventKind, Plan, SessionControls
 
 Update = (
     schema.UserMessageChunk
@@ -40,7 +44,12 @@ Update = (
     | schema.AgentPlanUpdate
     | schema.AvailableCommandsUpdate
     | schema.UsageUpdate
+    | schema.CurrentModeUpdate
+    | schema.ConfigOptionUpdate
 )
+ConfigOption = schema.SessionConfigOptionSelect | schema.SessionConfigOptionBoolean
+_CONFIG_OPTION: TypeAdapter[ConfigOption] = TypeAdapter(ConfigOption)
+Command = tuple[str, str, str | None]  # name, description, input hint
 
 TOOL_KINDS: frozenset[str] = frozenset(get_args(schema.ToolKind))
 TOOL_STATUSES: frozenset[str] = frozenset(get_args(schema.ToolCallStatus))
@@ -167,10 +176,48 @@ def available_commands(commands: Sequence[tuple[str, str, str | None]]) -> schem
     )
 
 
+def mode_state(controls: SessionControls) -> schema.SessionModeState | None:
+    """The session's modes as ACP answers them to session/new and load (None: it offers none)."""
+    if not controls.modes or controls.mode is None:
+        return None
+    return schema.SessionModeState(
+        current_mode_id=controls.mode,
+        available_modes=[
+            schema.SessionMode(id=mode.id, name=mode.name, description=mode.description)
+            for mode in controls.modes
+        ],
+    )
+
+
+def config_options(controls: SessionControls) -> list[ConfigOption] | None:
+    """The session's config options in ACP's shapes (one the schema cannot read is left out)."""
+    options: list[ConfigOption] = []
+    for option in controls.config_options:
+        try:
+            options.append(_CONFIG_OPTION.validate_python(option))
+        except ValidationError:
+            continue
+    return options or None
+
+
+def agent_commands(controls: SessionControls, own: Sequence[Command]) -> list[Command]:
+    """The agent's slash commands, after sessiond's ``own`` (which win a clash of names)."""
+    taken = {name for name, _, _ in own}
+    return [*own, *((c.name, c.description, c.hint) for c in controls.commands if c.name not in taken)]
+
+
+def _dumped(options: Sequence[ConfigOption]) -> list[Any]:
+    return [option.model_dump(mode="json", by_alias=True) for option in options]
+
+
 class Translator:
     """One ACP session's view of the daemon's events; see the module's table."""
 
     def __init__(self) -> None:
+        # The mode, config options (as dumped) and commands the editor was last told.
+        self._mode: str | None = None
+        self._options: list[Any] | None = None
+        self._commands: list[Command] | None = None
         self._plan: list[Any] | None = None  # the plan entries last sent, as dumped
         self._usage: tuple[int, int, float | None] | None = None
 
@@ -196,6 +243,31 @@ class Translator:
         if kind is EventKind.SESSION_USAGE:
             return self.usage(data.get("context"))
         return []
+
+    def controls(self, controls: SessionControls, own: Sequence[Command]) -> list[Update]:
+        """The mode, the config options and the commands, each only if it differs from what was
+        last sent (or answered to session/new or load: ``told``)."""
+        updates: list[Update] = []
+        if controls.mode is not None and controls.mode != self._mode:
+            updates.append(
+                schema.CurrentModeUpdate(session_update="current_mode_update", current_mode_id=controls.mode)
+            )
+        options = config_options(controls)
+        if options is not None and _dumped(options) != self._options:
+            updates.append(
+                schema.ConfigOptionUpdate(session_update="config_option_update", config_options=options)
+            )
+        commands = agent_commands(controls, own)
+        if commands != self._commands:
+            updates.append(available_commands(commands))
+        self.told(controls)
+        self._commands = commands
+        return updates
+
+    def told(self, controls: SessionControls) -> None:
+        """The editor has this mode and these options (session/new or load answered them)."""
+        self._mode = controls.mode
+        self._options = _dumped(config_options(controls) or [])
 
     def plan(self, plan: Plan | Mapping[str, Any] | None) -> list[Update]:
         """The plan, unless it is the one last sent (or there never was one)."""
