@@ -19,6 +19,7 @@ import importlib
 import json
 import logging
 import os
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -49,6 +50,7 @@ from sessiond.daemon.prompt_limit import check_prompt_size
 from sessiond.daemon.records import (
     INSERT_SESSIONS,
     SAVE_SESSION,
+    UPDATE_SESSION,
     AgentRuntime,
     SessionRecord,
     SessionRuntime,
@@ -93,6 +95,7 @@ class Core:
         # Sessions are read from the store on first need (see session_table), as a dict by id.
         self.sessions = SessionTable(store, self._adopt)
         self.by_agent_session: dict[tuple[str, str], SessionRecord] = {}
+        self._unsaved: dict[str, SessionRecord] = {}  # sessions whose row waits for the next commit
         self.children = LazyIndex(self.sessions, "parent")  # by parent id: side chats, tasks, threads
         self.by_run = LazyIndex(self.sessions, "run")  # the sessions each run opened
         self._next_ordinal = 1
@@ -784,10 +787,22 @@ class Core:
         return session
 
     def _save_session(self, session: SessionRecord) -> None:
-        self.store.write(
-            st.execute(SAVE_SESSION, session.row()),
-            wait=False,
-        )
+        """Store the session's row as it is when the batch commits: saved three times in one turn
+        of the loop (queued, working, live), it is written once."""
+        if session.id in self._unsaved:
+            return
+        self._unsaved[session.id] = session
+        if len(self._unsaved) > 1:
+            return  # the write queued for the first of them takes this one too
+        taken: list[SessionRecord] = []
+
+        def save(conn: sqlite3.Connection) -> None:
+            if not taken:  # (a batch run again, after a failure or an outage, keeps its sessions)
+                taken.extend(self._unsaved.values())
+                self._unsaved.clear()
+            conn.executemany(UPDATE_SESSION, [s.changes() for s in taken])
+
+        self.store.write(save, wait=False)
 
     def set_status(self, session: SessionRecord, *, closed: bool = False) -> None:
         rt = session.runtime
@@ -1289,8 +1304,9 @@ class Core:
                 ) from None
             offer.set_value(config_id, value)
         offer.commands = offer.commands or (session.offer.commands if session.offer else [])
-        session.offer = offer
-        self.feed.controls_changed(session)
+        if offer != session.offer:  # (a session restored as it was is not news)
+            session.offer = offer
+            self.feed.controls_changed(session)
 
     @staticmethod
     def _can_evict(process: AgentProcess) -> bool:

@@ -29,6 +29,12 @@ log = logging.getLogger("sessiond.core")
 SESSION_COLUMNS = 19
 INSERT_SESSIONS = f"INSERT INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 SAVE_SESSION = f"INSERT OR REPLACE INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
+# A stored session's columns that change after it is opened (the others never do): an UPDATE of
+# these leaves the indexes on agent, parent and run alone, where a REPLACE rewrites the row.
+UPDATE_SESSION = (
+    "UPDATE sessions SET title = ?, status = ?, status_since = ?, turns = ?, agent_session_id = ?, "
+    "last_stop_reason = ?, last_error = ?, recap = ?, choices = ? WHERE id = ?"
+)
 
 
 @dataclass(slots=True)
@@ -69,6 +75,21 @@ class SessionRecord:
     @property
     def closed(self) -> bool:
         return self.status is SessionStatus.CLOSED
+
+    def changes(self) -> tuple[Any, ...]:
+        """The values of UPDATE_SESSION."""
+        return (
+            self.title,
+            self.status.value,
+            self.status_since,
+            self.turns,
+            self.agent_session_id,
+            self.last_stop_reason,
+            self.last_error,
+            self.recap,
+            self.choices.dumps() if self.choices else None,
+            self.id,
+        )
 
     def chosen(self) -> Choices:
         """Its choices, made on first need (most sessions never have any)."""

@@ -11,7 +11,7 @@ import signal
 import sqlite3
 from pathlib import Path
 
-from events import TIMEOUT, kind, next_matching
+from events import TIMEOUT
 
 from bench.harness import Daemon
 from sessiond.client import AsyncDaemon, aconnect
@@ -44,12 +44,21 @@ async def test_a_turn_cut_off_by_a_kill_ends_as_interrupted_once_the_daemon_is_b
         busy = await agent.session(work, title="busy")
         async with client.events() as events:
             turn = asyncio.create_task(busy.asend("hang"))
-            started = await next_matching(events, kind("turn.started", busy.id))
-            working = await next_matching(
-                events, lambda e: e.kind == "session.status" and e.session == busy.id
-            )
-            assert working.data["status"] == "working"
-            last_seen = working.seq
+            # Started, working, and opened at the agent (what it offers the session is told):
+            # the kill comes after all three, in whatever order they came.
+            seen: dict[str, Event] = {}
+            async with asyncio.timeout(TIMEOUT):
+                async for event in events:
+                    if event.session != busy.id or event.kind in seen:
+                        continue
+                    if event.kind in ("turn.started", "session.controls") or (
+                        event.kind == "session.status" and event.data["status"] == "working"
+                    ):
+                        seen[event.kind] = event
+                    if len(seen) == 3:
+                        break
+            started = seen["turn.started"]
+            last_seen = max(event.seq for event in seen.values())
             await asyncio.to_thread(daemon.stop, signal.SIGKILL)
         turn.cancel()
         await asyncio.gather(turn, return_exceptions=True)
