@@ -11,15 +11,18 @@ config.toml in a CODEX_HOME of the test's own.
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AgentError, AsyncDaemon
 from tests.daemon.interop_checks import module_daemon
-from tests.standins.openai_responses import OpenAIResponsesStandIn
+from tests.standins.openai_responses import Call, OpenAIResponsesStandIn
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "codex-acp"
 
@@ -88,4 +91,77 @@ async def test_codex_without_credentials_fails_saying_what_each_way_needs(
     process = (await codex.aget()).process
     assert process.authenticated is None
     assert not any(m["satisfied"] for m in process.auth_methods)
+    await codex.aremove()
+
+
+def _repo(root: Path) -> Path:
+    root.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
+    (root / "README.md").write_text("# repo\n")
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "start"], cwd=root, check=True)
+    return root
+
+
+async def test_codex_plans_edits_and_runs_a_command_in_its_worktree(
+    client: AsyncDaemon, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+) -> None:
+    """Codex's own tools (update_plan, apply_patch, exec_command) through ACP: the plan is the
+    session's, the file and the command's output land in the session's worktree, not the checkout."""
+    repo = _repo(tmp_path / "repo")
+    home = standin.codex_home(tmp_path / "codex")
+    codex = await client.agent(
+        "codex-tools", command=codex_command, env={"CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-standin"}
+    )
+    session = await codex.session(repo, placement="worktree")
+    standin.push(
+        Call.plan(("Write the notes", "completed"), ("Check them", "in_progress")),
+        Call.add_file("notes.txt", "hello from codex"),
+        Call.command("echo ran > ran.txt && cat notes.txt"),
+        "Wrote and checked the notes.",
+    )
+    reply = await session.asend("write the notes and check them")
+    assert reply.text == "Wrote and checked the notes."
+    info = await session.aget()
+    assert info.where is not None
+    assert info.where.worktree is not None
+    tree = Path(info.where.worktree)
+    assert (tree / "notes.txt").read_text() == "hello from codex\n"
+    assert (tree / "ran.txt").read_text() == "ran\n"  # the command ran in the worktree
+    assert not (repo / "notes.txt").exists()
+    assert not (repo / "ran.txt").exists()
+    assert info.plan is not None
+    assert [(e.content, e.status) for e in info.plan.entries] == [
+        ("Write the notes", "completed"),
+        ("Check them", "in_progress"),
+    ]
+    assert info.changes is not None
+    assert {f.path for f in info.changes.files} >= {"notes.txt", "ran.txt"}  # in its own worktree
+    # What codex's tools answered went back to the model: the patch applied, the command's output.
+    outputs = [out for r in standin.responses() if r.method == "POST" for out in r.outputs()]
+    assert any("A notes.txt" in out for out in outputs), outputs
+    assert any("hello from codex" in out for out in outputs), outputs
+    await codex.aremove()
+
+
+async def test_codex_asks_before_a_command_and_the_answer_reaches_it(
+    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+) -> None:
+    home = standin.codex_home(tmp_path / "codex", approval="untrusted")
+    codex = await client.agent(
+        "codex-asks", command=codex_command, env={"CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-standin"}
+    )
+    session = await codex.session(work)
+    standin.push(Call.command("touch allowed.txt"), "Ran it.", Call.command("touch denied.txt"), "Did not.")
+    async with client.events(sessions=[session.id], kinds=["permission.asked"]) as events:
+        for prompt, answer in (("run the first", "allow_once"), ("run the second", "reject_once")):
+            turn = asyncio.create_task(session.asend(prompt))
+            asked = await next_matching(events, kind("permission.asked"))
+            assert "touch" in str(asked.data["toolCall"])
+            option = next(o["optionId"] for o in asked.data["options"] if o["kind"] == answer)
+            assert await client.answer_permission(asked.data["permission"], option)
+            await turn
+    assert (work / "allowed.txt").exists()
+    assert not (work / "denied.txt").exists()
     await codex.aremove()

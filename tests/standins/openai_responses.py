@@ -1,12 +1,15 @@
-"""A stand-in of the OpenAI Responses API on loopback, enough for text turns, scripted per test.
+"""A stand-in of the OpenAI Responses API on loopback, scripted per test: text, and tool calls.
 
 Codex (codex-acp) is pointed here through a `config.toml` in its CODEX_HOME
 (`codex_home()` writes one: a model provider whose base_url is this server,
 wire_api "responses", the key from OPENAI_API_KEY). Each `POST /v1/responses`
-takes the next scripted text off the queue (`default` when it is empty) and
+takes the next scripted reply off the queue (`default` when it is empty) and
 streams it as server-sent events the way the real API does
 (`response.created`, `response.output_item.added`, `response.output_text.delta`,
-..., `response.output_item.done`, `response.completed` with usage).
+..., `response.output_item.done`, `response.completed` with usage). A reply is
+text, or a tool call (`Call`): a function call (`exec_command`, `update_plan`)
+or a freeform one (`apply_patch`), which Codex carries out and answers in the
+next request's input (`function_call_output`, `custom_tool_call_output`).
 Everything received is recorded (`requests`).
 """
 
@@ -30,6 +33,28 @@ def _id(prefix: str) -> str:
     return f"{prefix}_standin{next(_ids):06d}"
 
 
+@dataclass(frozen=True)
+class Call:
+    """A tool call as the model makes one: a function's JSON arguments, or a freeform tool's input."""
+
+    name: str
+    arguments: dict[str, Any] | None = None
+    freeform: str | None = None
+
+    @classmethod
+    def command(cls, cmd: str) -> Call:
+        return cls("exec_command", {"cmd": cmd})
+
+    @classmethod
+    def plan(cls, *steps: tuple[str, str]) -> Call:
+        return cls("update_plan", {"plan": [{"step": step, "status": status} for step, status in steps]})
+
+    @classmethod
+    def add_file(cls, path: str, text: str) -> Call:
+        lines = "".join(f"+{line}\n" for line in text.splitlines())
+        return cls("apply_patch", freeform=f"*** Begin Patch\n*** Add File: {path}\n{lines}*** End Patch\n")
+
+
 @dataclass
 class Request:
     method: str
@@ -40,8 +65,8 @@ class Request:
     def texts(self) -> list[str]:
         """The input's texts, in order."""
         out: list[str] = []
-        for item in (self.body or {}).get("input") or []:
-            content = item.get("content") if isinstance(item, dict) else None
+        for item in self.items():
+            content = item.get("content")
             if isinstance(content, str):
                 out.append(content)
             for part in content if isinstance(content, list) else []:
@@ -49,12 +74,20 @@ class Request:
                     out.append(part["text"])
         return out
 
+    def items(self) -> list[dict[str, Any]]:
+        return [item for item in (self.body or {}).get("input") or [] if isinstance(item, dict)]
+
+    def outputs(self) -> list[str]:
+        """What the agent answered the tool calls it made, in order (their output texts)."""
+        kinds = ("function_call_output", "custom_tool_call_output")
+        return [str(item.get("output")) for item in self.items() if item.get("type") in kinds]
+
 
 class OpenAIResponsesStandIn:
     def __init__(self, default: str = "done") -> None:
         self.default = default
         self.websocket_status = 426
-        self.script: deque[str] = deque()
+        self.script: deque[str | Call] = deque()
         self.requests: list[Request] = []
         self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -74,19 +107,27 @@ class OpenAIResponsesStandIn:
         self._server.shutdown()
         self._server.server_close()
 
-    def push(self, *texts: str) -> None:
+    def push(self, *replies: str | Call) -> None:
         with self.lock:
-            self.script.extend(texts)
+            self.script.extend(replies)
 
-    def codex_home(self, home: Path, model: str = "gpt-5.4-mini") -> Path:
-        """A CODEX_HOME whose config sends every model call here."""
+    def codex_home(
+        self,
+        home: Path,
+        model: str = "gpt-5.4-mini",
+        *,
+        approval: str = "never",
+        sandbox: str = "danger-full-access",
+    ) -> Path:
+        """A CODEX_HOME whose config sends every model call here. Codex's own sandbox (bubblewrap
+        with a helper binary the npm package lacks) is off: the session's placement confines it."""
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text(
             f'model = "{model}"\n'
             # The built-in provider, here: it needs ACP authenticate before a session.
             f'openai_base_url = "{self.base_url}"\n'
-            'approval_policy = "never"\n'
-            'sandbox_mode = "workspace-write"\n'
+            f'approval_policy = "{approval}"\n'
+            f'sandbox_mode = "{sandbox}"\n'
             "check_for_update_on_startup = false\n"
             "[analytics]\nenabled = false\n"
             "[feedback]\nenabled = false\n"
@@ -97,7 +138,7 @@ class OpenAIResponsesStandIn:
         with self.lock:
             return [r for r in self.requests if r.path.split("?")[0].endswith("/responses")]
 
-    def _take(self) -> str:
+    def _take(self) -> str | Call:
         with self.lock:
             return self.script.popleft() if self.script else self.default
 
@@ -161,7 +202,11 @@ class OpenAIResponsesStandIn:
         return Handler
 
 
-def _events(text: str, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _events(reply: str | Call, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(reply, Call):
+        yield from _call_events(reply, model)
+        return
+    text = reply
     response_id, item_id = _id("resp"), _id("msg")
     response: dict[str, Any] = {
         "id": response_id,
@@ -226,6 +271,72 @@ def _events(text: str, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
         "total_tokens": 120,
     }
     completed = {**response, "status": "completed", "output": [done], "usage": usage}
+    yield (
+        "response.completed",
+        {"type": "response.completed", "sequence_number": next(seq), "response": completed},
+    )
+
+
+_USAGE = {
+    "input_tokens": 100,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 20,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 120,
+}
+
+
+def _call_events(call: Call, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One tool call as the real API streams it: the item added, its arguments (or freeform input)
+    in pieces, the item done, the response completed."""
+    response: dict[str, Any] = {
+        "id": _id("resp"),
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "in_progress",
+        "model": model,
+        "output": [],
+        "usage": None,
+    }
+    seq = itertools.count()
+    yield "response.created", {"type": "response.created", "sequence_number": next(seq), "response": response}
+    if call.freeform is not None:
+        item_id, field, kind, text = _id("ctc"), "input", "custom_tool_call", call.freeform
+        delta, done = "response.custom_tool_call_input.delta", "response.custom_tool_call_input.done"
+    else:
+        item_id, field, kind, text = _id("fc"), "arguments", "function_call", json.dumps(call.arguments or {})
+        delta, done = "response.function_call_arguments.delta", "response.function_call_arguments.done"
+    item = {
+        "id": item_id,
+        "type": kind,
+        "status": "in_progress",
+        "call_id": _id("call"),
+        "name": call.name,
+        field: "",
+    }
+    yield (
+        "response.output_item.added",
+        {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": 0, "item": item},
+    )
+    where = {"item_id": item_id, "output_index": 0}
+    size = max(1, len(text) // 3)
+    for start in range(0, len(text), size):
+        yield (
+            delta,
+            {"type": delta, "sequence_number": next(seq), **where, "delta": text[start : start + size]},
+        )
+    yield done, {"type": done, "sequence_number": next(seq), **where, field: text}
+    finished = {**item, "status": "completed", field: text}
+    yield (
+        "response.output_item.done",
+        {
+            "type": "response.output_item.done",
+            "sequence_number": next(seq),
+            "output_index": 0,
+            "item": finished,
+        },
+    )
+    completed = {**response, "status": "completed", "output": [finished], "usage": _USAGE}
     yield (
         "response.completed",
         {"type": "response.completed", "sequence_number": next(seq), "response": completed},
