@@ -21,8 +21,8 @@ from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AgentError, AsyncDaemon
-from tests.daemon.interop_checks import module_daemon
-from tests.standins.openai_responses import Call, OpenAIResponsesStandIn
+from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream, module_daemon
+from tests.standins.openai_responses import Call, OpenAIResponsesStandIn, Slow
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "codex-acp"
 
@@ -164,4 +164,44 @@ async def test_codex_asks_before_a_command_and_the_answer_reaches_it(
             await turn
     assert (work / "allowed.txt").exists()
     assert not (work / "denied.txt").exists()
+    await codex.aremove()
+
+
+async def test_codex_cancelled_evicted_and_killed(
+    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+) -> None:
+    """Leaving a streaming turn cancels it; maxLiveSessions 2 over three sessions brings each evicted
+    one back with its own history; killing Codex fails only its running turn."""
+    home = standin.codex_home(tmp_path / "codex")
+    codex = await client.agent(
+        "codex-life",
+        command=codex_command,
+        env={"CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-standin"},
+        max_live_sessions=2,
+    )
+    session = await codex.session(work)
+    standin.push(Slow("word " * 400, chunks=400))  # ~20 s
+    await leave_mid_stream(client, session)
+    standin.push("Still here.")
+    assert (await session.asend("are you there?")).text == "Still here."
+
+    sessions = [session, *(await codex.sessions(2, work))]
+    for index, each in enumerate(sessions):
+        standin.push(f"Noted fruit {index}.")
+        assert (await each.asend(f"remember the fruit number {index}")).text == f"Noted fruit {index}."
+        assert (await codex.aget()).process.live_sessions <= 2
+    for index, each in enumerate(sessions):
+        standin.push(f"It was fruit {index}.")
+        assert (await each.asend("which fruit was it?")).text == f"It was fruit {index}."
+        assert (await codex.aget()).process.live_sessions <= 2
+        texts = "\n".join(standin.responses()[-1].texts())
+        assert f"remember the fruit number {index}" in texts
+        assert f"Noted fruit {index}." in texts
+        assert not any(f"remember the fruit number {i}" in texts for i in range(3) if i != index)
+
+    standin.push(Slow("slow " * 200, chunks=200))  # ~10 s
+    await kill_mid_turn(client, codex, session)
+    standin.push("Back.")
+    assert (await session.asend("are you back?")).text == "Back."
+    assert (await codex.aget()).process.starts == 2
     await codex.aremove()

@@ -55,6 +55,15 @@ class Call:
         return cls("apply_patch", freeform=f"*** Begin Patch\n*** Add File: {path}\n{lines}*** End Patch\n")
 
 
+@dataclass(frozen=True)
+class Slow:
+    """Text streamed in `chunks` pieces, `delay` seconds apart (a long answer to leave or kill)."""
+
+    text: str
+    chunks: int = 100
+    delay: float = 0.05
+
+
 @dataclass
 class Request:
     method: str
@@ -87,7 +96,7 @@ class OpenAIResponsesStandIn:
     def __init__(self, default: str = "done") -> None:
         self.default = default
         self.websocket_status = 426
-        self.script: deque[str | Call] = deque()
+        self.script: deque[str | Call | Slow] = deque()
         self.requests: list[Request] = []
         self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -107,7 +116,7 @@ class OpenAIResponsesStandIn:
         self._server.shutdown()
         self._server.server_close()
 
-    def push(self, *replies: str | Call) -> None:
+    def push(self, *replies: str | Call | Slow) -> None:
         with self.lock:
             self.script.extend(replies)
 
@@ -138,7 +147,7 @@ class OpenAIResponsesStandIn:
         with self.lock:
             return [r for r in self.requests if r.path.split("?")[0].endswith("/responses")]
 
-    def _take(self) -> str | Call:
+    def _take(self) -> str | Call | Slow:
         with self.lock:
             return self.script.popleft() if self.script else self.default
 
@@ -202,11 +211,12 @@ class OpenAIResponsesStandIn:
         return Handler
 
 
-def _events(reply: str | Call, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _events(reply: str | Call | Slow, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
     if isinstance(reply, Call):
         yield from _call_events(reply, model)
         return
-    text = reply
+    slow = reply if isinstance(reply, Slow) else None
+    text = slow.text if slow is not None else str(reply)
     response_id, item_id = _id("resp"), _id("msg")
     response: dict[str, Any] = {
         "id": response_id,
@@ -238,8 +248,10 @@ def _events(reply: str | Call, model: str) -> Iterator[tuple[str, dict[str, Any]
             "part": {"type": "output_text", "text": "", "annotations": []},
         },
     )
-    size = max(1, len(text) // 3)
+    size = max(1, len(text) // (slow.chunks if slow is not None else 3))
     for start in range(0, len(text), size):
+        if slow is not None and start:
+            time.sleep(slow.delay)
         yield (
             "response.output_text.delta",
             {
