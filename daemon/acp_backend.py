@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from acp import schema as s
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 # Plain types, kept apart so the core need not import ACP; imported from here too.
-from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned, spawn_agent
+from sessiond.daemon.agent_spawn import STDOUT_LIMIT, AgentProc, Spawned, spawn_agent
 from sessiond.daemon.agent_types import (
     AgentExited,
     AgentRequestFailed,
@@ -488,7 +487,7 @@ class AgentProcess:
         self.log_path = log_path
         self._host = host
         self._client_version = client_version
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: AgentProc | None = None
         self._conn: Any = None
         self._watcher: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -526,8 +525,6 @@ class AgentProcess:
         self._proc = spawned.proc
         self.started_at = spawned.started_at
         self._spawn_env = spawned.environment  # what its env_var auth methods are checked against
-        assert self._proc.stdin is not None
-        assert self._proc.stdout is not None
         # Updates are read off the agent's stdout here, in order, before the SDK sees the rest.
         sdk_stdout = asyncio.StreamReader(limit=STDOUT_LIMIT)
         self._reader = asyncio.create_task(
@@ -619,9 +616,17 @@ class AgentProcess:
             await asyncio.wait_for(self.exited.wait(), 5)
         return self.exit_reason(what)
 
+    @property
+    def node(self) -> str | None:
+        """Where it runs when not on this machine."""
+        return self._proc.node if self._proc is not None else None
+
     def exit_reason(self, what: str) -> str:
         code = self.exit_code
-        if code is None:
+        lost = self._proc.lost if self._proc is not None else None
+        if lost is not None:
+            how = lost
+        elif code is None:
             how = "closed its connection"
         elif code >= 0:
             how = f"exited with code {code}"
@@ -784,13 +789,11 @@ class AgentProcess:
         proc = self._proc
         if proc is None or self.exited.is_set():
             return
-        if proc.stdin is not None:
-            with contextlib.suppress(Exception):
-                proc.stdin.close()
+        with contextlib.suppress(Exception):
+            proc.stdin.close()
         for sig in (None, signal.SIGTERM, signal.SIGKILL):
             if sig is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, sig)
+                proc.signal(sig)
             try:
                 await asyncio.wait_for(asyncio.shield(self.exited.wait()), grace)
                 break

@@ -1,24 +1,87 @@
 """Starting an agent's process, without the ACP SDK: the daemon starts the process while the
 SDK is still being imported, so the agent's own start-up and the daemon's import overlap
-(each takes most of a first turn)."""
+(each takes most of a first turn).
+
+`AgentProc` is what the ACP side needs of a running agent process, wherever it runs: its pipes,
+its exit, signals for it and what it started. `LocalProc` is one on this machine; a Ray-run
+agent's is `ray_runner.RayProc`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from sessiond.daemon.agent_types import AgentExited
 
 STDOUT_LIMIT = 50 * 1024 * 1024  # the longest line (one ACP message) read off an agent's stdout
 
 
+class Stdin(Protocol):
+    """What is written to an agent (what the ACP SDK and the stop use of an asyncio StreamWriter)."""
+
+    def write(self, data: bytes) -> None: ...
+    async def drain(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class AgentProc(Protocol):
+    """A started agent process, wherever it runs."""
+
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def stdin(self) -> Stdin: ...
+    @property
+    def stdout(self) -> asyncio.StreamReader: ...
+    @property
+    def node(self) -> str | None:
+        """Where it runs when not on this machine (a sentence's worth: the node and its address)."""
+
+    @property
+    def lost(self) -> str | None:
+        """Why it ended when it did not exit on its own (the node it ran on went away)."""
+
+    async def wait(self) -> int: ...
+    def signal(self, sig: int) -> None:
+        """Send `sig` to it and what it started (its process group)."""
+
+
+class LocalProc:
+    """An agent process on this machine, in a process group of its own."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        self.stdin: Stdin = proc.stdin
+        self.stdout: asyncio.StreamReader = proc.stdout
+        self.node: str | None = None
+        self.lost: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    async def wait(self) -> int:
+        return await self._proc.wait()
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, sig)
+
+
 @dataclass(frozen=True, slots=True)
 class Spawned:
     """A started agent process, before anyone has spoken ACP to it."""
 
-    proc: asyncio.subprocess.Process
+    proc: AgentProc
     environment: dict[str, str]  # what it was started with (its env_var auth methods read it)
     started_at: float
 
@@ -46,4 +109,9 @@ async def spawn_agent(name: str, command: list[str], environment: dict[str, str]
                 f"could not start agent {name!r} with {command!r}: {exc.strerror or exc}; "
                 f"check the agent's command (sessiond agent update)"
             ) from None
-    return Spawned(proc, environment, time.time())
+    return Spawned(LocalProc(proc), environment, time.time())
+
+
+def kill(proc: AgentProc) -> None:
+    """Kill it and what it started, at once."""
+    proc.signal(signal.SIGKILL)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiond.daemon import store as st
 from sessiond.daemon.agent_host import AgentHost
-from sessiond.daemon.agent_spawn import spawn_agent
+from sessiond.daemon.agent_spawn import kill, spawn_agent
 from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, SessionSetup
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.around import Around
@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # the ACP SDK is imported on the first turn that starts an ag
     from sessiond.daemon.acp_backend import AgentProcess
 
 ACP_BACKEND = "sessiond.daemon.acp_backend"
+RAY_RUNNER = "sessiond.daemon.ray_runner"
 
 log = logging.getLogger("sessiond.core")
 
@@ -288,6 +289,7 @@ class Core:
             process=m.AgentProcessInfo(
                 state=state,
                 pid=process.pid if process is not None and process.alive else None,
+                node=process.node if process is not None else None,
                 started_at=_dt(process.started_at) if process and process.started_at else None,
                 exit_code=process.exit_code if process is not None else None,
                 starts=runtime.starts,
@@ -402,16 +404,19 @@ class Core:
             # it starts up: the two take most of a first turn, and overlap here. (Not in a thread:
             # two threads importing packages that share modules can meet half-imported ones.)
             host = self._host(spec.name)
+            environment, log_path = host.child_environment(spec.env), self._log_path(spec.name)
             try:
-                spawned = await spawn_agent(
-                    spec.name, spec.command, host.child_environment(spec.env), self._log_path(spec.name)
-                )
+                if spec.options.runner == "ray":  # (imports Ray: only an agent that runs there does)
+                    on_ray = importlib.import_module(RAY_RUNNER).spawn_on_ray
+                    spawned = await on_ray(spec.name, spec.command, environment, log_path, spec.options.ray)
+                else:
+                    spawned = await spawn_agent(spec.name, spec.command, environment, log_path)
             except AgentExited as exc:
                 return self._crashed(runtime, exc)
             try:
                 agent_process: type[AgentProcess] = importlib.import_module(ACP_BACKEND).AgentProcess
             except BaseException:
-                spawned.proc.kill()  # nothing will speak to it
+                kill(spawned.proc)  # nothing will speak to it
                 raise
             if runtime.builtin or runtime.takes_http_mcp:
                 # Its sessions will be offered the daemon's MCP endpoint: start it while the agent
@@ -1125,16 +1130,26 @@ class Core:
             if session.preface is not None and not session.forked:
                 text = f"{session.preface}\n\n{turn.prompt}"
             session.preface = None
+            prompting = asyncio.ensure_future(process.prompt(agent_session_id, text))
             try:
-                async with asyncio.timeout(timeout):
-                    outcome = await process.prompt(agent_session_id, text)
+                outcome = await asyncio.wait_for(asyncio.shield(prompting), timeout)
             except TimeoutError:
+                # Told to stop, the agent ends its turn: wait for that (as a cancel does), so that
+                # the session's next prompt does not find the agent still busy with this one.
                 await process.cancel(agent_session_id)
+                await asyncio.wait({prompting}, timeout=CANCEL_GRACE)
+                if not prompting.done():
+                    prompting.cancel()
+                elif not prompting.cancelled():
+                    prompting.exception()  # (retrieved: how it ended is the timeout's to tell)
                 raise RpcError(
                     ErrorCode.TURN_TIMEOUT,
                     f"the turn ran past the agent's turn_timeout of {timeout:g} s and was cancelled; "
                     f"raise it with agent/update if the work needs longer",
                 ) from None
+            except BaseException:
+                prompting.cancel()  # the turn itself was cancelled (or failed): so is its prompt
+                raise
             turn.usage = outcome.usage
             return outcome.stop_reason
         except AgentExited as exc:

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sessiond")
 STOP_DEADLINE = 45.0
-# Loaded on first need only (a turn, an http MCP session, an ssh placement); at SESSIOND_LOG=debug
-# the daemon says which it is serving without, and when each one loads.
-ON_FIRST_NEED = ("acp", "mcp", "asyncssh", "uvicorn")
+# Loaded on first need only (a turn, an http MCP session, an ssh placement, a Ray-run agent); at
+# SESSIOND_LOG=debug the daemon says which it is serving without, and when each one loads.
+ON_FIRST_NEED = ("acp", "mcp", "asyncssh", "uvicorn", "ray")
 
 
 def _endpoint_maker(tools: SessionTools) -> MakeEndpoint:

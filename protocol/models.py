@@ -97,8 +97,41 @@ class PlacementSettings(Params):
         return data
 
 
+Runner = Literal["local", "ray"]
+
+
+class RaySettings(Params):
+    """Where a Ray-run agent's process goes (runner `ray`): an existing Ray cluster, and what the
+    process asks of the node Ray picks for it."""
+
+    address: str | None = Field(
+        None,
+        description="The cluster, as `ray.init(address=...)` takes it ('auto', 'ray://host:10001', "
+        "host:port). None: RAY_ADDRESS, else 'auto' (the cluster this machine is part of).",
+    )
+    num_cpus: float = Field(1.0, ge=0, description="CPUs the agent's process takes on its node.")
+    memory: int | None = Field(None, ge=0, description="Bytes of memory it takes on its node.")
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Custom resources it needs: a node label is one ({'gpu-box': 0.01}).",
+    )
+    start_timeout: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds its process may wait for a node with these resources before the turn "
+        "that needs it fails.",
+    )
+
+
 class AgentOptions(Params):
     """Settings of an agent; every field has a default."""
+
+    runner: Runner = Field(
+        "local",
+        description="Where its process runs: `local`, on this machine; `ray`, on a node of a Ray "
+        "cluster (the `ray` settings; `pip install sessiond[ray]`).",
+    )
+    ray: RaySettings = Field(default_factory=RaySettings, description="Used with runner `ray`.")
 
     mode: str | None = Field(None, description="ACP session mode id set on each new session.")
     model: str | None = Field(
@@ -222,7 +255,10 @@ class AgentProcessState(StrEnum):
 
 class AgentProcessInfo(Result):
     state: AgentProcessState
-    pid: int | None = None
+    pid: int | None = Field(None, description="Its pid, on the machine it runs on (see `node`).")
+    node: str | None = Field(
+        None, description="Where it runs when not on this machine: the Ray node's id and address."
+    )
     started_at: datetime | None = None
     exit_code: int | None = None
     starts: int = Field(0, description="How many times the process was started.")

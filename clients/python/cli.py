@@ -116,9 +116,11 @@ SESSION_HEADERS = ["ID", "AGENT", "STATUS", "TURNS", "ROOT", "RECAP"]
 
 
 def _agent_row(agent: AgentInfo) -> list[str]:
+    process = agent.process
+    where = f" on {process.node}" if process.node else ""
     return [
         agent.name,
-        agent.process.state.value,
+        process.state.value + (f" (pid {process.pid}{where})" if process.pid else ""),
         str(agent.open_sessions),
         str(agent.turns),
         short(" ".join(agent.command)),

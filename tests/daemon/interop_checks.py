@@ -42,7 +42,7 @@ async def leave_mid_stream(client: AsyncDaemon, session: AsyncSession, within: f
         started = time.monotonic()
         await stream.aclose()  # leaving the stream cancels the turn
         ended = await next_matching(events, kind("turn.ended"), timeout=within)
-    assert ended.data["stopReason"] == "cancelled"
+    assert ended.data.get("stopReason") == "cancelled", ended.data
     assert time.monotonic() - started < within
 
 

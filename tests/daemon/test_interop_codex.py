@@ -40,10 +40,19 @@ def daemon() -> Iterator[Daemon]:
 
 
 @pytest.fixture(scope="module")
-def standin() -> Iterator[OpenAIResponsesStandIn]:
+def running_standin() -> Iterator[OpenAIResponsesStandIn]:
     running = OpenAIResponsesStandIn().start()
     yield running
     running.stop()
+
+
+@pytest.fixture
+def standin(running_standin: OpenAIResponsesStandIn) -> OpenAIResponsesStandIn:
+    """The module's stand-in with nothing scripted: what a test left unasked (Codex asks nothing
+    more after a refused command, say) must not answer the next test's first prompt."""
+    with running_standin.lock:
+        running_standin.script.clear()
+    return running_standin
 
 
 async def test_codex_authenticates_with_the_key_in_its_env_and_does_a_text_turn(

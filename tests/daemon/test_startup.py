@@ -1,7 +1,7 @@
 """A lazy start: what a daemon and the editor's relay import before they are needed.
 
-The ACP SDK, the MCP SDK, asyncssh and uvicorn take most of a cold start; a daemon that has
-served clients but never run a turn has loaded none of them, and the relay an editor spawns
+The ACP SDK, the MCP SDK, asyncssh and uvicorn take most of a cold start (and Ray would); a
+daemon that has served clients but never run a turn has loaded none of them, and the relay an editor spawns
 (`sessiond stdio`) loads neither the daemon, pydantic nor asyncio. The daemon says, at
 SESSIOND_LOG=debug, which it serves without and when each one loads (an audit hook on imports).
 """
@@ -38,7 +38,7 @@ async def test_a_daemon_loads_the_acp_sdk_on_its_first_turn_and_not_before(
     daemon = debug_daemon
     try:
         serving = next(line for line in daemon.stderr if "DEBUG serving without" in line)
-        assert serving.endswith("serving without acp, mcp, asyncssh, uvicorn"), serving
+        assert serving.endswith("serving without acp, mcp, asyncssh, uvicorn, ray"), serving
         async with aconnect(daemon.socket, start=False) as client:
             await client.status()
             agent = await client.agent("demo")

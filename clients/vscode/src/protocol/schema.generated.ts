@@ -69,6 +69,7 @@ export interface SessiondSchema {
   PlacementSettings?: PlacementSettings1;
   Plan?: Plan;
   PlanEntry?: PlanEntry;
+  RaySettings?: RaySettings1;
   Removed?: Removed;
   RunDeclareParams?: RunDeclareParams;
   RunEndParams?: RunEndParams;
@@ -219,6 +220,11 @@ export interface AgentOptions {
    * A plan entry in progress for longer than this flags the session.
    */
   planStallSeconds?: number;
+  ray?: RaySettings;
+  /**
+   * Where its process runs: `local`, on this machine; `ray`, on a node of a Ray cluster (the `ray` settings; `pip install sessiond[ray]`).
+   */
+  runner?: 'local' | 'ray';
   /**
    * Model option for side chats (a cheaper one, say).
    */
@@ -281,6 +287,33 @@ export interface PlacementSettings {
   sshTarget?: string | null;
   sshVerifyHostKey?: boolean;
 }
+/**
+ * Used with runner `ray`.
+ */
+export interface RaySettings {
+  /**
+   * The cluster, as `ray.init(address=...)` takes it ('auto', 'ray://host:10001', host:port). None: RAY_ADDRESS, else 'auto' (the cluster this machine is part of).
+   */
+  address?: string | null;
+  /**
+   * Bytes of memory it takes on its node.
+   */
+  memory?: number | null;
+  /**
+   * CPUs the agent's process takes on its node.
+   */
+  numCpus?: number;
+  /**
+   * Custom resources it needs: a node label is one ({'gpu-box': 0.01}).
+   */
+  resources?: {
+    [k: string]: number | undefined;
+  };
+  /**
+   * Seconds its process may wait for a node with these resources before the turn that needs it fails.
+   */
+  startTimeout?: number;
+}
 export interface AgentProcessInfo {
   activeTurns?: number;
   /**
@@ -318,9 +351,16 @@ export interface AgentProcessInfo {
    */
   malformedUpdates?: number;
   /**
+   * Where it runs when not on this machine: the Ray node's id and address.
+   */
+  node?: string | null;
+  /**
    * Something a person should know about this agent.
    */
   note?: string | null;
+  /**
+   * Its pid, on the machine it runs on (see `node`).
+   */
   pid?: number | null;
   startedAt?: string | null;
   /**
@@ -829,6 +869,34 @@ export interface PlacementSettings1 {
    */
   sshTarget?: string | null;
   sshVerifyHostKey?: boolean;
+}
+/**
+ * Where a Ray-run agent's process goes (runner `ray`): an existing Ray cluster, and what the
+ * process asks of the node Ray picks for it.
+ */
+export interface RaySettings1 {
+  /**
+   * The cluster, as `ray.init(address=...)` takes it ('auto', 'ray://host:10001', host:port). None: RAY_ADDRESS, else 'auto' (the cluster this machine is part of).
+   */
+  address?: string | null;
+  /**
+   * Bytes of memory it takes on its node.
+   */
+  memory?: number | null;
+  /**
+   * CPUs the agent's process takes on its node.
+   */
+  numCpus?: number;
+  /**
+   * Custom resources it needs: a node label is one ({'gpu-box': 0.01}).
+   */
+  resources?: {
+    [k: string]: number | undefined;
+  };
+  /**
+   * Seconds its process may wait for a node with these resources before the turn that needs it fails.
+   */
+  startTimeout?: number;
 }
 export interface Removed {
   removed?: boolean;

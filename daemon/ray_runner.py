@@ -1,0 +1,273 @@
+"""Agents whose process runs on a node of a Ray cluster (agent option `runner = "ray"`).
+
+The daemon stays the one place that holds sessions, the event log and the clients; Ray holds the
+agent's process. It is started inside an actor (`AgentActor`) that Ray places on a node with
+the resources the agent asks for (`RaySettings`); ACP flows through the actor: the agent's stdout
+comes back as a Ray streaming generator of byte chunks, what the daemon writes to the agent goes
+in actor calls (batched, in order). To the ACP side it is one more `AgentProc` (`RayProc`).
+
+A node that dies takes the actor with it: the stream ends, `wait()` answers with `lost` naming
+the node, and the agent's running turns fail saying so, as with a crashed local agent; the next
+turn starts a new actor wherever Ray finds room and restores its sessions (`session/resume` or
+`session/load`) as eviction does.
+
+What the agent reads and writes through ACP (fs, terminals) is served by the daemon at the
+session's placement, so a session's root must be the same path on every node: a filesystem the
+nodes share (docs/scale.md says what that means). Only an agent with runner `ray` imports this
+module, and with it Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal as signals
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+# Ray's own fatal-signal handler would print a stack trace on the SIGTERM that stops the daemon.
+os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+
+import ray
+from ray.exceptions import RayError
+
+from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned
+from sessiond.daemon.agent_types import AgentExited
+from sessiond.protocol.models import RaySettings
+
+log = logging.getLogger("sessiond.ray")
+
+READ_SIZE = 1 << 16  # the most one chunk of the agent's stdout carries
+# The daemon waits for its writes to the agent (drain) only past this many bytes in flight.
+WRITE_HIGH_WATER = 1 << 20
+NAMESPACE = "sessiond"
+
+
+@ray.remote(max_concurrency=4)  # type: ignore[call-overload]  # threaded: reads block, writes go on
+class AgentActor:
+    """One agent process on the node Ray placed this actor on."""
+
+    def __init__(self, command: list[str], environment: dict[str, str], log_path: str) -> None:
+        path = Path(log_path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stderr = open(path, "ab")  # noqa: SIM115 (the process holds it open)
+        except OSError:  # not shared with this node: a log of its own here
+            path = Path("/tmp") / f"sessiond-agent-{os.getpid()}.log"
+            stderr = open(path, "ab")  # noqa: SIM115
+        stderr.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {command} (Ray)\n".encode())
+        stderr.flush()
+        self.log_path = str(path)
+        self.proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=environment,
+            start_new_session=True,
+        )
+        self._writing = threading.Lock()
+
+    def where(self) -> dict[str, Any]:
+        context = ray.get_runtime_context()
+        return {
+            "node": context.get_node_id(),
+            "address": ray.util.get_node_ip_address(),
+            "pid": self.proc.pid,
+            "log": self.log_path,
+        }
+
+    def read(self) -> Any:
+        """The agent's stdout, chunk by chunk as it comes, until it closes (a streaming generator)."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while chunk := os.read(fd, READ_SIZE):
+            yield chunk
+
+    def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        with self._writing:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+
+    def close_stdin(self) -> None:
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError), self._writing:
+                self.proc.stdin.close()
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+    def wait(self) -> int:
+        return self.proc.wait()
+
+
+class _ActorTransport(asyncio.WriteTransport):
+    """What the daemon writes to the agent, sent to its actor in order and batched while a call is
+    out; the writer pauses (drain waits) past WRITE_HIGH_WATER bytes in flight. Under an asyncio
+    StreamWriter, which is what the ACP SDK writes to."""
+
+    def __init__(self, actor: Any, protocol: asyncio.StreamReaderProtocol) -> None:
+        super().__init__()
+        self._actor = actor
+        self._protocol = protocol
+        self._buffer: list[bytes] = []
+        self._in_flight = 0  # bytes written and not yet delivered
+        self._paused = False
+        self._closing = False
+        self._sender: asyncio.Future[None] | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing:
+            raise ConnectionResetError("the agent's stdin is closed")
+        self._buffer.append(bytes(data))
+        self._in_flight += len(data)
+        if self._in_flight > WRITE_HIGH_WATER and not self._paused:
+            self._paused = True
+            self._protocol.pause_writing()
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.ensure_future(self._send())
+
+    async def _send(self) -> None:
+        while self._buffer:
+            batch, self._buffer = b"".join(self._buffer), []
+            try:
+                await self._actor.write.remote(batch)
+            except RayError:
+                self._buffer.clear()  # the actor is gone: the end of its stdout says so
+            self._in_flight -= len(batch)
+            if self._paused and self._in_flight <= WRITE_HIGH_WATER // 2:
+                self._paused = False
+                self._protocol.resume_writing()
+        if self._closing:
+            with contextlib.suppress(RayError):
+                await self._actor.close_stdin.remote()
+
+    def get_write_buffer_size(self) -> int:
+        return self._in_flight
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.ensure_future(self._send())
+
+    def abort(self) -> None:
+        self._buffer.clear()
+        self.close()
+
+
+class RayProc:
+    """An agent process in an `AgentActor`, as the ACP side sees a process."""
+
+    def __init__(self, actor: Any, where: dict[str, Any]) -> None:
+        self._actor = actor
+        self.pid: int | None = int(where["pid"])
+        self.node: str | None = f"Ray node {str(where['node'])[:12]} ({where['address']})"
+        self.lost: str | None = None
+        self.stdout = asyncio.StreamReader(limit=STDOUT_LIMIT)
+        protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
+        transport = _ActorTransport(actor, protocol)
+        protocol.connection_made(transport)
+        self.stdin = asyncio.StreamWriter(transport, protocol, None, asyncio.get_running_loop())
+        self._pump = asyncio.ensure_future(self._read())
+        self._signals: set[asyncio.Future[None]] = set()
+
+    async def _read(self) -> None:
+        try:
+            async for ref in self._actor.read.options(num_returns="streaming").remote():
+                self.stdout.feed_data(await ref)
+        except RayError as exc:
+            self._lose(exc)
+        finally:
+            self.stdout.feed_eof()
+
+    def _lose(self, exc: BaseException) -> None:
+        if self.lost is None:
+            self.lost = (
+                f"was lost with {self.node}, where it ran (the node or its actor died: {type(exc).__name__})"
+            )
+
+    async def wait(self) -> int:
+        try:
+            return int(await self._actor.wait.remote())
+        except RayError as exc:
+            self._lose(exc)
+            return -signals.SIGKILL
+
+    def signal(self, sig: int) -> None:
+        async def send() -> None:
+            with contextlib.suppress(RayError):
+                await self._actor.signal.remote(sig)
+            if sig == signals.SIGKILL:
+                with contextlib.suppress(RayError):
+                    ray.kill(self._actor)
+
+        sending = asyncio.ensure_future(send())
+        self._signals.add(sending)
+        sending.add_done_callback(self._signals.discard)
+
+
+_connected = threading.Lock()
+
+
+def _connect(address: str | None) -> None:
+    """Join the cluster once per daemon (RAY_ADDRESS, else `address`, else 'auto')."""
+    with _connected:
+        if ray.is_initialized():
+            return
+        ray.init(
+            address=address or os.environ.get("RAY_ADDRESS") or "auto",
+            namespace=NAMESPACE,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+
+
+async def spawn_on_ray(
+    name: str, command: list[str], environment: dict[str, str], log_path: Path, settings: RaySettings
+) -> Spawned:
+    """Start the agent's process in an actor on a node with what it asks for; raises AgentExited
+    with a sentence when the cluster cannot be reached, no node has room in time, or the process
+    does not start there."""
+    try:
+        await asyncio.to_thread(_connect, settings.address)
+    except Exception as exc:
+        cluster = settings.address or os.environ.get("RAY_ADDRESS") or "auto"
+        raise AgentExited(
+            f"agent {name!r} runs on Ray, but the cluster at {cluster} cannot be reached ({exc}); "
+            f"start it (ray start --head) or fix the agent's ray.address"
+        ) from None
+    options: dict[str, Any] = {"num_cpus": settings.num_cpus, "resources": dict(settings.resources)}
+    if settings.memory is not None:
+        options["memory"] = settings.memory
+    actor = AgentActor.options(**options).remote(command, environment, str(log_path))  # type: ignore[attr-defined]
+    try:
+        where = await asyncio.wait_for(actor.where.remote(), settings.start_timeout)
+    except TimeoutError:
+        ray.kill(actor)
+        asked = ", ".join(
+            f"{key}={value:g}" for key, value in {"CPU": settings.num_cpus, **settings.resources}.items()
+        )
+        if settings.memory is not None:
+            asked += f", memory={settings.memory} bytes"
+        raise AgentExited(
+            f"no node of the Ray cluster had room for agent {name!r} ({asked}) within "
+            f"{settings.start_timeout:g} s; add a node with these resources, or change the agent's "
+            f"ray settings"
+        ) from None
+    except RayError as exc:
+        raise AgentExited(f"could not start agent {name!r} with {command!r} on Ray: {exc}") from None
+    log.info("agent %r runs on Ray node %s (%s), pid %s", name, where["node"], where["address"], where["pid"])
+
+    return Spawned(RayProc(actor, where), environment, time.time())
