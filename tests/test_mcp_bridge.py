@@ -242,13 +242,6 @@ def real_daemon() -> Iterator[Daemon]:
     shutil.rmtree(running.home, ignore_errors=True)
 
 
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    return root
-
-
 async def test_an_agent_suggestion_reaches_the_inbox(real_daemon: Daemon, work: Path) -> None:
     async with aconnect(real_daemon.socket, start=False) as daemon:
         session = await (await daemon.agent("demo")).session(work)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -15,10 +14,3 @@ from bench.harness import Daemon, checked
 def daemon() -> Iterator[Daemon]:
     with checked(Daemon()) as running:
         yield running
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    return root

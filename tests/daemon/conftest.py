@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
 from bench.harness import Daemon, checked
-from sessiond.client import AsyncDaemon, aconnect
 
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
     with checked(Daemon()) as running:
         yield running
-
-
-@pytest.fixture
-async def client(daemon: Daemon) -> AsyncIterator[AsyncDaemon]:
-    async with aconnect(daemon.socket, start=False) as connected:
-        yield connected
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    return root

@@ -7,13 +7,13 @@ terminal, and their own process's environment is read from /proc.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bench.harness import Daemon, checked
-from sessiond.client import AsyncAgent, AsyncDaemon, aconnect
+from sessiond.client import AsyncAgent, AsyncDaemon
 from sessiond.daemon.child_env import EnvRules, child_environment
 from sessiond.protocol.models import AgentOptions
 
@@ -38,12 +38,6 @@ class DaemonWithSecrets(Daemon):
 def daemon() -> Iterator[Daemon]:
     with checked(DaemonWithSecrets()) as running:
         yield running
-
-
-@pytest.fixture
-async def client(daemon: Daemon) -> AsyncIterator[AsyncDaemon]:
-    async with aconnect(daemon.socket, start=False) as connected:
-        yield connected
 
 
 async def demo_like(client: AsyncDaemon, name: str, daemon: Daemon, **options: object) -> AsyncAgent:

@@ -9,7 +9,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pytest
 import ray.cluster_utils as ray_cluster_utils  # the test extra installs ray
 
 from bench.harness import Daemon, checked
-from sessiond.client import AgentUnavailable, AsyncDaemon, aconnect
+from sessiond.client import AgentUnavailable, AsyncDaemon
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,19 +50,6 @@ def daemon(cluster: Any) -> Iterator[Daemon]:
             os.environ.pop("RAY_ADDRESS", None)
         else:
             os.environ["RAY_ADDRESS"] = previous
-
-
-@pytest.fixture
-async def client(daemon: Daemon) -> AsyncIterator[AsyncDaemon]:
-    async with aconnect(daemon.socket, start=False) as connected:
-        yield connected
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    return root
 
 
 def demo_on_ray(state: Path) -> list[str]:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.harness import Daemon, checked
-from sessiond.client import AsyncDaemon, aconnect
+from sessiond.client import AsyncDaemon
 from sessiond.protocol.errors import ErrorCode
 from tests.security.wire import Wire, frame
 
@@ -21,12 +21,6 @@ TIMEOUT = 30
 def daemon() -> Iterator[Daemon]:
     with checked(Daemon()) as running:
         yield running
-
-
-@pytest.fixture
-async def client(daemon: Daemon) -> AsyncIterator[AsyncDaemon]:
-    async with aconnect(daemon.socket, start=False) as connected:
-        yield connected
 
 
 async def _answerer(daemon: Daemon) -> Wire:

@@ -40,13 +40,6 @@ async def client(tcp_daemon: Daemon) -> AsyncIterator[AsyncDaemon]:
         yield connected
 
 
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    return root
-
-
 class World:
     """What exists before the intruders speak, and what each method would do to it."""
 
@@ -71,6 +64,9 @@ class World:
             "session/cancel": {"session": s},
             "session/close": {"session": s},
             "session/transcript": {"session": s},
+            "session/controls": {"session": s},
+            "session/setMode": {"session": s, "mode": "plan"},
+            "session/setConfigOption": {"session": s, "configId": "model", "value": "demo-large"},
             "fleet/summary": {},
             "session/side": {"session": s, "prompt": run},
             "session/tree": {"session": s},
@@ -101,8 +97,19 @@ async def _state(client: AsyncDaemon) -> dict[str, Any]:
     """Everything an intruder could change, as the daemon's own client sees it."""
     sessions = [s.info for s in await client.sessions(include_closed=True)]
     agents = [await a.aget() for a in await client.agents()]
+    chosen = {s.id: (await (await client.session(s.id)).acontrols()).chosen for s in sessions}
     return {
-        "sessions": sorted((s.id, s.status, s.status_since, s.usage and s.usage.turns) for s in sessions),
+        "sessions": sorted(
+            (
+                s.id,
+                s.status,
+                s.status_since,
+                s.usage and s.usage.turns,
+                chosen[s.id].mode,
+                str(chosen[s.id].config),
+            )
+            for s in sessions
+        ),
         "agents": sorted((a.name, tuple(a.command), a.options.turn_timeout) for a in agents),
         "tasks": sorted((t.id, t.status) for t in await client.tasks()),
         "runs": sorted(r.id for r in await client.runs()),

@@ -211,15 +211,19 @@ class OpenAIResponsesStandIn:
         return Handler
 
 
-def _events(reply: str | Call | Slow, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(reply, Call):
-        yield from _call_events(reply, model)
-        return
-    slow = reply if isinstance(reply, Slow) else None
-    text = slow.text if slow is not None else str(reply)
-    response_id, item_id = _id("resp"), _id("msg")
-    response: dict[str, Any] = {
-        "id": response_id,
+_USAGE = {
+    "input_tokens": 100,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 20,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 120,
+}
+
+
+def _response(model: str) -> dict[str, Any]:
+    """A response as `response.created` announces it."""
+    return {
+        "id": _id("resp"),
         "object": "response",
         "created_at": int(time.time()),
         "status": "in_progress",
@@ -227,6 +231,16 @@ def _events(reply: str | Call | Slow, model: str) -> Iterator[tuple[str, dict[st
         "output": [],
         "usage": None,
     }
+
+
+def _events(reply: str | Call | Slow, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(reply, Call):
+        yield from _call_events(reply, model)
+        return
+    slow = reply if isinstance(reply, Slow) else None
+    text = slow.text if slow is not None else str(reply)
+    item_id = _id("msg")
+    response = _response(model)
     seq = itertools.count()
     yield "response.created", {"type": "response.created", "sequence_number": next(seq), "response": response}
     yield (
@@ -275,41 +289,17 @@ def _events(reply: str | Call | Slow, model: str) -> Iterator[tuple[str, dict[st
         "response.output_item.done",
         {"type": "response.output_item.done", "sequence_number": next(seq), "output_index": 0, "item": done},
     )
-    usage = {
-        "input_tokens": 100,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 20,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 120,
-    }
-    completed = {**response, "status": "completed", "output": [done], "usage": usage}
+    completed = {**response, "status": "completed", "output": [done], "usage": _USAGE}
     yield (
         "response.completed",
         {"type": "response.completed", "sequence_number": next(seq), "response": completed},
     )
 
 
-_USAGE = {
-    "input_tokens": 100,
-    "input_tokens_details": {"cached_tokens": 0},
-    "output_tokens": 20,
-    "output_tokens_details": {"reasoning_tokens": 0},
-    "total_tokens": 120,
-}
-
-
 def _call_events(call: Call, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """One tool call as the real API streams it: the item added, its arguments (or freeform input)
     in pieces, the item done, the response completed."""
-    response: dict[str, Any] = {
-        "id": _id("resp"),
-        "object": "response",
-        "created_at": int(time.time()),
-        "status": "in_progress",
-        "model": model,
-        "output": [],
-        "usage": None,
-    }
+    response = _response(model)
     seq = itertools.count()
     yield "response.created", {"type": "response.created", "sequence_number": next(seq), "response": response}
     if call.freeform is not None:
