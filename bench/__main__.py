@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import limits, real_agents, startup, streaming
+from bench import limits, ray_agents, real_agents, startup, streaming
 from bench.direct_acp import direct_agent, run_turns
 from bench.harness import children, daemon, rss_kib, table
 from sessiond.client import AsyncDaemon, aconnect
@@ -249,6 +249,8 @@ def main() -> None:
     print(table("Hostile and careless clients: daemon memory", asyncio.run(limits.run())))
     print()
     print(table("A real agent (claude-agent-acp) against its stand-in", asyncio.run(real_agents.run())))
+    print()
+    print(table("The demo agent on a Ray node (a local cluster)", asyncio.run(ray_agents.run(args.turns))))
 
 
 if __name__ == "__main__":

@@ -855,10 +855,9 @@ class Core:
     def _live_at_agent(self, session: SessionRecord) -> tuple[AgentProcess, str] | None:
         """The agent's process and its id for the session, while the agent holds it open."""
         agent = self.agents.get(session.agent)
-        process = agent.process if agent is not None else None
-        if process is None or session.agent_session_id is None or session.id not in agent.live:  # type: ignore[union-attr]
+        if agent is None or agent.process is None or session.agent_session_id is None:
             return None
-        return process, session.agent_session_id
+        return (agent.process, session.agent_session_id) if session.id in agent.live else None
 
     async def set_mode(self, params: m.SessionSetModeParams) -> m.SessionControls:
         """Choose a session's mode: kept with it, and said to the agent now if it holds it open."""
@@ -884,7 +883,7 @@ class Core:
             if session.offer is not None:
                 session.offer.mode = params.mode
         session.chosen().mode = params.mode
-        await self._wait(self.store.write(st.execute(SAVE_SESSION, session.row())))
+        await self._wait(self.store.write(st.execute(UPDATE_SESSION, session.changes())))
         self.feed.controls_changed(session)
         return self.feed.controls(session)
 
@@ -918,7 +917,7 @@ class Core:
                 session.offer.take_options(options)
                 session.offer.set_value(params.config_id, params.value)
         session.chosen().config[params.config_id] = params.value
-        await self._wait(self.store.write(st.execute(SAVE_SESSION, session.row())))
+        await self._wait(self.store.write(st.execute(UPDATE_SESSION, session.changes())))
         self.feed.controls_changed(session)
         return self.feed.controls(session)
 
@@ -1188,7 +1187,7 @@ class Core:
                 )
             elif (restored := await self._restore_at_agent(agent, process, session, mcp)) is not None:
                 # The agent kept its own settings: only what was chosen for the session is said again.
-                await self._apply_choices(agent, process, session, session.agent_session_id, restored)
+                await self._apply_choices(process, session, session.agent_session_id, restored)
             else:
                 # The agent cannot restore it: start afresh and say so.
                 old = session.agent_session_id
@@ -1278,11 +1277,10 @@ class Core:
         for config_id, value in config.items():
             offer.take_options(await process.set_config_option(agent_session_id, config_id, value))
         agent.offer = offer.copy()  # what a new session of the agent starts with, shown for lazy ones
-        await self._apply_choices(agent, process, session, agent_session_id, offer)
+        await self._apply_choices(process, session, agent_session_id, offer)
 
     async def _apply_choices(
         self,
-        agent: AgentRuntime,
         process: AgentProcess,
         session: SessionRecord,
         agent_session_id: str,
@@ -1318,7 +1316,12 @@ class Core:
                     exc.data,
                 ) from None
             offer.set_value(config_id, value)
-        offer.commands = offer.commands or (session.offer.commands if session.offer else [])
+        known = session.offer
+        if known is not None:  # what an answer to resume or load left out, the agent said before
+            offer.modes = offer.modes or known.modes
+            offer.mode = offer.mode or known.mode
+            offer.options = offer.options or known.options
+            offer.commands = offer.commands or known.commands
         if offer != session.offer:  # (a session restored as it was is not news)
             session.offer = offer
             self.feed.controls_changed(session)
