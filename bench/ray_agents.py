@@ -44,6 +44,8 @@ async def run(turns: int = 200, sequential: int = 50) -> list[Row]:
     previous = os.environ.get("RAY_ADDRESS")
     os.environ["RAY_ADDRESS"] = cluster.address
     work = Path(tempfile.mkdtemp(prefix="sd-bench-ray-"))
+    # The agents' own state goes beside the work, not in it: sessions outside git snapshot their root.
+    state = Path(tempfile.mkdtemp(prefix="sd-bench-ray-state-"))
     command = [sys.executable, "-m", "sessiond.daemon.demo_agent", "--state-dir"]
     daemon = Daemon().start()
     local_times: list[float] = []
@@ -52,10 +54,10 @@ async def run(turns: int = 200, sequential: int = 50) -> list[Row]:
     ray_each: list[float] = []
     try:
         async with aconnect(daemon.socket, start=False) as client:
-            local = await client.agent("local-demo", command=[*command, str(work / "local")])
+            local = await client.agent("local-demo", command=[*command, str(state / "local")])
             on_ray = await client.agent(
                 "ray-demo",
-                command=[*command, str(work / "ray")],
+                command=[*command, str(state / "ray")],
                 runner="ray",
                 ray={"num_cpus": 0.5, "resources": {"agents": 1}},
             )
