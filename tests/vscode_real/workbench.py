@@ -229,6 +229,12 @@ class Workbench:
 
     # -------------------------------------------------------------- driving it as a person does
 
+    def reload(self) -> None:
+        """Load the window again: a new extension host, which reads the user settings afresh (a
+        change written to settings.json otherwise reaches it through a file watcher, late under load)."""
+        self.page.reload()
+        self.page.wait_for_selector(".monaco-workbench .part.statusbar", timeout=120_000)
+
     def open(self) -> None:
         """The workbench loaded and the Sessions view showing (so a test may also run on its own)."""
         page = self.page
