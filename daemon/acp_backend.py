@@ -33,6 +33,7 @@ from sessiond.daemon.agent_types import (
     SessionSetup,
     TerminalResult,  # noqa: F401 (re-exported)
 )
+from sessiond.daemon.terminals import Terminals
 
 log = logging.getLogger("sessiond.acp")
 
@@ -620,6 +621,14 @@ class AgentProcess:
     def node(self) -> str | None:
         """Where it runs when not on this machine."""
         return self._proc.node if self._proc is not None else None
+
+    async def root_problem(self, root: str) -> str | None:
+        """Why a session rooted at `root` cannot work where the process runs (None: it can)."""
+        return await self._proc.root_problem(root) if self._proc is not None else None
+
+    def terminals(self) -> Terminals | None:
+        """Terminals running commands where the process runs (None: the placement's own)."""
+        return self._proc.terminals() if self._proc is not None else None
 
     def exit_reason(self, what: str) -> str:
         code = self.exit_code

@@ -16,9 +16,13 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sessiond.daemon.agent_types import AgentExited
+from sessiond.protocol.models import RaySettings
+
+if TYPE_CHECKING:
+    from sessiond.daemon.terminals import Terminals
 
 STDOUT_LIMIT = 50 * 1024 * 1024  # the longest line (one ACP message) read off an agent's stdout
 
@@ -52,6 +56,13 @@ class AgentProc(Protocol):
     def signal(self, sig: int) -> None:
         """Send `sig` to it and what it started (its process group)."""
 
+    async def root_problem(self, root: str) -> str | None:
+        """Why a session rooted at `root` cannot work where the process runs (None: it can)."""
+
+    def terminals(self) -> Terminals | None:
+        """Terminals whose commands run where the process runs, for a session opened there; None:
+        the session's placement runs them (on this machine, or its ssh target)."""
+
 
 class LocalProc:
     """An agent process on this machine, in a process group of its own."""
@@ -75,6 +86,12 @@ class LocalProc:
     def signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, sig)
+
+    async def root_problem(self, root: str) -> str | None:
+        return None  # this machine's roots are its placements' to make
+
+    def terminals(self) -> Terminals | None:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +127,16 @@ async def spawn_agent(name: str, command: list[str], environment: dict[str, str]
                 f"check the agent's command (sessiond agent update)"
             ) from None
     return Spawned(LocalProc(proc), environment, time.time())
+
+
+def ray_request(settings: RaySettings) -> str:
+    """What a Ray-run agent's process asks of a node: 'CPU=1, gpu-box=1, memory=… bytes'."""
+    asked = ", ".join(
+        f"{key}={value:g}" for key, value in {"CPU": settings.num_cpus, **settings.resources}.items()
+    )
+    if settings.memory is not None:
+        asked += f", memory={settings.memory} bytes"
+    return asked
 
 
 def kill(proc: AgentProc) -> None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiond.daemon import store as st
 from sessiond.daemon.agent_host import AgentHost
-from sessiond.daemon.agent_spawn import kill, spawn_agent
+from sessiond.daemon.agent_spawn import kill, ray_request, spawn_agent
 from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, SessionSetup
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.around import Around
@@ -1122,7 +1122,7 @@ class Core:
             # turn_timeout is the agent's time on the prompt.
             await self._prepare_placement(session)
             await self.feed.start_tracking(session)
-            process = await self._ensure_process(agent)
+            process = await self._process_for(agent, session, turn)
             agent_session_id = await self._ensure_live(agent, process, session)
             turn.prompting = True
             text = turn.prompt
@@ -1163,11 +1163,35 @@ class Core:
             turn.prompting = False
             agent.active_turns -= 1
 
+    async def _process_for(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> AgentProcess:
+        """The agent's process for a turn. A Ray-run agent's new process waits for a node with room:
+        meanwhile the turn shows queued, saying for what."""
+        options = agent.spec.options
+        if options.runner != "ray" or (agent.process is not None and agent.process.alive):
+            return await self._ensure_process(agent)
+        turn.waiting_for = (
+            f"waiting for a node of the Ray cluster with room for agent {agent.name!r} "
+            f"({ray_request(options.ray)}), for at most {options.ray.start_timeout:g} s"
+        )
+        self.set_status(session)
+        try:
+            return await self._ensure_process(agent)
+        finally:
+            turn.waiting_for = None
+            self.set_status(session)
+
     async def _ensure_live(self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord) -> str:
         """The agent's id for this session, opening or restoring it at the agent first if needed."""
         if session.id in agent.live and session.agent_session_id:
             agent.live.move_to_end(session.id)
             return session.agent_session_id
+        placement = session.runtime.placement if session.runtime is not None else None
+        # A root on this machine's filesystem must be where the agent's process runs too.
+        local_root = placement.root if placement is not None and placement.host is None else None
+        if local_root is not None and (problem := await process.root_problem(local_root)) is not None:
+            raise RpcError(ErrorCode.PLACEMENT_FAILED, problem)
+        if placement is not None and (terminals := process.terminals()) is not None:
+            await placement.run_commands_with(terminals)  # where the process runs, where the placement allows
         cap = agent.spec.options.max_live_sessions
         lock = agent.room_lock if cap else contextlib.nullcontext()
         async with lock:

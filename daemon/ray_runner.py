@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import signal as signals
@@ -28,7 +29,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 # Ray's own fatal-signal handler would print a stack trace on the SIGTERM that stops the daemon.
 os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
@@ -36,8 +37,11 @@ os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
 import ray
 from ray.exceptions import RayError
 
-from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned
+from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned, ray_request
 from sessiond.daemon.agent_types import AgentExited
+from sessiond.daemon.child_env import child_environment
+from sessiond.daemon.placements.base import PlacementError
+from sessiond.daemon.terminals import DEFAULT_OUTPUT_LIMIT, Terminal, Terminals
 from sessiond.protocol.models import RaySettings
 
 log = logging.getLogger("sessiond.ray")
@@ -46,9 +50,12 @@ READ_SIZE = 1 << 16  # the most one chunk of the agent's stdout carries
 # The daemon waits for its writes to the agent (drain) only past this many bytes in flight.
 WRITE_HIGH_WATER = 1 << 20
 NAMESPACE = "sessiond"
+_terminal_ids = itertools.count(1)
 
 
-@ray.remote(max_concurrency=4)  # type: ignore[call-overload]  # threaded: reads block, writes go on
+# Threaded: the agent's stdout and its exit each hold a thread for the process's life, each command
+# run on the node one for its own; writes and signals go on beside them.
+@ray.remote(max_concurrency=64)  # type: ignore[call-overload]
 class AgentActor:
     """One agent process on the node Ray placed this actor on."""
 
@@ -101,11 +108,45 @@ class AgentActor:
                 self.proc.stdin.close()
 
     def signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, sig)
+        self.signal_group(self.proc.pid, sig)
+
+    def signal_group(self, pid: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
 
     def wait(self) -> int:
         return self.proc.wait()
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def run(self, argv: list[str], environment: dict[str, str], cwd: str) -> Any:
+        """A command on this node, for a terminal of the agent's: ("pid", n), then ("out", bytes) as
+        its output comes (stderr merged), then ("exit", returncode); or ("error", what) if it could
+        not start. A streaming generator; the command is in a process group of its own."""
+        try:
+            command = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            yield ("error", f"command not found: {argv[0]!r} (on {ray.util.get_node_ip_address()})")
+            return
+        except PermissionError:
+            yield ("error", f"command {argv[0]!r} is not executable")
+            return
+        yield ("pid", command.pid)
+        assert command.stdout is not None
+        fd = command.stdout.fileno()
+        while chunk := os.read(fd, READ_SIZE):
+            yield ("out", chunk)
+        command.stdout.close()
+        yield ("exit", command.wait())
 
 
 class _ActorTransport(asyncio.WriteTransport):
@@ -167,6 +208,88 @@ class _ActorTransport(asyncio.WriteTransport):
         self.close()
 
 
+class _NodeOutput:
+    """A command's output on its node, read like a local process's stdout (for `Terminals`)."""
+
+    def __init__(self, stream: Any, node: str | None) -> None:
+        self._stream = stream
+        self._node = node
+        self.returncode: int | None = None
+        self.ended = asyncio.Event()
+
+    async def read(self, _n: int) -> bytes:
+        while not self.ended.is_set():
+            try:
+                kind, value = await (await self._stream.__anext__())
+            except StopAsyncIteration:
+                break
+            except RayError as exc:
+                self.returncode = 255
+                self.ended.set()
+                lost = f"{self._node} was lost while the command ran: {type(exc).__name__}"
+                return f"\n[sessiond: {lost}]\n".encode()
+            if kind == "out":
+                return bytes(value)
+            if kind == "exit":
+                self.returncode = int(value)
+        self.ended.set()
+        return b""
+
+
+class _NodeCommand:
+    """Looks to `Terminals` like an asyncio subprocess: `pid`, `stdout.read`, `wait`."""
+
+    def __init__(self, pid: int, stdout: _NodeOutput) -> None:
+        self.pid = pid
+        self.stdout = stdout
+
+    async def wait(self) -> int:
+        await self.stdout.ended.wait()
+        return self.stdout.returncode if self.stdout.returncode is not None else 255
+
+
+class NodeTerminals(Terminals):
+    """A session's terminals whose commands run on the node of its agent's actor (the bookkeeping is
+    `Terminals`'; only starting and killing a command differ)."""
+
+    def __init__(self, actor: Any, node: str | None) -> None:
+        super().__init__()
+        self._actor = actor
+        self._node = node
+
+    async def create(
+        self, command: str, args: list[str], env: dict[str, str], cwd: str, limit: int | None
+    ) -> str:
+        stream = self._actor.run.options(num_returns="streaming").remote(
+            [command, *args], child_environment(env), cwd
+        )
+        try:
+            kind, value = await (await stream.__anext__())
+        except (RayError, StopAsyncIteration) as exc:
+            raise PlacementError(f"cannot run {command!r} on {self._node}: {exc}") from None
+        if kind == "error":
+            raise PlacementError(str(value))
+        process = _NodeCommand(int(value), _NodeOutput(stream, self._node))
+        # `Terminals` reads `process.stdout`, awaits `process.wait()` and names the terminal: the
+        # adapter offers exactly that, so the cast only tells the type checker.
+        terminal = Terminal(
+            f"ray-term-{next(_terminal_ids)}",
+            cast(asyncio.subprocess.Process, process),
+            limit if limit is not None else DEFAULT_OUTPUT_LIMIT,
+        )
+        terminal.reader = asyncio.create_task(self._read(terminal), name=terminal.id)
+        self._terminals[terminal.id] = terminal
+        return terminal.id
+
+    # `Terminals._kill` is a staticmethod (a local kill needs nothing else); this one needs the actor.
+    async def _kill(self, terminal: Terminal) -> None:  # type: ignore[override]
+        if not terminal.exited.is_set():
+            with contextlib.suppress(RayError):
+                await self._actor.signal_group.remote(terminal.process.pid, signals.SIGKILL)
+        if terminal.reader is not None:
+            await asyncio.gather(terminal.reader, return_exceptions=True)
+
+
 class RayProc:
     """An agent process in an `AgentActor`, as the ACP side sees a process."""
 
@@ -182,6 +305,26 @@ class RayProc:
         self.stdin = asyncio.StreamWriter(transport, protocol, None, asyncio.get_running_loop())
         self._pump = asyncio.ensure_future(self._read())
         self._signals: set[asyncio.Future[None]] = set()
+        self._roots_seen: set[str] = set()  # roots found on its node (asked once each)
+
+    def terminals(self) -> Terminals:
+        return NodeTerminals(self._actor, self.node)
+
+    async def root_problem(self, root: str) -> str | None:
+        if root in self._roots_seen:
+            return None
+        try:
+            there = bool(await self._actor.is_dir.remote(root))
+        except RayError:
+            return None  # the actor is gone: the session call that follows says so
+        if not there:
+            return (
+                f"the session's root {root} is not on {self.node}, where the agent's process runs: "
+                f"a Ray-run agent's sessions need their roots at the same path on every node (a "
+                f"filesystem the nodes share; see docs/scale.md)"
+            )
+        self._roots_seen.add(root)
+        return None
 
     async def _read(self) -> None:
         try:
@@ -256,13 +399,8 @@ async def spawn_on_ray(
         where = await asyncio.wait_for(actor.where.remote(), settings.start_timeout)
     except TimeoutError:
         ray.kill(actor)
-        asked = ", ".join(
-            f"{key}={value:g}" for key, value in {"CPU": settings.num_cpus, **settings.resources}.items()
-        )
-        if settings.memory is not None:
-            asked += f", memory={settings.memory} bytes"
         raise AgentExited(
-            f"no node of the Ray cluster had room for agent {name!r} ({asked}) within "
+            f"no node of the Ray cluster had room for agent {name!r} ({ray_request(settings)}) within "
             f"{settings.start_timeout:g} s; add a node with these resources, or change the agent's "
             f"ray settings"
         ) from None

@@ -116,6 +116,11 @@ class Placement(Protocol):
     async def prepare(self) -> None:
         """Make the placement ready; cheap when it is. Raises PlacementError; may be called again."""
 
+    async def run_commands_with(self, terminals: terminals.Terminals) -> bool:
+        """The agent's commands start through `terminals` from now on (its process runs on another
+        node, and they go there too), ending those started through the earlier ones; False where
+        the placement itself decides where commands run (a sandbox, a container, an ssh target)."""
+
     async def read_text(self, path: str) -> str: ...
 
     async def write_text(self, path: str, content: str) -> str:

@@ -28,6 +28,7 @@ import uuid
 from sessiond.daemon.child_env import child_environment
 from sessiond.daemon.placements.base import PlacementError, PlacementOptions, is_within, present_dirs
 from sessiond.daemon.placements.local import LocalPlacement
+from sessiond.daemon.terminals import Terminals
 
 ENGINES = ("docker", "podman")
 INFO_TIMEOUT = 20.0
@@ -166,6 +167,9 @@ class ContainerPlacement(LocalPlacement):
         self.engine: str | None = None
         self.container: str | None = None
         self._pidfiles: dict[str, str] = {}
+
+    async def run_commands_with(self, terminals: Terminals) -> bool:
+        return False  # the container runs on this machine: its commands run here
 
     def describe(self) -> str:
         engine = os.path.basename(self.engine) if self.engine else "container"

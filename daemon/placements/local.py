@@ -55,6 +55,12 @@ class LocalPlacement(TerminalCalls):
         self.options = options
         self.terminals = Terminals()
 
+    async def run_commands_with(self, terminals: Terminals) -> bool:
+        # A folder (or a worktree) on a filesystem the agent's node shares: its commands go there.
+        earlier, self.terminals = self.terminals, terminals
+        await earlier.close()
+        return True
+
     async def prepare(self) -> None:
         if not os.path.isdir(self.root):
             raise PlacementError(f"the session's root {self.root} is not an existing directory")

@@ -24,6 +24,7 @@ from pathlib import PurePosixPath
 
 from sessiond.daemon.placements.base import PlacementError, PlacementOptions, present_dirs
 from sessiond.daemon.placements.local import LocalPlacement
+from sessiond.daemon.terminals import Terminals
 
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`) "
@@ -81,6 +82,9 @@ class SandboxPlacement(LocalPlacement):
         super().__init__(root=root, session_id=session_id, options=options)
         # The daemon's socket, state and config folders: empty inside.
         self.daemon_dirs = daemon_dirs
+
+    async def run_commands_with(self, terminals: Terminals) -> bool:
+        return False  # the sandbox is set up on this machine: its commands run here
 
     def describe(self) -> str:
         network = "" if self.options.sandbox_network else ", no network"

@@ -26,6 +26,7 @@ from sessiond.daemon.placements.base import (
 )
 from sessiond.daemon.placements.ssh_terminals import RemoteTerminals
 from sessiond.daemon.placements.terminal_calls import TerminalCalls
+from sessiond.daemon.terminals import Terminals
 
 _TARGET = re.compile(
     r"\A(?:(?P<user>[^@\s]+)@)?(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:@\s\[\]]+))(?::(?P<port>\d+))?\Z"
@@ -83,6 +84,9 @@ class SshPlacement(TerminalCalls):
         self._sftp: asyncssh.SFTPClient | None = None
         self._real_root: str | None = None
         self._lock = asyncio.Lock()
+
+    async def run_commands_with(self, terminals: Terminals) -> bool:
+        return False  # its commands run on its target, wherever the agent runs
 
     def describe(self) -> str:
         return f"ssh {self.target}, in {self.root}"

@@ -6,7 +6,10 @@ What is not real here: the nodes are processes of one machine, not machines."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +20,8 @@ import pytest
 import ray.cluster_utils as ray_cluster_utils  # the test extra installs ray
 
 from bench.harness import Daemon, checked
-from sessiond.client import AgentUnavailable, AsyncDaemon
+from sessiond.client import AgentUnavailable, AsyncDaemon, PlacementFailed
+from tests.daemon.events import next_matching
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -135,7 +139,7 @@ async def test_a_lost_node_fails_only_its_turn_and_the_next_turn_runs_elsewhere_
     await agent.aremove()
 
 
-async def test_no_node_with_room_fails_the_turn_saying_what_was_asked(
+async def test_no_node_with_room_queues_the_turn_then_fails_it_saying_what_was_asked(
     client: AsyncDaemon, work: Path, tmp_path: Path
 ) -> None:
     agent = await client.agent(
@@ -145,9 +149,74 @@ async def test_no_node_with_room_fails_the_turn_saying_what_was_asked(
         ray={"resources": {"gpu-box": 1}, "start_timeout": 3},
     )
     session = await agent.session(work)
-    with pytest.raises(AgentUnavailable) as failed:
-        await session.asend("say hello")
+    async with client.events(sessions=[session.id], kinds=["session.status"]) as statuses:
+        with pytest.raises(AgentUnavailable) as failed:
+            await session.asend("say hello")
+        queued = await next_matching(statuses, lambda event: "detail" in event.data, timeout=10)
+    assert queued.data["status"] == "queued"
+    assert queued.data["detail"] == (
+        "waiting for a node of the Ray cluster with room for agent 'nowhere' (CPU=1, gpu-box=1), "
+        "for at most 3 s"
+    )
     assert "no node of the Ray cluster had room for agent 'nowhere' (CPU=1, gpu-box=1) within 3 s" in str(
         failed.value
     )
+    assert (await session.aget()).status_detail is None  # it waits no more
     await agent.aremove()
+
+
+@contextlib.contextmanager
+def node_without(cluster: Any, hidden: Path, resource: str) -> Iterator[None]:
+    """A worker node whose filesystem lacks what this machine has at `hidden`: `ray start` inside
+    bubblewrap, with an empty tmpfs over that folder (and a pid namespace, so that everything the
+    node started ends with it)."""
+    ray_cli = Path(sys.executable).parent / "ray"
+    sandbox = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", str(hidden), "--unshare-pid", "--die-with-parent"]
+    start = [str(ray_cli), "start", "--address", cluster.address, "--num-cpus", "1", "--block"]
+    start += ["--resources", json.dumps({resource: 1}), "--disable-usage-stats"]
+    node = subprocess.Popen(
+        sandbox + start, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        yield
+    finally:
+        os.killpg(node.pid, signal.SIGKILL)
+        node.wait(30)
+
+
+async def test_a_root_missing_on_the_node_fails_the_turn_saying_so(
+    client: AsyncDaemon, cluster: Any, tmp_path: Path
+) -> None:
+    hidden = tmp_path / "only-here"
+    (hidden / "project").mkdir(parents=True)
+    (tmp_path / "shared").mkdir()
+    with node_without(cluster, hidden, "blind-node"):
+        agent = await client.agent(
+            "blind",
+            command=demo_on_ray(tmp_path / "state"),
+            runner="ray",
+            ray={"num_cpus": 0.5, "resources": {"blind-node": 1}, "start_timeout": 90},
+        )
+        missing = await agent.session(hidden / "project")
+        with pytest.raises(PlacementFailed) as failed:
+            await missing.asend("say hello")
+        node = (await agent.aget()).process.node
+        assert node is not None
+        assert str(failed.value) == (
+            f"the session's root {hidden / 'project'} is not on {node}, where the agent's process runs: "
+            f"a Ray-run agent's sessions need their roots at the same path on every node (a "
+            f"filesystem the nodes share; see docs/scale.md)"
+        )
+        # A root the node has is served by the same process, and its commands run on the node: a
+        # file this machine has in the hidden folder is not there.
+        (hidden / "here-only.txt").write_text("this machine")
+        shared = await agent.session(tmp_path / "shared")
+        reply = await shared.asend(
+            f"write seen.txt from the node\nrun cat {hidden / 'here-only.txt'}\nsay done"
+        )
+        assert reply.text.endswith("done")
+        assert f"Ran cat {hidden / 'here-only.txt'}: exit code 1" in reply.text, reply.text
+        assert "No such file or directory" in reply.text
+        assert (tmp_path / "shared" / "seen.txt").read_text() == "from the node"
+        assert (await agent.aget()).process.starts == 1
+        await agent.aremove()
