@@ -630,6 +630,10 @@ class AgentProcess:
         """Terminals running commands where the process runs (None: the placement's own)."""
         return self._proc.terminals() if self._proc is not None else None
 
+    def memory(self) -> int | None:
+        """Resident bytes of the process and its children (None: not known)."""
+        return self._proc.memory() if self._proc is not None else None
+
     def exit_reason(self, what: str) -> str:
         code = self.exit_code
         lost = self._proc.lost if self._proc is not None else None

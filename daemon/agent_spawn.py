@@ -63,6 +63,9 @@ class AgentProc(Protocol):
         """Terminals whose commands run where the process runs, for a session opened there; None:
         the session's placement runs them (on this machine, or its ssh target)."""
 
+    def memory(self) -> int | None:
+        """Resident bytes of the process and its children (None: not known)."""
+
 
 class LocalProc:
     """An agent process on this machine, in a process group of its own."""
@@ -92,6 +95,9 @@ class LocalProc:
 
     def terminals(self) -> Terminals | None:
         return None
+
+    def memory(self) -> int | None:
+        return tree_rss(self._proc.pid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,30 @@ async def spawn_agent(name: str, command: list[str], environment: dict[str, str]
                 f"check the agent's command (sessiond agent update)"
             ) from None
     return Spawned(LocalProc(proc), environment, time.time())
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss(pid: int) -> int | None:
+    """Resident bytes of `pid` and its descendants, from /proc (None where there is no /proc or
+    the process is gone). A few small reads per process: cheap enough to answer agent/get with."""
+    total, seen, todo = 0, set(), [pid]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            with open(f"/proc/{current}/statm") as statm:
+                total += int(statm.read().split()[1]) * PAGE
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as children:
+                    todo += [int(child) for child in children.read().split()]
+        except (OSError, ValueError, IndexError):
+            if current == pid:
+                return None
+    return total
 
 
 def ray_request(settings: RaySettings) -> str:

@@ -52,6 +52,7 @@ from sessiond.daemon.records import (
     SAVE_SESSION,
     UPDATE_SESSION,
     AgentRuntime,
+    ProcessRuntime,
     SessionRecord,
     SessionRuntime,
     Turn,
@@ -78,6 +79,38 @@ INTERRUPTED = "interrupted: the daemon stopped while this turn was running; send
 
 def _now() -> float:
     return time.time()
+
+
+def _index(runtime: AgentRuntime, slot: ProcessRuntime) -> dict[str, Any]:
+    """An agent.process event's `process` (which of the agent's processes), when it has (or had) several."""
+    return {"process": slot.index} if len(runtime.processes) > 1 or slot.index else {}
+
+
+def _together(each: list[m.AgentProcessInfo], active_turns: int) -> m.AgentProcessInfo:
+    """An agent's processes taken together: running if one is; pid, node and what the agent said
+    of itself from the first running one (else the first); counts summed."""
+    first = next((p for p in each if p.state is m.AgentProcessState.RUNNING), each[0])
+    states = {p.state for p in each}
+    state = (
+        m.AgentProcessState.RUNNING
+        if m.AgentProcessState.RUNNING in states
+        else m.AgentProcessState.CRASHED
+        if m.AgentProcessState.CRASHED in states
+        else m.AgentProcessState.STOPPED
+    )
+    memory = [p.memory for p in each if p.memory is not None]
+    return first.model_copy(
+        update={
+            "index": None,
+            "state": state,
+            "memory": sum(memory) if memory else None,
+            "starts": sum(p.starts for p in each),
+            "last_error": next((p.last_error for p in each if p.last_error), None),
+            "live_sessions": sum(p.live_sessions for p in each),
+            "active_turns": active_turns,
+            "malformed_updates": sum(p.malformed_updates for p in each),
+        }
+    )
 
 
 def _dt(at: float) -> datetime:
@@ -237,9 +270,11 @@ class Core:
         if record.run is not None:
             self.by_run.add(record.run, record)
 
-    def _configure_slots(self, runtime: AgentRuntime) -> None:
+    def _configure_slots(self, runtime: AgentRuntime) -> list[ProcessRuntime]:
+        """Its turn slots and its processes as its options say; the processes it no longer has."""
         cap = runtime.spec.options.max_active_turns
         runtime.slots = asyncio.Semaphore(cap) if cap else None
+        return runtime.resize(runtime.spec.options.processes)
 
     # ================================================================ agents
 
@@ -254,11 +289,25 @@ class Core:
             ) from None
 
     def agent_info(self, runtime: AgentRuntime) -> m.AgentInfo:
-        process = runtime.process
+        each = [self._process_info(runtime, slot) for slot in runtime.processes]
+        return m.AgentInfo(
+            name=runtime.name,
+            command=runtime.spec.command,
+            env_keys=sorted(runtime.spec.env),
+            options=runtime.spec.options,
+            builtin=runtime.builtin,
+            open_sessions=runtime.open_sessions,
+            turns=self._agent_turns(runtime.name),
+            process=each[0] if len(each) == 1 else _together(each, runtime.active_turns),
+            processes=each,
+        )
+
+    def _process_info(self, runtime: AgentRuntime, slot: ProcessRuntime) -> m.AgentProcessInfo:
+        process = slot.process
         state = m.AgentProcessState.STOPPED
         if process is not None and process.alive:
             state = m.AgentProcessState.RUNNING
-        elif runtime.crashed:
+        elif slot.crashed:
             state = m.AgentProcessState.CRASHED
         caps = None
         note = None
@@ -278,33 +327,32 @@ class Core:
                     "session/resume or session/load): its sessions stay open at the agent"
                     + (", over max_live_sessions" if runtime.spec.options.max_live_sessions else "")
                 )
-        return m.AgentInfo(
-            name=runtime.name,
-            command=runtime.spec.command,
-            env_keys=sorted(runtime.spec.env),
-            options=runtime.spec.options,
-            builtin=runtime.builtin,
-            open_sessions=runtime.open_sessions,
-            turns=self._agent_turns(runtime.name),
-            process=m.AgentProcessInfo(
-                state=state,
-                pid=process.pid if process is not None and process.alive else None,
-                node=process.node if process is not None else None,
-                started_at=_dt(process.started_at) if process and process.started_at else None,
-                exit_code=process.exit_code if process is not None else None,
-                starts=runtime.starts,
-                last_error=runtime.last_error,
-                capabilities=caps,
-                agent_info=process.agent_info if process is not None else None,
-                live_sessions=len(runtime.live),
-                active_turns=runtime.active_turns,
-                note=note,
-                log_path=str(self._log_path(runtime.name)),
-                malformed_updates=process.malformed_updates if process is not None else 0,
-                auth_methods=process.auth_methods if process is not None else [],
-                authenticated=process.authenticated if process is not None else None,
-            ),
+        alive = process is not None and process.alive
+        return m.AgentProcessInfo(
+            index=slot.index,
+            state=state,
+            pid=process.pid if process is not None and alive else None,
+            node=process.node if process is not None else None,
+            memory=process.memory() if process is not None and alive else None,
+            started_at=_dt(process.started_at) if process and process.started_at else None,
+            exit_code=process.exit_code if process is not None else None,
+            starts=slot.starts,
+            last_error=slot.last_error,
+            capabilities=caps,
+            agent_info=process.agent_info if process is not None else None,
+            live_sessions=len(slot.live),
+            active_turns=sum(1 for sid in slot.live if self._prompting(sid)),
+            note=note,
+            log_path=str(self._log_path(runtime.name)),
+            malformed_updates=process.malformed_updates if process is not None else 0,
+            auth_methods=process.auth_methods if process is not None else [],
+            authenticated=process.authenticated if process is not None else None,
         )
+
+    def _prompting(self, session_id: str) -> bool:
+        session = self.sessions.get(session_id)
+        rt = session.runtime if session is not None else None
+        return rt is not None and rt.running is not None and rt.running.prompting
 
     def _agent_turns(self, name: str) -> int:
         """Turns the agent's sessions have ended: memory's count for sessions in memory, the
@@ -358,8 +406,11 @@ class Core:
         spec = runtime.spec.model_copy(update=update)
         await self._wait(self._save_agent(spec))  # refused: the agent stays as it was
         runtime.spec = spec
-        self._configure_slots(runtime)
-        if params.restart and runtime.process is not None:
+        for gone in self._configure_slots(runtime):
+            await self._stop_process(
+                runtime, gone, reason=f"by agent {runtime.name!r} having fewer processes"
+            )
+        if params.restart:
             await self._stop_agent_process(runtime, reason=f"by a restart of agent {runtime.name!r}")
         self.events.emit(EventKind.AGENT_UPDATED, agent=runtime.name, fields=sorted(update))
         return self.agent_info(runtime)
@@ -391,15 +442,17 @@ class Core:
         if future is not None:
             await future
 
-    async def _ensure_process(self, runtime: AgentRuntime) -> AgentProcess:
-        async with runtime.start_lock:
-            process = runtime.process
+    async def _ensure_process(self, runtime: AgentRuntime, slot: ProcessRuntime) -> AgentProcess:
+        async with slot.start_lock:
+            process = slot.process
             if process is not None and process.alive:
                 return process
             spec = runtime.spec
-            self._forget_live(runtime)
-            runtime.starts += 1
-            self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="starting")
+            self._forget_live(runtime, slot)
+            slot.starts += 1
+            self.events.emit(
+                EventKind.AGENT_PROCESS, agent=spec.name, state="starting", **_index(runtime, slot)
+            )
             # The agent's process is started first, then the ACP SDK imported (on first need) while
             # it starts up: the two take most of a first turn, and overlap here. (Not in a thread:
             # two threads importing packages that share modules can meet half-imported ones.)
@@ -412,7 +465,7 @@ class Core:
                 else:
                     spawned = await spawn_agent(spec.name, spec.command, environment, log_path)
             except AgentExited as exc:
-                return self._crashed(runtime, exc)
+                return self._crashed(runtime, slot, exc)
             try:
                 agent_process: type[AgentProcess] = importlib.import_module(ACP_BACKEND).AgentProcess
             except BaseException:
@@ -425,23 +478,35 @@ class Core:
             process = agent_process(
                 spec.name, spec.command, spec.env, self._log_path(spec.name), host, self.version
             )
-            runtime.process = process
+            slot.process = process
             try:
                 await process.start(spawned)
             except (AgentExited, AgentRequestFailed, TimeoutError) as exc:
                 await process.stop(grace=1.0)
-                return self._crashed(runtime, exc)
-            runtime.crashed = False
+                return self._crashed(runtime, slot, exc)
+            slot.crashed = False
             runtime.takes_http_mcp = process.capabilities.mcp_http
-            self.spawn(self._watch_process(runtime, process), f"watch-{spec.name}")
-            self.events.emit(EventKind.AGENT_PROCESS, agent=spec.name, state="running", pid=process.pid)
+            self.spawn(self._watch_process(runtime, slot, process), f"watch-{spec.name}-{slot.index}")
+            self.events.emit(
+                EventKind.AGENT_PROCESS,
+                agent=spec.name,
+                state="running",
+                pid=process.pid,
+                **_index(runtime, slot),
+            )
             return process
 
-    def _crashed(self, runtime: AgentRuntime, exc: Exception) -> NoReturn:
+    def _crashed(self, runtime: AgentRuntime, slot: ProcessRuntime, exc: Exception) -> NoReturn:
         """The agent's process could not be started, or did not answer initialize."""
-        runtime.crashed = True
-        runtime.last_error = str(exc)
-        self.events.emit(EventKind.AGENT_PROCESS, agent=runtime.name, state="crashed", error=str(exc))
+        slot.crashed = True
+        slot.last_error = str(exc)
+        self.events.emit(
+            EventKind.AGENT_PROCESS,
+            agent=runtime.name,
+            state="crashed",
+            error=str(exc),
+            **_index(runtime, slot),
+        )
         raise RpcError(ErrorCode.AGENT_UNAVAILABLE, str(exc)) from None
 
     def _host(self, name: str) -> AgentHost:
@@ -456,34 +521,54 @@ class Core:
             may_write=self.around.may_write,
         )
 
-    async def _watch_process(self, runtime: AgentRuntime, process: AgentProcess) -> None:
+    async def _watch_process(
+        self, runtime: AgentRuntime, slot: ProcessRuntime, process: AgentProcess
+    ) -> None:
         await process.exited.wait()
-        if runtime.process is process:
-            self._forget_live(runtime)
+        if slot.process is process:
+            self._forget_live(runtime, slot)
         if not process.stopping:
-            runtime.crashed = True
-            runtime.last_error = process.exit_reason("its work")
+            slot.crashed = True
+            slot.last_error = process.exit_reason("its work")
             self.events.emit(
-                EventKind.AGENT_PROCESS, agent=runtime.name, state="crashed", exitCode=process.exit_code
+                EventKind.AGENT_PROCESS,
+                agent=runtime.name,
+                state="crashed",
+                exitCode=process.exit_code,
+                **_index(runtime, slot),
             )
         else:
-            self.events.emit(EventKind.AGENT_PROCESS, agent=runtime.name, state="stopped")
+            self.events.emit(
+                EventKind.AGENT_PROCESS, agent=runtime.name, state="stopped", **_index(runtime, slot)
+            )
 
-    def _forget_live(self, runtime: AgentRuntime) -> None:
-        for session_id in runtime.live:
+    def _forget_live(self, runtime: AgentRuntime, slot: ProcessRuntime) -> None:
+        """The process holds none of its sessions now (it ended, or is starting afresh)."""
+        for session_id in list(slot.live):  # (one still opening there stays placed there)
             record = self.sessions.get(session_id)
             if record is not None:
                 record.live = False
-        runtime.live.clear()
+            runtime.unplace(session_id)
 
     async def _stop_agent_process(self, runtime: AgentRuntime, reason: str) -> None:
+        """Stop every process of the agent, cancelling its sessions' turns."""
         for session in self.sessions.loaded():  # a session with a runtime is in memory
             if session.agent == runtime.name and session.runtime is not None:
                 self._cancel_all(session, reason=reason)
-        process = runtime.process
-        if process is not None:
-            await process.stop()
-            self._forget_live(runtime)
+        for slot in runtime.processes:
+            if slot.process is not None:
+                await slot.process.stop()
+                self._forget_live(runtime, slot)
+
+    async def _stop_process(self, runtime: AgentRuntime, slot: ProcessRuntime, reason: str) -> None:
+        """Stop one process of the agent, cancelling the turns of the sessions placed there."""
+        for session_id, at in list(runtime.placed.items()):
+            session = self.sessions.get(session_id) if at is slot else None
+            if session is not None and session.runtime is not None:
+                self._cancel_all(session, reason=reason)
+        if slot.process is not None:
+            await slot.process.stop()
+        self._forget_live(runtime, slot)
 
     # ================================================================ sessions
 
@@ -774,12 +859,14 @@ class Core:
         runtime = self.agents.get(session.agent)
         if runtime is not None:
             runtime.open_sessions -= 1
-            if session.id in runtime.live and runtime.process is not None and runtime.process.alive:
-                runtime.live.pop(session.id, None)
+            slot = runtime.placed.get(session.id)
+            process = slot.process if slot is not None else None
+            runtime.unplace(session.id)
+            if session.live and process is not None and process.alive:
                 session.live = False
-                if runtime.process.capabilities.close and session.agent_session_id:
+                if process.capabilities.close and session.agent_session_id:
                     with contextlib.suppress(Exception):
-                        await runtime.process.close_session(session.agent_session_id)
+                        await process.close_session(session.agent_session_id)
         self.feed.collisions.forget(session.id)
         self.feed.attribution.forget(session.id)
         self.set_status(session, closed=True)
@@ -855,9 +942,10 @@ class Core:
     def _live_at_agent(self, session: SessionRecord) -> tuple[AgentProcess, str] | None:
         """The agent's process and its id for the session, while the agent holds it open."""
         agent = self.agents.get(session.agent)
-        if agent is None or agent.process is None or session.agent_session_id is None:
+        slot = agent.placed.get(session.id) if agent is not None else None
+        if slot is None or slot.process is None or session.agent_session_id is None:
             return None
-        return (agent.process, session.agent_session_id) if session.id in agent.live else None
+        return (slot.process, session.agent_session_id) if session.id in slot.live else None
 
     async def set_mode(self, params: m.SessionSetModeParams) -> m.SessionControls:
         """Choose a session's mode: kept with it, and said to the agent now if it holds it open."""
@@ -1122,8 +1210,14 @@ class Core:
             # turn_timeout is the agent's time on the prompt.
             await self._prepare_placement(session)
             await self.feed.start_tracking(session)
-            process = await self._process_for(agent, session, turn)
-            agent_session_id = await self._ensure_live(agent, process, session)
+            slot = agent.place(session.id, near=session.fork_from)
+            try:
+                process = await self._process_for(agent, slot, session, turn)
+                agent_session_id = await self._ensure_live(agent, slot, process, session)
+            except BaseException:
+                if session.id not in slot.live:
+                    agent.unplace(session.id)  # it opened nowhere: its next turn chooses again
+                raise
             turn.prompting = True
             text = turn.prompt
             if session.preface is not None and not session.forked:
@@ -1163,27 +1257,31 @@ class Core:
             turn.prompting = False
             agent.active_turns -= 1
 
-    async def _process_for(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> AgentProcess:
+    async def _process_for(
+        self, agent: AgentRuntime, slot: ProcessRuntime, session: SessionRecord, turn: Turn
+    ) -> AgentProcess:
         """The agent's process for a turn. A Ray-run agent's new process waits for a node with room:
         meanwhile the turn shows queued, saying for what."""
         options = agent.spec.options
-        if options.runner != "ray" or (agent.process is not None and agent.process.alive):
-            return await self._ensure_process(agent)
+        if options.runner != "ray" or slot.running:
+            return await self._ensure_process(agent, slot)
         turn.waiting_for = (
             f"waiting for a node of the Ray cluster with room for agent {agent.name!r} "
             f"({ray_request(options.ray)}), for at most {options.ray.start_timeout:g} s"
         )
         self.set_status(session)
         try:
-            return await self._ensure_process(agent)
+            return await self._ensure_process(agent, slot)
         finally:
             turn.waiting_for = None
             self.set_status(session)
 
-    async def _ensure_live(self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord) -> str:
-        """The agent's id for this session, opening or restoring it at the agent first if needed."""
-        if session.id in agent.live and session.agent_session_id:
-            agent.live.move_to_end(session.id)
+    async def _ensure_live(
+        self, agent: AgentRuntime, slot: ProcessRuntime, process: AgentProcess, session: SessionRecord
+    ) -> str:
+        """The agent's id for this session, opening or restoring it at the process first if needed."""
+        if session.id in slot.live and session.agent_session_id:
+            slot.live.move_to_end(session.id)
             return session.agent_session_id
         placement = session.runtime.placement if session.runtime is not None else None
         # A root on this machine's filesystem must be where the agent's process runs too.
@@ -1193,10 +1291,10 @@ class Core:
         if placement is not None and (terminals := process.terminals()) is not None:
             await placement.run_commands_with(terminals)  # where the process runs, where the placement allows
         cap = agent.spec.options.max_live_sessions
-        lock = agent.room_lock if cap else contextlib.nullcontext()
+        lock = slot.room_lock if cap else contextlib.nullcontext()
         async with lock:
             if cap:
-                await self._make_room(agent, process, cap, session)
+                await self._make_room(agent, slot, process, cap, session)
             setup: SessionSetup
             rt = session.runtime
             assert rt is not None
@@ -1220,7 +1318,7 @@ class Core:
                 session.agent_session_id = agent_session_id
                 await self._apply_options(agent, process, session, agent_session_id, setup)
             self.by_agent_session[(agent.name, session.agent_session_id)] = session
-            agent.live[session.id] = None
+            agent.opened(session.id, slot)
             session.live = True
             self._save_session(session)
             return session.agent_session_id
@@ -1356,16 +1454,21 @@ class Core:
         return caps.close and (caps.resume or caps.load_session)
 
     async def _make_room(
-        self, agent: AgentRuntime, process: AgentProcess, cap: int, incoming: SessionRecord
+        self,
+        agent: AgentRuntime,
+        slot: ProcessRuntime,
+        process: AgentProcess,
+        cap: int,
+        incoming: SessionRecord,
     ) -> None:
-        """Close the least recently used idle sessions at the agent until one more fits under the cap."""
+        """Close the least recently used idle sessions at the process until one more fits under the cap."""
         if not self._can_evict(process):
             return
-        while len(agent.live) >= cap:
+        while len(slot.live) >= cap:
             victim = next(
                 (
                     self.sessions[sid]
-                    for sid in agent.live
+                    for sid in slot.live
                     if sid != incoming.id
                     and not (self.sessions[sid].runtime and self.sessions[sid].runtime.running)  # type: ignore[union-attr]
                 ),
@@ -1375,9 +1478,10 @@ class Core:
                 # Every live session is mid-turn: wait for one to end (the session shows it queued).
                 turn = incoming.runtime.running if incoming.runtime is not None else None
                 if turn is not None and turn.waiting_for is None:
+                    per = " per process" if len(agent.processes) > 1 else ""
                     turn.waiting_for = (
                         f"waiting for a live-session slot: agent {agent.name!r} keeps at most {cap} "
-                        f"sessions open at once (maxLiveSessions), all of them mid-turn"
+                        f"sessions open at once{per} (maxLiveSessions), all of them mid-turn"
                     )
                     self.set_status(incoming)
                 try:
@@ -1388,7 +1492,7 @@ class Core:
                         turn.waiting_for = None
                         self.set_status(incoming)
                 continue
-            agent.live.pop(victim.id, None)
+            agent.unplace(victim.id)
             victim.live = False
             if victim.agent_session_id:
                 await process.close_session(victim.agent_session_id)
@@ -1522,7 +1626,8 @@ class Core:
 
     async def _stop_running(self, session: SessionRecord, turn: Turn) -> None:
         runtime = self.agents.get(session.agent)
-        process = runtime.process if runtime else None
+        slot = runtime.placed.get(session.id) if runtime is not None else None
+        process = slot.process if slot is not None else None
         agent_session_id = session.agent_session_id
         prompting = turn.prompting and process is not None and agent_session_id is not None
         if process is not None and agent_session_id is not None and turn.prompting:
@@ -1579,7 +1684,12 @@ class Core:
         await self.merging.close()
         await self.around.close()
         await asyncio.gather(
-            *(runtime.process.stop() for runtime in self.agents.values() if runtime.process is not None),
+            *(
+                slot.process.stop()
+                for runtime in self.agents.values()
+                for slot in runtime.processes
+                if slot.process is not None
+            ),
             return_exceptions=True,
         )
         for task in list(self._tasks):

@@ -37,7 +37,7 @@ os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
 import ray
 from ray.exceptions import RayError
 
-from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned, ray_request
+from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned, ray_request, tree_rss
 from sessiond.daemon.agent_types import AgentExited
 from sessiond.daemon.child_env import child_environment
 from sessiond.daemon.placements.base import PlacementError
@@ -50,6 +50,7 @@ READ_SIZE = 1 << 16  # the most one chunk of the agent's stdout carries
 # The daemon waits for its writes to the agent (drain) only past this many bytes in flight.
 WRITE_HIGH_WATER = 1 << 20
 NAMESPACE = "sessiond"
+MEASURE_EVERY = 5.0  # seconds between readings of a Ray-run process's memory
 _terminal_ids = itertools.count(1)
 
 
@@ -119,6 +120,9 @@ class AgentActor:
 
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
+
+    def memory(self) -> int | None:
+        return tree_rss(self.proc.pid)
 
     def run(self, argv: list[str], environment: dict[str, str], cwd: str) -> Any:
         """A command on this node, for a terminal of the agent's: ("pid", n), then ("out", bytes) as
@@ -306,6 +310,20 @@ class RayProc:
         self._pump = asyncio.ensure_future(self._read())
         self._signals: set[asyncio.Future[None]] = set()
         self._roots_seen: set[str] = set()  # roots found on its node (asked once each)
+        self._memory: int | None = None
+        self._measuring = asyncio.ensure_future(self._measure())
+
+    async def _measure(self) -> None:
+        """Its memory, as its node sees it, every MEASURE_EVERY seconds while it runs."""
+        while self.lost is None and not self.stdout.at_eof():
+            try:
+                self._memory = await self._actor.memory.remote()
+            except RayError:
+                return
+            await asyncio.sleep(MEASURE_EVERY)
+
+    def memory(self) -> int | None:
+        return self._memory
 
     def terminals(self) -> Terminals:
         return NodeTerminals(self._actor, self.node)
@@ -343,10 +361,14 @@ class RayProc:
 
     async def wait(self) -> int:
         try:
-            return int(await self._actor.wait.remote())
+            code = int(await self._actor.wait.remote())
         except RayError as exc:
             self._lose(exc)
             return -signals.SIGKILL
+        # The process ended: its actor goes too, and with it what it holds of its node's resources.
+        with contextlib.suppress(RayError):
+            ray.kill(self._actor)
+        return code
 
     def signal(self, sig: int) -> None:
         async def send() -> None:

@@ -180,20 +180,37 @@ class SessionRuntime:
     changes_sleeping: bool = False  # the changes task waits out its interval (a turn's end cuts it short)
 
 
+@dataclass(eq=False)
+class ProcessRuntime:
+    """One of an agent's processes (`options.processes` of them): the process while it runs, and
+    the sessions it holds."""
+
+    index: int
+    process: AgentProcess | None = None
+    start_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    room_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Sessions open at this process now, least recently used first.
+    live: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    placed: int = 0  # sessions placed here: open, or opening (what "least loaded" counts)
+    starts: int = 0
+    last_error: str | None = None
+    crashed: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.alive
+
+
 @dataclass
 class AgentRuntime:
     spec: AgentSpec
     builtin: bool = False
-    process: AgentProcess | None = None
-    start_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    room_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    processes: list[ProcessRuntime] = field(default_factory=lambda: [ProcessRuntime(0)])
+    # The process each session is placed at, from its first turn there until the process no
+    # longer holds it open (evicted, closed, or the process ended): it stays there meanwhile.
+    placed: dict[str, ProcessRuntime] = field(default_factory=dict)
     slots: asyncio.Semaphore | None = None
     turn_ended: asyncio.Condition = field(default_factory=asyncio.Condition)
-    # Sessions open at the agent now, least recently used first.
-    live: OrderedDict[str, None] = field(default_factory=OrderedDict)
-    starts: int = 0
-    last_error: str | None = None
-    crashed: bool = False
     takes_http_mcp: bool = False  # as its last process said (ACP mcpCapabilities.http)
     active_turns: int = 0
     open_sessions: int = 0
@@ -202,3 +219,37 @@ class AgentRuntime:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    def place(self, session_id: str, near: str | None = None) -> ProcessRuntime:
+        """The process for a session's turn: where it is placed already; else where `near` (the
+        main session of a side chat, which forks from it there) is; else the least loaded."""
+        if (here := self.placed.get(session_id)) is not None:
+            return here
+        chosen = self.placed.get(near) if near is not None else None
+        if chosen is None:
+            chosen = min(self.processes, key=lambda p: (p.placed, not p.running, p.index))
+        self.placed[session_id] = chosen
+        chosen.placed += 1
+        return chosen
+
+    def opened(self, session_id: str, at: ProcessRuntime) -> None:
+        """The session is open at `at`'s process now (and placed there, should a close or an end of
+        a process have taken it away meanwhile)."""
+        if self.placed.get(session_id) is not at:
+            self.unplace(session_id)
+            self.placed[session_id] = at
+            at.placed += 1
+        at.live[session_id] = None
+
+    def unplace(self, session_id: str) -> None:
+        """The session is open at no process now: its next turn may go to another."""
+        if (was := self.placed.pop(session_id, None)) is not None:
+            was.placed -= 1
+            was.live.pop(session_id, None)
+
+    def resize(self, count: int) -> list[ProcessRuntime]:
+        """`count` processes from now on; those beyond it are returned, for stopping."""
+        while len(self.processes) < count:
+            self.processes.append(ProcessRuntime(len(self.processes)))
+        gone, self.processes = self.processes[count:], self.processes[:count]
+        return gone

@@ -151,8 +151,16 @@ class AgentOptions(Params):
     max_live_sessions: int | None = Field(
         None,
         ge=1,
-        description="Sessions open at the agent at once; past it the least recently used idle one "
-        "is closed there and resumed on its next turn. None: no cap.",
+        description="Sessions open at the agent at once (at each of its processes); past it the least "
+        "recently used idle one is closed there and resumed on its next turn. None: no cap.",
+    )
+    processes: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Processes of the agent its sessions are spread over: a session opens at the least "
+        "loaded one (a side chat at its main session's) and stays there while it is open there. "
+        "With runner `ray`, each process goes to the node Ray picks for it.",
     )
     turn_timeout: float = Field(
         1800.0,
@@ -254,10 +262,18 @@ class AgentProcessState(StrEnum):
 
 
 class AgentProcessInfo(Result):
+    index: int | None = Field(
+        None, description="Which of the agent's processes (0, 1, ...); None where they are taken together."
+    )
     state: AgentProcessState
     pid: int | None = Field(None, description="Its pid, on the machine it runs on (see `node`).")
     node: str | None = Field(
         None, description="Where it runs when not on this machine: the Ray node's id and address."
+    )
+    memory: int | None = Field(
+        None,
+        description="Resident bytes of the process and its children while it runs (as last measured on "
+        "its node, for a Ray-run one); None when not known.",
     )
     started_at: datetime | None = None
     exit_code: int | None = None
@@ -295,7 +311,13 @@ class AgentInfo(Result):
     env_keys: list[str] = Field(description="Names of the agent's own environment variables.")
     options: AgentOptions
     builtin: bool = False
-    process: AgentProcessInfo
+    process: AgentProcessInfo = Field(
+        description="Its process; with several (options.processes), them taken together: running if "
+        "one is, pid and node of the first running one, counts summed."
+    )
+    processes: list[AgentProcessInfo] = Field(
+        default_factory=list, description="Each of its processes, in order (one, unless options.processes)."
+    )
     open_sessions: int = 0
     turns: int = Field(0, description="Turns its sessions have ended (closed ones too).")
 

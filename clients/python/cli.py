@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from sessiond.client.sync import Daemon
     from sessiond.protocol.models import (
         AgentInfo,
+        AgentProcessInfo,
         Event,
         RunInfo,
         SessionControls,
@@ -115,16 +116,27 @@ def _session_rows(sessions: Sequence[SessionInfo]) -> list[list[str]]:
 SESSION_HEADERS = ["ID", "AGENT", "STATUS", "TURNS", "ROOT", "RECAP"]
 
 
-def _agent_row(agent: AgentInfo) -> list[str]:
-    process = agent.process
-    where = f" on {process.node}" if process.node else ""
-    return [
-        agent.name,
-        process.state.value + (f" (pid {process.pid}{where})" if process.pid else ""),
-        str(agent.open_sessions),
-        str(agent.turns),
-        short(" ".join(agent.command)),
-    ]
+def _process_text(process: AgentProcessInfo, *, live: bool = False) -> str:
+    """ "running (pid 4242 on Ray node 6f47a253bcfe (10.0.0.7), 3 open, 212 MiB)"."""
+    details = []
+    if process.pid:
+        details.append(f"pid {process.pid}" + (f" on {process.node}" if process.node else ""))
+    if live and process.pid:
+        details.append(f"{process.live_sessions} open")
+    if process.memory is not None:
+        details.append(f"{process.memory / 2**20:.0f} MiB")
+    return process.state.value + (f" ({', '.join(details)})" if details else "")
+
+
+def _agent_rows(agent: AgentInfo) -> list[list[str]]:
+    """The agent's row; with several processes, the processes taken together, then one row each."""
+    head = [agent.name, "", str(agent.open_sessions), str(agent.turns), short(" ".join(agent.command))]
+    if len(agent.processes) <= 1:
+        head[1] = _process_text(agent.process)
+        return [head]
+    running = sum(p.state.value == "running" for p in agent.processes)
+    head[1] = f"{running} of {len(agent.processes)} processes running"
+    return [head] + [[f"  #{p.index}", _process_text(p, live=True), "", "", ""] for p in agent.processes]
 
 
 # ---------------------------------------------------------------- commands
@@ -255,7 +267,10 @@ def cmd_agents(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(agents)
     else:
-        _table(["NAME", "PROCESS", "SESSIONS", "TURNS", "COMMAND"], [_agent_row(a) for a in agents])
+        _table(
+            ["NAME", "PROCESS", "SESSIONS", "TURNS", "COMMAND"],
+            [row for a in agents for row in _agent_rows(a)],
+        )
     return EXIT_OK
 
 

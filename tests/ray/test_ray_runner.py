@@ -95,6 +95,36 @@ async def test_an_agent_runs_on_the_node_its_resources_choose(
     await agent.aremove()
 
 
+async def test_sessions_spread_over_two_processes_on_two_nodes(
+    client: AsyncDaemon, cluster: Any, work: Path, tmp_path: Path
+) -> None:
+    """20 sessions of one agent with two processes, each process asking for the one `agents` unit
+    a worker node has: one process per node, ten sessions each."""
+    options = {"processes": 2, "runner": "ray", "ray": {"num_cpus": 0.5, "resources": {"agents": 1}}}
+    agent = await client.agent("fleet", command=demo_on_ray(tmp_path / "state"), **options)
+    sessions = await agent.sessions(20, work)
+    replies = await asyncio.gather(*(s.asend(f"write s{i}.txt {i}\nsay {i}") for i, s in enumerate(sessions)))
+    assert [r.text for r in replies] == [str(i) for i in range(20)]
+    info = await agent.aget()
+    assert [p.live_sessions for p in info.processes] == [10, 10]
+    nodes = {p.node for p in info.processes}
+    assert {cluster.nodes[n].node_id[:12] for n in "ab"} == {node.split()[2] for node in nodes if node}
+    assert all(p.memory is not None and p.memory > 1_000_000 for p in info.processes)  # read on the node
+    assert sorted(f.name for f in work.glob("s*.txt")) == sorted(f"s{i}.txt" for i in range(20))
+    # Removed, its actors go and give their nodes' resources back: an agent asking for the same
+    # finds room at once.
+    await agent.aremove()
+    again = await client.agent(
+        "fleet-again",
+        command=demo_on_ray(tmp_path / "state"),
+        **{**options, "ray": {**options["ray"], "start_timeout": 30}},
+    )
+    pair = await again.sessions(2, work)
+    await asyncio.gather(*(s.asend("say back") for s in pair))
+    assert [p.live_sessions for p in (await again.aget()).processes] == [1, 1]
+    await again.aremove()
+
+
 async def test_a_lost_node_fails_only_its_turn_and_the_next_turn_runs_elsewhere_with_history(
     client: AsyncDaemon, cluster: Any, work: Path, tmp_path: Path
 ) -> None:

@@ -539,7 +539,9 @@ export class Sessiond {
     return new Promise((resolve, reject) => {
       this.pendingRequests.set(permission.id, resolve);
       token.onCancellationRequested(() => {
-        // Another client answered first.
+        // Another client answered first. (Or the connection that carried this request went: a
+        // request for it again, on the next connection, may be here before that news; it stays.)
+        if (this.pendingRequests.get(permission.id) !== resolve) return;
         this.pendingRequests.delete(permission.id);
         this.model.removePermission(permission.id);
         reject(new ResponseError(ErrorCodes.REQUEST_CANCELLED, 'answered by another client'));

@@ -37,7 +37,7 @@ export interface SessiondSchema {
   AgentInfo?: AgentInfo;
   AgentList?: AgentList;
   AgentOptions?: AgentOptions;
-  AgentProcessInfo?: AgentProcessInfo;
+  AgentProcessInfo?: AgentProcessInfo1;
   AgentProcessState?: AgentProcessState;
   AgentRef?: AgentRef;
   AgentSpec?: AgentSpec;
@@ -148,6 +148,10 @@ export interface AgentInfo {
   options: AgentOptions;
   process: AgentProcessInfo;
   /**
+   * Each of its processes, in order (one, unless options.processes).
+   */
+  processes?: AgentProcessInfo1[];
+  /**
    * Turns its sessions have ended (closed ones too).
    */
   turns?: number;
@@ -188,7 +192,7 @@ export interface AgentOptions {
    */
   maxActiveTurns?: number | null;
   /**
-   * Sessions open at the agent at once; past it the least recently used idle one is closed there and resumed on its next turn. None: no cap.
+   * Sessions open at the agent at once (at each of its processes); past it the least recently used idle one is closed there and resumed on its next turn. None: no cap.
    */
   maxLiveSessions?: number | null;
   /**
@@ -220,6 +224,10 @@ export interface AgentOptions {
    * A plan entry in progress for longer than this flags the session.
    */
   planStallSeconds?: number;
+  /**
+   * Processes of the agent its sessions are spread over: a session opens at the least loaded one (a side chat at its main session's) and stays there while it is open there. With runner `ray`, each process goes to the node Ray picks for it.
+   */
+  processes?: number;
   ray?: RaySettings;
   /**
    * Where its process runs: `local`, on this machine; `ray`, on a node of a Ray cluster (the `ray` settings; `pip install sessiond[ray]`).
@@ -314,6 +322,9 @@ export interface RaySettings {
    */
   startTimeout?: number;
 }
+/**
+ * Its process; with several (options.processes), them taken together: running if one is, pid and node of the first running one, counts summed.
+ */
 export interface AgentProcessInfo {
   activeTurns?: number;
   /**
@@ -337,6 +348,10 @@ export interface AgentProcessInfo {
    */
   capabilities?: AgentCapabilitiesInfo | null;
   exitCode?: number | null;
+  /**
+   * Which of the agent's processes (0, 1, ...); None where they are taken together.
+   */
+  index?: number | null;
   lastError?: string | null;
   /**
    * Sessions currently open at the agent.
@@ -350,6 +365,73 @@ export interface AgentProcessInfo {
    * Updates from the agent that did not fit ACP's schema: what could be read of them was kept, the rest dropped (logged once per kind in the daemon's log).
    */
   malformedUpdates?: number;
+  /**
+   * Resident bytes of the process and its children while it runs (as last measured on its node, for a Ray-run one); None when not known.
+   */
+  memory?: number | null;
+  /**
+   * Where it runs when not on this machine: the Ray node's id and address.
+   */
+  node?: string | null;
+  /**
+   * Something a person should know about this agent.
+   */
+  note?: string | null;
+  /**
+   * Its pid, on the machine it runs on (see `node`).
+   */
+  pid?: number | null;
+  startedAt?: string | null;
+  /**
+   * How many times the process was started.
+   */
+  starts?: number;
+  state: AgentProcessState;
+}
+export interface AgentProcessInfo1 {
+  activeTurns?: number;
+  /**
+   * The agent's name and version.
+   */
+  agentInfo?: {
+    [k: string]: unknown | undefined;
+  } | null;
+  /**
+   * The agent's ACP authMethods as it declared them at initialize (id, name, description, type; vars for an env_var method), each with `satisfied`: whether the agent's environment holds what the method needs.
+   */
+  authMethods?: {
+    [k: string]: unknown | undefined;
+  }[];
+  /**
+   * The authMethod the daemon authenticated with (ACP authenticate) before the first session; None if none was needed or none could be used.
+   */
+  authenticated?: string | null;
+  /**
+   * As the agent declared them at initialize; None before its first start.
+   */
+  capabilities?: AgentCapabilitiesInfo | null;
+  exitCode?: number | null;
+  /**
+   * Which of the agent's processes (0, 1, ...); None where they are taken together.
+   */
+  index?: number | null;
+  lastError?: string | null;
+  /**
+   * Sessions currently open at the agent.
+   */
+  liveSessions?: number;
+  /**
+   * Where the agent's stderr goes.
+   */
+  logPath?: string | null;
+  /**
+   * Updates from the agent that did not fit ACP's schema: what could be read of them was kept, the rest dropped (logged once per kind in the daemon's log).
+   */
+  malformedUpdates?: number;
+  /**
+   * Resident bytes of the process and its children while it runs (as last measured on its node, for a Ray-run one); None when not known.
+   */
+  memory?: number | null;
   /**
    * Where it runs when not on this machine: the Ray node's id and address.
    */
