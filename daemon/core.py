@@ -410,7 +410,7 @@ class Core:
             await self._stop_process(
                 runtime, gone, reason=f"by agent {runtime.name!r} having fewer processes"
             )
-        if params.restart:
+        if params.restart and any(slot.process is not None for slot in runtime.processes):
             await self._stop_agent_process(runtime, reason=f"by a restart of agent {runtime.name!r}")
         self.events.emit(EventKind.AGENT_UPDATED, agent=runtime.name, fields=sorted(update))
         return self.agent_info(runtime)
