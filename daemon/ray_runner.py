@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import os
 import signal as signals
@@ -29,7 +28,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 # Ray's own fatal-signal handler would print a stack trace on the SIGTERM that stops the daemon.
 os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
@@ -41,7 +40,7 @@ from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned, ray_request, tree
 from sessiond.daemon.agent_types import AgentExited
 from sessiond.daemon.child_env import child_environment
 from sessiond.daemon.placements.base import PlacementError
-from sessiond.daemon.terminals import DEFAULT_OUTPUT_LIMIT, Terminal, Terminals
+from sessiond.daemon.terminals import Terminal, Terminals
 from sessiond.protocol.models import RaySettings
 
 log = logging.getLogger("sessiond.ray")
@@ -51,7 +50,6 @@ READ_SIZE = 1 << 16  # the most one chunk of the agent's stdout carries
 WRITE_HIGH_WATER = 1 << 20
 NAMESPACE = "sessiond"
 MEASURE_EVERY = 5.0  # seconds between readings of a Ray-run process's memory
-_terminal_ids = itertools.count(1)
 
 
 # Threaded: the agent's stdout and its exit each hold a thread for the process's life, each command
@@ -273,17 +271,7 @@ class NodeTerminals(Terminals):
             raise PlacementError(f"cannot run {command!r} on {self._node}: {exc}") from None
         if kind == "error":
             raise PlacementError(str(value))
-        process = _NodeCommand(int(value), _NodeOutput(stream, self._node))
-        # `Terminals` reads `process.stdout`, awaits `process.wait()` and names the terminal: the
-        # adapter offers exactly that, so the cast only tells the type checker.
-        terminal = Terminal(
-            f"ray-term-{next(_terminal_ids)}",
-            cast(asyncio.subprocess.Process, process),
-            limit if limit is not None else DEFAULT_OUTPUT_LIMIT,
-        )
-        terminal.reader = asyncio.create_task(self._read(terminal), name=terminal.id)
-        self._terminals[terminal.id] = terminal
-        return terminal.id
+        return self._adopt("ray-term", _NodeCommand(int(value), _NodeOutput(stream, self._node)), limit)
 
     # `Terminals._kill` is a staticmethod (a local kill needs nothing else); this one needs the actor.
     async def _kill(self, terminal: Terminal) -> None:  # type: ignore[override]

@@ -15,6 +15,7 @@ import itertools
 import os
 import signal
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from sessiond.daemon.child_env import child_environment
 
@@ -71,8 +72,16 @@ class Terminals:
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
+        return self._adopt("term", process, limit)
+
+    def _adopt(self, prefix: str, process: Any, limit: int | None) -> str:
+        """Keep a started command as a terminal of this session and read its output; its id.
+        `process` is an asyncio subprocess, or what reads like one where the command runs
+        elsewhere (`pid`, `stdout.read`, `wait`)."""
         terminal = Terminal(
-            f"term-{next(_ids)}", process, limit if limit is not None else DEFAULT_OUTPUT_LIMIT
+            f"{prefix}-{next(_ids)}",
+            cast(asyncio.subprocess.Process, process),
+            limit if limit is not None else DEFAULT_OUTPUT_LIMIT,
         )
         terminal.reader = asyncio.create_task(self._read(terminal), name=terminal.id)
         self._terminals[terminal.id] = terminal

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import re
 import shlex
 import signal
@@ -25,11 +24,10 @@ from typing import cast
 import asyncssh
 
 from sessiond.daemon.placements.base import PlacementError
-from sessiond.daemon.terminals import DEFAULT_OUTPUT_LIMIT, Terminal, Terminals
+from sessiond.daemon.terminals import Terminal, Terminals
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 KILL_TIMEOUT = 10.0
-_ids = itertools.count(1)
 
 
 def remote_script(command: str, args: list[str], env: dict[str, str], cwd: str) -> str:
@@ -124,17 +122,7 @@ class RemoteTerminals(Terminals):
         except (asyncssh.Error, OSError) as exc:
             raise PlacementError(f"cannot run {command!r} on {self.host}: {exc}") from None
         pid = int(first) if first.strip().isdigit() else None
-        process = _RemoteProcess(channel, pid, self.host)
-        # `Terminals` reads `process.stdout`, awaits `process.wait()` and names the terminal;
-        # the adapter offers exactly that, so the cast only tells the type checker.
-        terminal = Terminal(
-            f"ssh-term-{next(_ids)}",
-            cast(asyncio.subprocess.Process, process),
-            limit if limit is not None else DEFAULT_OUTPUT_LIMIT,
-        )
-        terminal.reader = asyncio.create_task(self._read(terminal), name=terminal.id)
-        self._terminals[terminal.id] = terminal
-        return terminal.id
+        return self._adopt("ssh-term", _RemoteProcess(channel, pid, self.host), limit)
 
     # `Terminals._kill` is a staticmethod (a local kill needs nothing else); this one needs the connection.
     async def _kill(self, terminal: Terminal) -> None:  # type: ignore[override]
