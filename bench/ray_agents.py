@@ -1,6 +1,7 @@
 """The demo agent run on a Ray node (runner "ray") against the same agent run locally, one daemon,
 rounds alternating: many turns at once, and one turn after another (what the actor path adds to
-each turn's messages). The cluster is local (`ray.cluster_utils.Cluster`, a head and one worker)."""
+each turn's messages); and the same turns spread over two processes of one agent, one on each
+of two nodes. The cluster is local (`ray.cluster_utils.Cluster`, a head and two workers)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ async def run(turns: int = 200, sequential: int = 50) -> list[Row]:
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    cluster.add_node(num_cpus=1, resources={"agents": 1})
+    cluster.add_node(num_cpus=1, resources={"agents": 1, "spread": 1})
+    cluster.add_node(num_cpus=1, resources={"spread": 1})
     cluster.wait_for_nodes()
     previous = os.environ.get("RAY_ADDRESS")
     os.environ["RAY_ADDRESS"] = cluster.address
@@ -52,6 +54,7 @@ async def run(turns: int = 200, sequential: int = 50) -> list[Row]:
     ray_times: list[float] = []
     local_each: list[float] = []
     ray_each: list[float] = []
+    spread_times: list[float] = []
     try:
         async with aconnect(daemon.socket, start=False) as client:
             local = await client.agent("local-demo", command=[*command, str(state / "local")])
@@ -61,11 +64,19 @@ async def run(turns: int = 200, sequential: int = 50) -> list[Row]:
                 runner="ray",
                 ray={"num_cpus": 0.5, "resources": {"agents": 1}},
             )
-            for agent in (local, on_ray):  # started, and warm
-                await (await agent.session(work)).asend("say done")
+            spread = await client.agent(
+                "ray-spread",
+                command=[*command, str(state / "spread")],
+                runner="ray",
+                processes=2,
+                ray={"num_cpus": 0.5, "resources": {"spread": 1}},
+            )
+            for agent in (local, on_ray, spread):  # started, and warm
+                await asyncio.gather(*(s.asend("say done") for s in await agent.sessions(2, work)))
             for _ in range(ROUNDS):
                 local_times.append(await _at_once(local, turns, work))
                 ray_times.append(await _at_once(on_ray, turns, work))
+                spread_times.append(await _at_once(spread, turns, work))
                 local_each.append(await _one_by_one(local, sequential, work))
                 ray_each.append(await _one_by_one(on_ray, sequential, work))
     finally:
@@ -88,6 +99,11 @@ async def run(turns: int = 200, sequential: int = 50) -> list[Row]:
             f"{turns} demo turns at once, agent on a Ray node",
             f"{at_once_ray:.3f} s",
             f"{at_once_ray / at_once_local:.2f}x local",
+        ),
+        (
+            f"{turns} demo turns at once, one agent's 2 processes on 2 Ray nodes",
+            f"{statistics.median(spread_times):.3f} s",
+            f"{statistics.median(spread_times) / at_once_ray:.2f}x one process on one node",
         ),
         (
             f"one turn after another, agent local (median of {sequential})",
