@@ -170,7 +170,9 @@ describe('against a real daemon', () => {
         return waiting.length ? waiting : undefined;
       }, 'permission.asked');
       const viaRequest = (s: Sessiond) => s.model.permissions.get(asked.id)?.viaRequest;
-      await waitFor(first.model, () => viaRequest(first) && viaRequest(second), 'session/requestPermission at both clients');
+      await Promise.all(
+        [first, second].map((client) => waitFor(client.model, () => viaRequest(client), `session/requestPermission at ${client === first ? 'the first' : 'the second'} client`)),
+      );
       await first.answerPermission(asked.id, 'reject_once');
       const result = await turn;
       assert.equal(result.text, 'Asked "deploy?": Reject');

@@ -90,6 +90,21 @@ test('permissions come and go with their events and with the session leaving nee
   assert.equal(model.permissions.size, 0, 'a session that no longer needs you has no pending request');
 });
 
+test('the request for a permission known from its event makes it answerable, and says so', () => {
+  const scheduler = new ManualScheduler();
+  const model = modelWith([session('s1', { status: 'needs_you' })], 0, scheduler);
+  model.apply(event('permission.asked', { session: 's1', data: { permission: 'p-1', toolCall: {}, options: [] } }));
+  scheduler.runAll();
+  const changes: ModelChange[] = [];
+  model.onDidChange((change) => changes.push(change));
+  const added = model.addPermission({ id: 'p-1', session: 's1', toolCall: {}, options: [], viaRequest: true });
+  assert.equal(added, false, 'the same request, not a second one');
+  assert.equal(model.permissions.get('p-1')?.viaRequest, true);
+  scheduler.runAll();
+  assert.equal(changes.length, 1, 'listeners hear that it can now be answered by request');
+  assert.equal(changes[0].permissions, true);
+});
+
 test('the fleet is counted from the sessions; the daemon adds cost and timings', () => {
   const model = modelWith([
     session('s1', { status: 'working', context: { used: 1, size: 2, cost: { amount: 0.5, currency: 'USD' } } }),

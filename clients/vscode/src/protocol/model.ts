@@ -250,7 +250,11 @@ export class FleetModel {
   addPermission(permission: PendingPermission): boolean {
     const known = this.permissions.get(permission.id);
     if (known) {
-      if (permission.viaRequest && !known.viaRequest) known.viaRequest = true;
+      // Known from its permission.asked event; now the request itself is here to answer.
+      if (permission.viaRequest && !known.viaRequest) {
+        known.viaRequest = true;
+        this.touch('permissions');
+      }
       return false;
     }
     this.permissions.set(permission.id, permission);
