@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from sessiond.daemon.wire import Kind, Message
-from sessiond.protocol import methods as names
+from sessiond.protocol import names
 from sessiond.protocol.errors import ErrorCode
-from sessiond.protocol.methods import METHODS
 
 INITIALIZE = "initialize"
 SHUTDOWN = "shutdown"
@@ -95,7 +94,7 @@ def admit(access: Access, message: Message) -> Verdict:
 def _notification(access: Access, method: str) -> Verdict:
     if method == EXIT:
         return ADMIT
-    if method in METHODS or method in (INITIALIZE, SHUTDOWN):
+    if method in names.REQUESTS or method in (INITIALIZE, SHUTDOWN):
         return Drop(f"{method} is a request: sent without an id it is dropped and nothing runs")
     if method not in CLIENT_NOTIFICATIONS:
         return Drop(f"{method} is no notification of this daemon")
@@ -124,7 +123,7 @@ def _request(access: Access, method: str) -> Verdict:
         )
     if method == SHUTDOWN:
         return ADMIT
-    if method not in METHODS:
+    if method not in names.REQUESTS:
         return Refuse(
             ErrorCode.METHOD_NOT_FOUND,
             f"no method {method!r}: the daemon's methods are listed in the initialize result "

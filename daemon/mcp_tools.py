@@ -18,7 +18,6 @@ tool error (``isError``) whose text is the daemon's message, verbatim.
 
 from __future__ import annotations
 
-import importlib.metadata
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from sessiond.protocol import methods as m
 from sessiond.protocol import models as pm
+from sessiond.protocol.version import VERSION
 
 SERVER_NAME = "sessiond"
 
@@ -45,13 +45,6 @@ R = TypeVar("R", bound=BaseModel)
 
 class BridgeError(Exception):
     """A tool call that failed; its message is what the model reads (the daemon's own, when it answered)."""
-
-
-def package_version() -> str:
-    try:
-        return importlib.metadata.version("sessiond")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 def summary(error: ValidationError) -> str:
@@ -241,7 +234,7 @@ def build_server(link_for: LinkFor) -> MCPServer:
         )
 
     server: MCPServer = MCPServer(
-        SERVER_NAME, version=package_version(), instructions=INSTRUCTIONS, log_level="WARNING"
+        SERVER_NAME, version=VERSION, instructions=INSTRUCTIONS, log_level="WARNING"
     )
     for tool in (suggest_task, start_thread, thread_status, wait_threads):
         server.add_tool(tool, description=inspect.cleandoc(tool.__doc__ or ""))

@@ -1,8 +1,8 @@
 """Every method and notification, with its params and result models.
 
-This table is the one place a method is named; the server registers its
-handlers from it, the client calls through it, and the JSON Schema and
-docs/protocol.md are generated from it.
+This table gives each method (named in `names.py`) its models; the server
+registers its handlers from it, the client calls through it, and the JSON
+Schema and docs/protocol.md are generated from it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,47 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from sessiond.protocol import models as m
+from sessiond.protocol.names import (
+    AGENT_CREATE,
+    AGENT_GET,
+    AGENT_LIST,
+    AGENT_REMOVE,
+    AGENT_UPDATE,
+    DAEMON_STATUS,
+    DAEMON_STOP,
+    EVENTS_NOTIFY,
+    EVENTS_SUBSCRIBE,
+    EVENTS_UNSUBSCRIBE,
+    FLEET_SUMMARY,
+    MERGE_LIST,
+    MERGE_REQUEST,
+    PERMISSION_ANSWER,
+    REQUEST_PERMISSION,
+    RUN_DECLARE,
+    RUN_END,
+    RUN_GET,
+    RUN_LIST,
+    SESSION_BROADCAST,
+    SESSION_CANCEL,
+    SESSION_CLOSE,
+    SESSION_CONTROLS,
+    SESSION_GET,
+    SESSION_LIST,
+    SESSION_OPEN,
+    SESSION_PROMPT,
+    SESSION_SET_CONFIG,
+    SESSION_SET_MODE,
+    SESSION_SIDE,
+    SESSION_TRANSCRIPT,
+    SESSION_TREE,
+    TASK_ACCEPT,
+    TASK_DISMISS,
+    TASK_LIST,
+    TASK_SUGGEST,
+    THREAD_START,
+    THREAD_STATUS,
+    THREAD_WAIT,
+)
 
 
 @dataclass(frozen=True)
@@ -38,47 +79,6 @@ class Notification:
     params: type[BaseModel]
     summary: str
 
-
-AGENT_CREATE = "agent/create"
-AGENT_LIST = "agent/list"
-AGENT_GET = "agent/get"
-AGENT_UPDATE = "agent/update"
-AGENT_REMOVE = "agent/remove"
-SESSION_OPEN = "session/open"
-SESSION_LIST = "session/list"
-SESSION_GET = "session/get"
-SESSION_PROMPT = "session/prompt"
-SESSION_CANCEL = "session/cancel"
-SESSION_CLOSE = "session/close"
-SESSION_TRANSCRIPT = "session/transcript"
-SESSION_CONTROLS = "session/controls"
-SESSION_SET_MODE = "session/setMode"
-SESSION_SET_CONFIG = "session/setConfigOption"
-FLEET_SUMMARY = "fleet/summary"
-SESSION_SIDE = "session/side"
-SESSION_TREE = "session/tree"
-SESSION_BROADCAST = "session/broadcast"
-TASK_SUGGEST = "task/suggest"
-TASK_LIST = "task/list"
-TASK_ACCEPT = "task/accept"
-TASK_DISMISS = "task/dismiss"
-THREAD_START = "thread/start"
-THREAD_STATUS = "thread/status"
-THREAD_WAIT = "thread/wait"
-MERGE_REQUEST = "merge/request"
-MERGE_LIST = "merge/list"
-RUN_DECLARE = "run/declare"
-RUN_END = "run/end"
-RUN_LIST = "run/list"
-RUN_GET = "run/get"
-PERMISSION_ANSWER = "permission/answer"
-EVENTS_SUBSCRIBE = "events/subscribe"
-EVENTS_UNSUBSCRIBE = "events/unsubscribe"
-DAEMON_STATUS = "daemon/status"
-DAEMON_STOP = "daemon/stop"
-
-EVENTS_NOTIFY = "events/notify"
-REQUEST_PERMISSION = "session/requestPermission"
 
 _METHODS = [
     Method(AGENT_CREATE, m.AgentSpec, m.AgentInfo, "Create an agent. Its process starts on its first turn."),

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.metadata
 import logging
 import os
 import sys
@@ -73,6 +72,7 @@ from sessiond.protocol.models import (
     TreeNode,
     TurnResult,
 )
+from sessiond.protocol.version import VERSION
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +92,6 @@ MERGE_DONE = ("merged", "failed", "cancelled")
 # Events of subscriptions not yet claimed (their notification overtook the answer to
 # events/subscribe) are kept up to this many.
 EARLY_EVENTS_LIMIT = 10_000
-
-
-def _client_version() -> str:
-    try:
-        return importlib.metadata.version("sessiond")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 def _validation_summary(error: ValidationError) -> str:
@@ -210,7 +203,7 @@ async def _open_daemon(
             "initialize",
             {
                 "processId": os.getpid(),
-                "clientInfo": {"name": CLIENT_NAME, "version": _client_version()},
+                "clientInfo": {"name": CLIENT_NAME, "version": VERSION},
                 "capabilities": {},
                 "initializationOptions": {},
             },

@@ -49,7 +49,8 @@ from sessiond.client.errors import ConnectionLost, DaemonNotRunning, SessiondErr
 
 # The tool table, shared with the daemon's own endpoint: the one daemon module a client imports
 # (it imports only sessiond.protocol and the mcp SDK; see docs/architecture.md).
-from sessiond.daemon.mcp_tools import BridgeError, R, build_server, checked_params, package_version, summary
+from sessiond.daemon.mcp_tools import BridgeError, R, build_server, checked_params, summary
+from sessiond.protocol.version import VERSION
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ class DaemonLink:
                     "initialize",
                     {
                         "processId": os.getpid(),
-                        "clientInfo": {"name": CLIENT_NAME, "version": package_version()},
+                        "clientInfo": {"name": CLIENT_NAME, "version": VERSION},
                         "capabilities": {},
                         "initializationOptions": {
                             "sessionToken": self.config.token,

@@ -62,7 +62,7 @@ from sessiond.client.acp_face.translate import (
     stop_reason,
     thought,
 )
-from sessiond.client.aio import AsyncDaemon, _client_version, _open_daemon
+from sessiond.client.aio import AsyncDaemon, _open_daemon
 from sessiond.client.errors import (
     Conflict,
     ConnectionLost,
@@ -82,6 +82,7 @@ from sessiond.protocol.models import (
     SessionOpenResult,
     TurnResult,
 )
+from sessiond.protocol.version import VERSION
 
 log = logging.getLogger(__name__)
 
@@ -244,9 +245,7 @@ class FaceAgent:
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=capabilities,
             auth_methods=[],
-            agent_info=Implementation(
-                name="sessiond", title=f"sessiond: {underlying}", version=_client_version()
-            ),
+            agent_info=Implementation(name="sessiond", title=f"sessiond: {underlying}", version=VERSION),
         )
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
