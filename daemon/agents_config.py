@@ -17,19 +17,25 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-from pydantic.fields import FieldInfo
+# pydantic and the protocol's models load only when there is a file to read (or the demo agent
+# to describe, once the daemon is built): a daemon without agents.toml answers without them.
+if TYPE_CHECKING:
+    import tomllib
 
-from sessiond.protocol.models import AgentOptions, AgentSpec
+    from pydantic import BaseModel
+    from pydantic.fields import FieldInfo
+
+    from sessiond.protocol.models import AgentSpec
 
 DEMO = "demo"
 
 
 def demo_spec(state_dir: Path) -> AgentSpec:
+    from sessiond.protocol.models import AgentOptions, AgentSpec
+
     return AgentSpec(
         name=DEMO,
         command=[
@@ -67,6 +73,12 @@ def load_agents_toml(path: Path) -> list[AgentSpec]:
             f"{shown}: is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}); "
             f"save it as UTF-8 or move it away"
         ) from None
+    import tomllib
+
+    from pydantic import ValidationError
+
+    from sessiond.protocol.models import AgentSpec
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -156,6 +168,8 @@ def _problem(prefix: str, error: Any, table: dict[str, Any]) -> str:
             f"{prefix}: the agent's name must be 1 to 64 letters, digits, '_', '.' or '-', "
             f"starting with a letter or digit"
         )
+    from sessiond.protocol.models import AgentSpec
+
     key = prefix + "".join(f"[{part}]" if isinstance(part, int) else f".{_key(part)}" for part in loc)
     field = _field(AgentSpec, loc)
     if kind == "missing":
@@ -189,6 +203,8 @@ def _value(value: Any) -> str:
 
 def _field(model: type[BaseModel], loc: tuple[str | int, ...]) -> FieldInfo | None:
     """The field a location names, through nested models (by name or camelCase alias)."""
+    from pydantic import BaseModel
+
     field: FieldInfo | None = None
     current: Any = model
     for part in loc:
@@ -210,6 +226,10 @@ def _named(model: type[BaseModel], part: str) -> FieldInfo | None:
 
 def _known(loc: tuple[str | int, ...]) -> list[str]:
     """The keys a table at `loc` takes (an agent's own table when `loc` is empty)."""
+    from pydantic import BaseModel
+
+    from sessiond.protocol.models import AgentSpec
+
     field = _field(AgentSpec, loc) if loc else None
     model: Any = field.annotation if field is not None else (AgentSpec if not loc else None)
     if isinstance(model, type) and issubclass(model, BaseModel):

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from sessiond.daemon import store as st
 from sessiond.daemon.agent_host import AgentHost
@@ -45,7 +45,6 @@ from sessiond.daemon.placements import (
     make_placement,
     validate_placement,
 )
-from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.prompt_limit import check_prompt_size
 from sessiond.daemon.records import (
     INSERT_SESSIONS,
@@ -65,6 +64,7 @@ from sessiond.protocol.models import EventKind, SessionStatus
 
 if TYPE_CHECKING:  # the ACP SDK is imported on the first turn that starts an agent
     from sessiond.daemon.acp_backend import AgentProcess
+    from sessiond.daemon.placements.worktree import WorktreePlacement  # loaded by the first worktree
 
 ACP_BACKEND = "sessiond.daemon.acp_backend"
 RAY_RUNNER = "sessiond.daemon.ray_runner"
@@ -814,7 +814,7 @@ class Core:
         if s.runtime is None:
             return None
         placement = s.runtime.placement
-        worktree = placement if isinstance(placement, WorktreePlacement) else None
+        worktree = cast("WorktreePlacement", placement) if placement.kind == "worktree" else None
         return m.Where(
             placement=s.placement,
             root=placement.root,

@@ -34,7 +34,6 @@ from sessiond.daemon.insight import (
     transcript_pieces,
 )
 from sessiond.daemon.placements.collisions import Collisions
-from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.records import SAVE_SESSION, AgentRuntime, SessionRecord, SessionRuntime
 from sessiond.daemon.session_table import SessionTable
 from sessiond.daemon.store import Store
@@ -293,7 +292,7 @@ class InsightFeed:
     def _shared_tracker(session: SessionRecord) -> ChangeTracker | None:
         """The session's change tracker when its working copy is shared (not a worktree)."""
         rt = session.runtime
-        if rt is None or rt.tracker is None or isinstance(rt.placement, WorktreePlacement):
+        if rt is None or rt.tracker is None or rt.placement.kind == "worktree":
             return None
         return rt.tracker
 
@@ -425,7 +424,7 @@ class InsightFeed:
         except Exception as exc:  # git can fail on a broken repository: the turn goes on
             log.warning("could not compute the changes of %s: %s", session.id, exc)
             return
-        if not isinstance(rt.placement, WorktreePlacement):
+        if rt.placement.kind != "worktree":
             changes = self._own(session.id, rt.tracker, changes)
         if changes != ins.changes:
             ins.changes = changes
@@ -462,7 +461,7 @@ class InsightFeed:
         except Exception as exc:
             log.warning("could not record the starting state of %s: %s", session.id, exc)
             return
-        if ins.changes and not isinstance(rt.placement, WorktreePlacement):
+        if ins.changes and rt.placement.kind != "worktree":
             # After a restart: what it counted as its own before is still its own.
             for f in ins.changes.files:
                 if not f.outside_root:

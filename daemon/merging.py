@@ -2,24 +2,26 @@
 the per-repository merge queue (placements/merge_queue.py), with the steps as events
 and, when asked, the outcome handed back to the session as a prompt.
 
-What it reads of the core and asks of it is `MergingPort`.
+What it reads of the core and asks of it is `MergingPort`. The queue (and the worktree
+placement under it) loads with the first merge asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.placements import PlacementError
-from sessiond.daemon.placements.merge_queue import MergeEntry, MergeQueues, request_for
-from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.records import SessionRecord, SessionRuntime
 from sessiond.daemon.session_table import SessionTable
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
 from sessiond.protocol.models import EventKind
+
+if TYPE_CHECKING:
+    from sessiond.daemon.placements.merge_queue import MergeEntry, MergeQueues
 
 
 class MergingPort(Protocol):
@@ -39,8 +41,16 @@ class MergingPort(Protocol):
 class Merging:
     def __init__(self, core: MergingPort) -> None:
         self.core = core
-        self.queues = MergeQueues(on_step=self._step)
+        self._queues: MergeQueues | None = None
         self.entries: dict[str, MergeEntry] = {}  # the last merge asked for, by session
+
+    @property
+    def queues(self) -> MergeQueues:
+        if self._queues is None:
+            from sessiond.daemon.placements.merge_queue import MergeQueues
+
+            self._queues = MergeQueues(on_step=self._step)
+        return self._queues
 
     def _step(self, session_id: str, step: str, data: dict[str, Any]) -> None:
         session = self.core.sessions.get(session_id.rsplit("-", 1)[0])
@@ -67,6 +77,9 @@ class Merging:
                 f"session {session.id!r} has a turn running or queued; "
                 "merge it once it is idle (or cancel it)",
             )
+        from sessiond.daemon.placements.merge_queue import request_for
+        from sessiond.daemon.placements.worktree import WorktreePlacement
+
         placement = rt.placement
         assert isinstance(placement, WorktreePlacement)
         try:
@@ -101,7 +114,8 @@ class Merging:
 
     def listing(self) -> m.MergeList:
         """Merges waiting or running (with their position), then those done, by session."""
-        active = [self._entry(row["session"], row) for row in self.queues.listing()]
+        queued = self._queues.listing() if self._queues is not None else []
+        active = [self._entry(row["session"], row) for row in queued]
         busy = {e.session for e in active}
         done = [
             self._entry(entry.session_id, entry.summary())
@@ -111,4 +125,5 @@ class Merging:
         return m.MergeList(entries=active + done)
 
     async def close(self) -> None:
-        await self.queues.close()
+        if self._queues is not None:
+            await self._queues.close()

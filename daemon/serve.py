@@ -7,28 +7,27 @@ import contextlib
 import errno
 import faulthandler
 import fcntl
-import ipaddress
 import logging
 import os
 import re
-import secrets
 import signal
 import socket as socketlib
 import sqlite3
 import sys
 import time
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# Only what comes before the socket is bound is imported here: the rest (pygls, the core, the
-# protocol's models) loads while the first clients' connections wait in the socket's backlog,
-# and the ACP SDK, the MCP SDK and asyncssh load on the first turn, MCP session or ssh placement.
+# Only what answers a client's `initialize` is imported here: the rest (pygls, the core, the
+# protocol's models) loads on a thread once the socket is bound and the door answers, and the
+# ACP SDK, the MCP SDK and asyncssh load on the first turn, MCP session or ssh placement.
 from sessiond.daemon import long_lived
+from sessiond.daemon.door import Door
 from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, trouble_of
 from sessiond.daemon.wire import Limits
 from sessiond.protocol import paths
+from sessiond.protocol.version import VERSION
 
 if TYPE_CHECKING:
     from sessiond.daemon.around import MakeEndpoint
@@ -37,9 +36,38 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sessiond")
 STOP_DEADLINE = 45.0
-# Loaded on first need only (a turn, an http MCP session, an ssh placement, a Ray-run agent); at
-# SESSIOND_LOG=debug the daemon says which it is serving without, and when each one loads.
-ON_FIRST_NEED = ("acp", "mcp", "asyncssh", "uvicorn", "ray")
+# Loaded on first need only (a turn, an http MCP session, an ssh placement, a Ray-run agent, the
+# first session of a placement other than `here`); at SESSIOND_LOG=debug the daemon says which
+# it is serving without, and when each one loads.
+ON_FIRST_NEED = (
+    "acp",
+    "mcp",
+    "asyncssh",
+    "uvicorn",
+    "ray",
+    "sessiond.daemon.placements.worktree",
+    "sessiond.daemon.placements.sandbox",
+    "sessiond.daemon.placements.container",
+)
+# What the door answers `initialize` without: they load on a thread while it does (at
+# SESSIOND_LOG=debug the daemon says which were not loaded when it began to answer).
+AFTER_THE_FIRST_ANSWER = (
+    "pygls",
+    "lsprotocol",
+    "pydantic",
+    "sessiond.protocol.models",
+    "sessiond.daemon.core",
+)
+# The daemon behind the door, imported on a thread while the door answers `initialize`.
+BEHIND_THE_DOOR = (
+    "sessiond.daemon.around",
+    "sessiond.daemon.core",
+    "sessiond.daemon.events",
+    "sessiond.daemon.runs",
+    "sessiond.daemon.server",
+    "sessiond.daemon.session_tools",
+    "sessiond.daemon.tasks",
+)
 
 
 def _endpoint_maker(tools: SessionTools) -> MakeEndpoint:
@@ -53,22 +81,26 @@ def _endpoint_maker(tools: SessionTools) -> MakeEndpoint:
     return make
 
 
+def _load_behind_the_door() -> None:
+    import importlib
+
+    for name in BEHIND_THE_DOOR:
+        importlib.import_module(name)
+
+
 def _say_when_loaded(names: tuple[str, ...]) -> None:
     pending = set(names)
 
     def hook(event: str, args: tuple[object, ...]) -> None:
-        if event == "import" and pending and (top := str(args[0]).partition(".")[0]) in pending:
-            pending.discard(top)
-            log.debug("loading %s (first needed now)", top)
+        if event != "import" or not pending:
+            return
+        module = str(args[0])
+        for name in (module.partition(".")[0], module):
+            if name in pending:
+                pending.discard(name)
+                log.debug("loading %s (first needed now)", name)
 
     sys.addaudithook(hook)
-
-
-def version() -> str:
-    try:
-        return metadata.version("sessiond")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 class StartError(Exception):
@@ -80,6 +112,8 @@ def parse_tcp(address: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise StartError(f"--tcp {address!r}: expected HOST:PORT, e.g. 127.0.0.1:7700")
     host = host.strip("[]") or "127.0.0.1"
+    import ipaddress
+
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -163,6 +197,8 @@ def store_trouble(exc: BaseException, path: Path, state_dir: Path, waited: float
 def _token(path: Path) -> str:
     if path.exists():
         return path.read_text().strip()
+    import secrets  # only a daemon that listens on TCP makes a token
+
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -217,6 +253,8 @@ async def _serve(
     _private_dir(state_dir, "the state dir", STATE_DIR_INSTEAD)
     lock_fd = _lock(socket_path)
     listening: socketlib.socket | None = None
+    door: Door | None = None
+    started = False
     try:
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()  # stale: its daemon is gone, or we would not hold the lock
@@ -227,7 +265,7 @@ async def _serve(
         except (StoreUnavailable, sqlite3.Error) as exc:
             raise store_trouble(exc, db, state_dir, waited) from None
         # The store and agents.toml are known good: failing past here is rare (a store that
-        # refuses a write), so clients may connect now and wait in the backlog for the rest.
+        # refuses a write), so clients may connect now (and be answered while the rest loads).
         from sessiond.daemon.agents_config import ConfigError, demo_spec, load_agents_toml
 
         try:
@@ -235,6 +273,15 @@ async def _serve(
         except ConfigError as exc:
             raise StartError(str(exc)) from None
         listening = _bind(socket_path)
+        # From here clients are answered `initialize` while the rest loads; what else they send
+        # waits until the daemon is built, and its interrupted turns are announced.
+        door = Door(VERSION, limits)
+        await door.listen_unix(listening)
+        listening = None  # the door's now
+        if log.isEnabledFor(logging.DEBUG):
+            absent = [name for name in AFTER_THE_FIRST_ANSWER if name not in sys.modules]
+            log.debug("answering initialize without %s", ", ".join(absent) or "-")
+        await asyncio.to_thread(_load_behind_the_door)
         from sessiond.daemon.around import Around
         from sessiond.daemon.core import Core
         from sessiond.daemon.events import EventLog
@@ -245,7 +292,7 @@ async def _serve(
 
         try:
             events = EventLog(store)
-            core = Core(store, events, state_dir=state_dir, version=version(), state_rate=state_rate)
+            core = Core(store, events, state_dir=state_dir, version=door.version, state_rate=state_rate)
             core.load([demo_spec(state_dir)], configured)
             # The edges over the core: a session's own tools (the server's handlers and the MCP
             # endpoint both call them), and the endpoint, made by Around on first need.
@@ -265,16 +312,14 @@ async def _serve(
             await core.announce_interrupted()
         except (StoreUnavailable, sqlite3.Error) as exc:
             raise store_trouble(exc, db, state_dir, waited) from None
-        server = DaemonServer(
-            core, runs, tools, version=version(), socket_path=str(socket_path), limits=limits
-        )
+        server = DaemonServer(core, runs, tools, door, socket_path=str(socket_path))
         server.started_at = time.time()
-        await server.listen_unix(str(socket_path), sock=listening)
-        listening = None  # the server's now
         if tcp_address is not None:
             server.token = _token(paths.token_path())
-            host, port = await server.listen_tcp(*tcp_address)
+            host, port = await door.listen_tcp(*tcp_address)
             paths.tcp_address_path().write_text(f"{host}:{port}\n")
+        door.open(server)
+        started = True  # the door serves: the normal stop below lets go of the socket
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -284,7 +329,7 @@ async def _serve(
         if log.isEnabledFor(logging.DEBUG):
             absent = [name for name in ON_FIRST_NEED if name not in sys.modules]
             log.debug("serving without %s", ", ".join(absent) or "-")
-        where = str(socket_path) + (f" and tcp {server.tcp_address}" if server.tcp_address else "")
+        where = str(socket_path) + (f" and tcp {door.tcp_address}" if door.tcp_address else "")
         print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
         attention = asyncio.create_task(core.feed.watch(), name="attention")
         await stop.wait()
@@ -298,7 +343,7 @@ async def _serve(
         print("sessiond: stopping: cancelling running turns", file=sys.stderr, flush=True)
         # A stop must never hang: past the grace turns get, say where it was stuck and exit.
         faulthandler.dump_traceback_later(STOP_DEADLINE, exit=True)
-        server.close_listeners()
+        door.close_listeners()
         with contextlib.suppress(StoreUnavailable):  # what it kept is tried once more by close()
             await core.shutdown()
         server.end_runs("stopped")
@@ -319,11 +364,14 @@ async def _serve(
         # stop is over when their connection closes, and may start one at once.
         os.close(lock_fd)
         lock_fd = -1
-        await server.stop_accepting()
+        await door.stop_accepting()
         return 1 if lost else 0
     finally:
-        if listening is not None:  # it did not start: whoever connected is let go
-            listening.close()
+        if not started:  # it did not start: whoever connected is let go
+            if listening is not None:
+                listening.close()
+            if door is not None:
+                await door.stop_accepting()
             with contextlib.suppress(FileNotFoundError):
                 socket_path.unlink()
         if lock_fd >= 0:

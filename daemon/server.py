@@ -1,16 +1,16 @@
 """The editor-facing side: JSON-RPC with LSP framing, one pygls server per connection.
 
-This is the only module that knows JSON-RPC and pygls. Each accepted
-connection gets a fresh `LanguageServer` built by `_build_server`, all of
-them sharing one `Core`; the handlers are registered from the method table
-in `sessiond.protocol.methods`, validate their params with pydantic, and
-delegate to the core.
+This is the only module that knows pygls. The door (`door.py`) reads each
+connection, passes every message through the gate and answers `initialize`;
+then each initialized connection gets a fresh `LanguageServer` built by
+`_build_server`, all of them sharing one `Core`; the handlers are registered
+from the method table in `sessiond.protocol.methods`, validate their params
+with pydantic, and delegate to the core.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import hmac
 import json
@@ -26,16 +26,15 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCRequestMessage, JsonRPCResponseMessage
-from pygls.protocol.language_server import lsp_method
 
-from sessiond.daemon import gate, wire
+from sessiond.daemon import gate, handshake, wire
 from sessiond.daemon.core import Core
+from sessiond.daemon.door import Door, Link
 from sessiond.daemon.events import Event, Filter, Subscriber, SubscriberOverflow
-from sessiond.daemon.gate import Access, Drop, Phase, Refuse
 from sessiond.daemon.records import PendingPermission, SessionRecord
 from sessiond.daemon.runs import RunBook
 from sessiond.daemon.session_tools import SessionTools
-from sessiond.daemon.wire import Kind, Limits
+from sessiond.daemon.wire import Kind
 from sessiond.protocol import methods as names
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -47,13 +46,6 @@ log = logging.getLogger("sessiond.server")
 # each page drained before the next.
 REPLAY_PAGE = 500
 REPLAY_BYTES = 1024 * 1024
-# After a framing error: how long, and how much, the client's rest is read and dropped before closing.
-LINGER_SECONDS = 2.0
-LINGER_IDLE = 0.2  # ...and no longer than this once the client has gone quiet
-LINGER_BYTES = 64 * 1024 * 1024
-# A message over the size limit is skipped, and the connection reads on, when it is at most this many
-# times the limit; a larger one ends the connection.
-SKIP_AT_MOST = 4
 
 
 def _error(exc: RpcError) -> JsonRpcException:
@@ -72,26 +64,21 @@ def invalid_params(exc: ValidationError) -> RpcError:
 
 
 class Connection:
-    """One client: its protocol, its subscriptions, its prompts in flight."""
+    """One initialized client, behind its door `link`: its pygls server, its subscriptions,
+    its prompts in flight."""
 
-    def __init__(self, daemon: DaemonServer, writer: asyncio.StreamWriter, *, needs_token: bool) -> None:
+    def __init__(self, daemon: DaemonServer, link: Link) -> None:
         self.daemon = daemon
-        self.id = uuid.uuid4().hex[:8]
-        self.writer = writer
-        self.access = Access(needs_token=needs_token)
-        self.progress_supported = False
-        self.answers_permissions = False
+        self.link = link
+        self.id = link.id
+        self.writer = link.writer
         self.run: str | None = None
-        self.in_flight = 0  # requests being answered
         self.subscriptions: dict[str, tuple[Subscriber | None, asyncio.Task[None]]] = {}
         self.prompts: dict[Any, str] = {}  # request id -> turn id
         self.progress_tokens: dict[Any, str] = {}  # progress token -> turn id
-        # pygls is set up for a connection once the gate admits its first message: until then
-        # (a port scan, a client without the token) a connection costs a few objects, not a server.
+        # pygls is set up once the first message after initialize comes: until then (a client
+        # that only said hello) a connection costs a few objects, not a server.
         self._protocol: SessiondProtocol | None = None
-        self.closed = asyncio.Event()
-        self.writable = True  # False from `exit` on: nothing more is written to it
-        self.closing: asyncio.Future[None] | None = None
 
     @property
     def core(self) -> Core:
@@ -101,153 +88,38 @@ class Connection:
     def protocol(self) -> SessiondProtocol:
         if self._protocol is None:
             protocol: SessiondProtocol = _build_server(self).protocol  # type: ignore[assignment]
-            protocol.set_writer(_Writer(self))
+            protocol.set_writer(_Writer(self.link))
             self._protocol = protocol
         return self._protocol
 
     @property
-    def initialized(self) -> bool:
-        return self.access.phase is not Phase.NEW
-
-    @property
     def acting_for(self) -> str | None:
         """The session an MCP bridge speaks for; None for a client acting for its user."""
-        return self.access.acting_for
+        return self.link.access.acting_for
 
-    async def serve(self, reader: asyncio.StreamReader) -> None:
-        try:
-            await self._read_loop(reader)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except Exception:
-            log.exception("connection %s failed; it is closed, the daemon carries on", self.id)
-        finally:
-            await self.close()
+    @property
+    def is_closed(self) -> bool:
+        return self.link.closed.is_set()
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        limits = self.daemon.limits
-        while not self.closed.is_set():
-            # Back-pressure: a client that does not read its answers stops being read.
-            await self.writer.drain()
-            trusted = self.initialized
-            max_body = limits.max_message if trusted else limits.unauthenticated_message
-            try:
-                if trusted:
-                    body = await wire.read_frame(reader, limits, max_body=max_body)
-                else:
-                    async with asyncio.timeout(limits.unauthenticated_seconds):
-                        body = await wire.read_frame(reader, limits, max_body=max_body)
-            except TimeoutError:
-                log.info("connection %s sent no whole message in time before initialize; closed", self.id)
-                return
-            except wire.FrameError as exc:
-                await self._hang_up(reader, exc.code, exc.message)
-                return
-            except wire.Oversized as exc:
-                if await self._skipped(reader, exc, trusted=trusted):
-                    continue
-                return
-            if body is None:
-                return
-            self.receive(body)
-            # One client's burst must not hold the loop: let others (and its own answers) run.
-            await asyncio.sleep(0)
-
-    async def _skipped(self, reader: asyncio.StreamReader, exc: wire.Oversized, *, trusted: bool) -> bool:
-        """Answer a message over the size limit; True when it was skipped and the connection reads on."""
-        if not trusted:
-            await self._hang_up(
-                reader,
-                ErrorCode.INVALID_REQUEST,
-                f"a message of {exc.length} bytes before initialize: at most {exc.limit} are taken "
-                "until the connection has initialized",
-            )
-            return False
-        too_much = f"a message of {exc.length} bytes is over this daemon's limit of {exc.limit} bytes"
-        if exc.length > SKIP_AT_MOST * exc.limit:
-            # No client means to send this much: the stream is not to be trusted further.
-            await self._hang_up(reader, ErrorCode.INVALID_REQUEST, too_much + "; the connection is closed")
-            return False
-        # Answered by its id when it starts with one, then dropped unread.
-        try:
-            head = await reader.readexactly(min(exc.length, 1024))
-            self._send_error(
-                wire.leading_id(head),
-                ErrorCode.INVALID_REQUEST,
-                too_much + " and was skipped (`sessiond serve --max-message` raises it)",
-            )
-            await wire.skip(reader, exc.length - len(head))
-        except (asyncio.IncompleteReadError, wire.FrameError):
-            return False
-        return True
-
-    async def _hang_up(self, reader: asyncio.StreamReader, code: int, message: str) -> None:
-        """Say why, then close; what the client is still sending is read and dropped for a moment,
-        so that the closing does not reset the connection and lose the sentence."""
-        self._send_error(None, code, message)
-        with contextlib.suppress(Exception):
-            if self.writer.can_write_eof():
-                self.writer.write_eof()
-            async with asyncio.timeout(LINGER_SECONDS):
-                dropped = 0
-                while dropped < LINGER_BYTES:
-                    chunk = await asyncio.wait_for(reader.read(64 * 1024), LINGER_IDLE)
-                    if not chunk:
-                        break
-                    dropped += len(chunk)
-
-    def receive(self, body: bytes) -> None:
-        """Take one message body: check its envelope, pass the gate, then dispatch it."""
-        try:
-            message = wire.parse(body)
-        except wire.Refusal as refusal:
-            self._send_error(refusal.id, refusal.code, refusal.message)
-            return
-        verdict = gate.admit(self.access, message)
-        if isinstance(verdict, Drop):
-            log.warning("connection %s: %s", self.id, verdict.reason)
-            return
-        if isinstance(verdict, Refuse):
-            self._send_error(message.id, verdict.code, verdict.message)
-            return
-        if message.kind is Kind.REQUEST and self.in_flight >= self.daemon.limits.in_flight:
-            self._send_error(
-                message.id,
-                ErrorCode.LIMIT_REACHED,
-                f"this connection has {self.in_flight} requests being answered already: "
-                "wait for some answers before sending more",
-            )
-            return
+    def dispatch(self, message: wire.Message) -> None:
+        """Run a message the door admitted."""
         try:
             structured = self.protocol.structure_message(message.raw)
         except JsonRpcException as exc:
             if message.kind is Kind.REQUEST:
-                self._send_error(
+                self.link.send_error(
                     message.id, exc.code, f"the params do not fit {message.method}: {exc.message}"
                 )
             return
-        if message.method == gate.SHUTDOWN:
-            self.access.phase = Phase.SHUT_DOWN
         self.protocol.handle_message(structured)
 
-    def _send_error(self, msg_id: Any, code: int, message: str) -> None:
-        payload = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": int(code), "message": message}}
-        self.send_raw(payload)
-
     def send_raw(self, payload: dict[str, Any]) -> None:
-        self._write_body(json.dumps(payload).encode())
-
-    def _write_body(self, body: bytes) -> None:
-        if self.writable and not self.writer.is_closing():
-            self.writer.write(wire.frame(body))
+        self.link.send_raw(payload)
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
-        self.send_raw({"jsonrpc": "2.0", "method": method, "params": params})
+        self.link.notify(method, params)
 
-    async def close(self) -> None:
-        if self.closed.is_set():
-            return
-        self.closed.set()
+    def closed(self) -> None:
         for subscriber, task in list(self.subscriptions.values()):
             if subscriber is not None:
                 self.core.events.unsubscribe(subscriber)
@@ -255,9 +127,6 @@ class Connection:
         self.subscriptions.clear()
         if self.run is not None:
             self.daemon.runs.end(self.run, "stopped")  # gone without saying how it went
-        with contextlib.suppress(Exception):
-            self.writer.close()
-        self.daemon.connections.discard(self)
         if self._protocol is not None:
             # A connection's pygls server is a knot of cycles (~150 KB): reclaimed now, while young,
             # rather than by a full collection after a hundred of them have piled up.
@@ -368,7 +237,7 @@ class Connection:
             f'{json.dumps(subscription)},"events":[{",".join(e.json() for e in events)}],'
             f'"through":{through}}}}}'
         ).encode()
-        self._write_body(body)
+        self.link.write_body(body)
 
     def unsubscribe(self, subscription: str) -> None:
         entry = self.subscriptions.pop(subscription, None)
@@ -390,7 +259,7 @@ class Connection:
         params = params.model_copy(update={"turn_id": turn_id})
         self.prompts[msg_id] = turn_id
         token = params.work_done_token
-        if token is None and self.progress_supported:
+        if token is None and self.link.progress_supported:
             token = f"sessiond-{turn_id}"
             try:
                 await asyncio.wait_for(self.protocol.progress.create_async(token), 5)
@@ -425,7 +294,7 @@ class Connection:
                 chosen = m.PermissionRequestResult.model_validate(raw)
             except (Exception, asyncio.CancelledError):
                 return  # no answer from this client: another may give one
-            if self.closed.is_set():
+            if self.is_closed:
                 return  # the connection went away: what came with it is no answer
             if not pending.future.done():
                 try:
@@ -484,28 +353,20 @@ class _ProgressReporter:
             progress.end(self.token, lsp.WorkDoneProgressEnd(message=str(message)))
 
 
-def _id_of(body: bytes) -> Any:
-    with contextlib.suppress(Exception):
-        value = json.loads(body)
-        if isinstance(value, dict):
-            return value.get("id")
-    return None
-
-
 class _Writer:
     """What pygls writes (its own error answers, progress, requests to the client): held to the
     same rule as the daemon's own writes, nothing after `exit` or once the socket is closing."""
 
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
+    def __init__(self, link: Link) -> None:
+        self._link = link
 
     def write(self, data: bytes) -> None:
-        writer = self._connection.writer
-        if self._connection.writable and not writer.is_closing():
+        writer = self._link.writer
+        if self._link.writable and not writer.is_closing():
             writer.write(data)
 
     def close(self) -> None:
-        self._connection.writer.close()
+        self._link.writer.close()
 
 
 class SessiondProtocol(LanguageServerProtocol):
@@ -547,62 +408,12 @@ class SessiondProtocol(LanguageServerProtocol):
             return
         super()._handle_response(msg_id, result, error)
 
-    @lsp_method(lsp.INITIALIZE)
-    def lsp_initialize(self, params: lsp.InitializeParams) -> Any:
-        result = yield from super().lsp_initialize(params)
-        result.capabilities.experimental = {
-            "sessiond": {"methods": sorted(METHODS), "notifications": [names.EVENTS_NOTIFY]}
-        }
-        return result
-
-    @lsp_method(lsp.EXIT)
-    def lsp_exit(self, *args: Any) -> Any:
-        # pygls would sys.exit(): one editor quitting must not stop the daemon for all.
-        # Nothing more is written to it: requests still running go on, unanswered.
-        self.connection.writable = False
-        self.connection.closing = asyncio.ensure_future(self.connection.close())
-        yield from ()
-
 
 def _build_server(conn: Connection) -> LanguageServer:
     daemon = conn.daemon
-    server = LanguageServer("sessiond", daemon.version, protocol_cls=SessiondProtocol)
+    server = LanguageServer(handshake.SERVER_NAME, daemon.version, protocol_cls=SessiondProtocol)
     protocol: SessiondProtocol = server.protocol  # type: ignore[assignment]
     protocol.connection = conn
-
-    @server.feature(lsp.INITIALIZE)
-    def on_initialize(params: lsp.InitializeParams) -> None:
-        raw = params.initialization_options or {}
-        if not isinstance(raw, dict):
-            raw = raw._asdict() if hasattr(raw, "_asdict") else {}
-        try:
-            options = m.ClientOptions.model_validate(raw)
-        except ValidationError as exc:
-            raise _error(invalid_params(exc)) from None
-        caps = params.capabilities
-        conn.progress_supported = bool(caps and caps.window and caps.window.work_done_progress)
-        access = conn.access
-        if access.needs_token:
-            token = options.token or ""
-            if not hmac.compare_digest(token.encode(), daemon.token.encode()):
-                raise JsonRpcException(message=gate.NO_TOKEN, code=int(ErrorCode.UNAUTHORIZED))
-        if options.session_token is not None:
-            acting_for = daemon.core.around.session_of_token(options.session_token)
-            if acting_for is None:
-                raise JsonRpcException(
-                    message="this session token belongs to no session of this daemon",
-                    code=int(ErrorCode.UNAUTHORIZED),
-                )
-            access.acting_for = acting_for
-        access.phase = Phase.READY
-        conn.answers_permissions = options.answers_permissions
-        if conn.answers_permissions:
-            # Questions already waiting go to the newcomer too.
-            loop = asyncio.get_running_loop()
-            for pending in list(daemon.core.permissions.pending.values()):
-                session = daemon.core.sessions.get(pending.session)
-                if session is not None:
-                    loop.call_soon(conn.ask_permission, pending, session)
 
     @server.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def on_progress_cancel(params: lsp.WorkDoneProgressCancelParams) -> None:
@@ -623,7 +434,7 @@ def _wrap(
             params = params_model.model_validate({} if raw is None else raw)
         except ValidationError as exc:
             raise _error(invalid_params(exc)) from None
-        conn.in_flight += 1
+        conn.link.in_flight += 1
         try:
             result = await handler(params)
         except RpcError as exc:
@@ -636,7 +447,7 @@ def _wrap(
                 code=int(ErrorCode.INTERNAL_ERROR),
             ) from None
         finally:
-            conn.in_flight -= 1
+            conn.link.in_flight -= 1
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     return run
@@ -827,39 +638,77 @@ def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel
 
 
 class DaemonServer:
-    """Accepts connections and gives each its own pygls server over the shared core."""
+    """Serves the connections of the door (`door.py`), each with its own pygls server over the
+    shared core: the `Behind` the door hands them to once the daemon is built."""
 
     def __init__(
         self,
         core: Core,
         runs: RunBook,
         tools: SessionTools,
+        door: Door,
         *,
-        version: str,
         socket_path: str,
         token: str = "",
-        limits: Limits | None = None,
     ) -> None:
         self.core = core
-        self.limits = limits or Limits()
+        self.door = door
         self.runs = runs
         self.tools = tools  # what a session's own turn may ask (task/suggest, thread/*)
-        self.version = version
+        self.version = door.version
         self.socket_path = socket_path
-        self.tcp_address: str | None = None
         self.token = token
-        self.connections: set[Connection] = set()
         self.started_at = 0.0
         self.on_stop: Callable[[], None] | None = None  # begins the daemon's orderly stop (serve.py)
-        self._servers: list[asyncio.Server] = []
         core.permissions.listeners.append(self._forward_permission)
+
+    @property
+    def connections(self) -> list[Connection]:
+        """The connections that have initialized (and been attached), in no order."""
+        return [link.served for link in self.door.links if isinstance(link.served, Connection)]
+
+    # ------------------------------------------------------------ what the door asks
+
+    def read_options(self, link: Link, options: Any) -> bool:
+        """`initialize`'s options read with the model: the TCP token checked, a session token
+        turned into the session the connection acts for; whether it answers permissions."""
+        raw = options if isinstance(options, dict) else {}
+        try:
+            read = m.ClientOptions.model_validate(raw)
+        except ValidationError as exc:
+            raise invalid_params(exc) from None
+        if link.access.needs_token:
+            token = read.token or ""
+            if not hmac.compare_digest(token.encode(), self.token.encode()):
+                raise RpcError(ErrorCode.UNAUTHORIZED, gate.NO_TOKEN)
+        if read.session_token is not None:
+            acting_for = self.core.around.session_of_token(read.session_token)
+            if acting_for is None:
+                raise RpcError(
+                    ErrorCode.UNAUTHORIZED, "this session token belongs to no session of this daemon"
+                )
+            link.access.acting_for = acting_for
+        return read.answers_permissions
+
+    def attach(self, link: Link) -> Connection:
+        conn = Connection(self, link)
+        if link.answers_permissions:
+            # Questions already waiting go to the newcomer too.
+            loop = asyncio.get_running_loop()
+            for pending in list(self.core.permissions.pending.values()):
+                session = self.core.sessions.get(pending.session)
+                if session is not None:
+                    loop.call_soon(conn.ask_permission, pending, session)
+        return conn
+
+    # ------------------------------------------------------------
 
     def _forward_permission(self, pending: PendingPermission) -> None:
         session = self.core.sessions.get(pending.session)
         if session is None:
             return
-        for conn in list(self.connections):
-            if conn.answers_permissions and conn.initialized:
+        for conn in self.connections:
+            if conn.link.answers_permissions:
                 conn.ask_permission(pending, session)
 
     def stop(self) -> m.StopResult:
@@ -882,59 +731,17 @@ class DaemonServer:
             pid=os.getpid(),
             started_at=datetime.fromtimestamp(self.started_at, UTC),
             socket=self.socket_path,
-            tcp=self.tcp_address,
+            tcp=self.door.tcp_address,
             state_dir=str(self.core.state_dir),
             agents=len(self.core.agents),
             sessions=self.core.feed.tally.open_by_status(),
             head=self.core.events.head,
-            clients=len(self.connections),
+            clients=len(self.door.links),
             mcp_url=self.core.around.mcp_url,
         )
-
-    async def _accept(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, needs_token: bool
-    ) -> None:
-        conn = Connection(self, writer, needs_token=needs_token)
-        self.connections.add(conn)
-        await conn.serve(reader)
-
-    async def listen_unix(self, path: str, sock: Any = None) -> None:
-        """Serve the unix socket at `path`, or `sock` when it is already bound there and listening."""
-        server = await asyncio.start_unix_server(
-            lambda r, w: self._accept(r, w, needs_token=False),
-            path=None if sock is not None else path,
-            sock=sock,
-            limit=self.limits.header_line,
-        )
-        self._servers.append(server)
-
-    async def listen_tcp(self, host: str, port: int) -> tuple[str, int]:
-        server = await asyncio.start_server(
-            lambda r, w: self._accept(r, w, needs_token=True),
-            host=host,
-            port=port,
-            limit=self.limits.header_line,
-        )
-        self._servers.append(server)
-        address = server.sockets[0].getsockname()
-        self.tcp_address = f"{address[0]}:{address[1]}"
-        return address[0], address[1]
-
-    def close_listeners(self) -> None:
-        """Accept no new connections; those attached stay until stop_accepting."""
-        for server in self._servers:
-            server.close()
 
     def end_runs(self, outcome: str) -> None:
         """The runs of the clients attached now end with `outcome` (stored with what the stop stores)."""
         for conn in self.connections:
             if conn.run is not None:
                 self.runs.end(conn.run, outcome)
-
-    async def stop_accepting(self) -> None:
-        self.close_listeners()
-        for conn in list(self.connections):
-            await conn.close()
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 2)

@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "controls",
                     "wire",
                     "gate",
+                    "handshake",
                     "child_env",
                     "terminals",
                     "prompt_limit",
@@ -68,7 +69,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (D + "insight_feed", D + "around", D + "permissions", D + "merging", D + "agent_host"),
     ),
     ("core", (D + "core",)),
-    ("edges", (D + "server", D + "session_tools", D + "mcp_app", D + "mcp_http")),
+    ("edges", (D + "door", D + "server", D + "session_tools", D + "mcp_app", D + "mcp_http")),
     ("entry", (D + "serve", D + "__main__")),
     # A stack of its own over the protocol; it reaches the daemon twice, both above it:
     # `sessiond serve` (cli, when run) and the MCP tool table the stdio bridge shares (mcp_tools).

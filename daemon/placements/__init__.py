@@ -3,7 +3,8 @@
 The core makes one placement per session (`make_placement`), checks it when
 the session is opened (`validate_placement`), prepares it before a turn,
 routes the agent's fs and terminal calls to it, and closes it with the
-session. See base.py for the interface.
+session. See base.py for the interface. Each kind but `here` is imported when
+a session first asks for it: a daemon whose sessions work here loads none.
 """
 
 from __future__ import annotations
@@ -16,11 +17,7 @@ from sessiond.daemon.placements.base import (
     PlacementOptions,
     UnknownTerminal,
 )
-from sessiond.daemon.placements.container import ContainerPlacement
 from sessiond.daemon.placements.local import LocalPlacement
-from sessiond.daemon.placements.sandbox import SandboxPlacement
-from sessiond.daemon.placements.worktree import WorktreePlacement
-from sessiond.daemon.placements.worktree import validate as validate_worktree
 
 __all__ = [
     "KINDS",
@@ -32,11 +29,6 @@ __all__ = [
     "make_placement",
     "validate_placement",
 ]
-
-_LOCAL: dict[str, type[LocalPlacement]] = {
-    "here": LocalPlacement,
-    "worktree": WorktreePlacement,
-}
 
 
 def make_placement(
@@ -52,19 +44,26 @@ def make_placement(
     `daemon_dirs` are the daemon's own folders (its socket's, its state, its config):
     the placements that confine commands (sandbox, container) keep them out of reach.
     """
+    if kind == "here":
+        return LocalPlacement(root=root, session_id=session_id, options=options)
+    if kind == "worktree":
+        from sessiond.daemon.placements.worktree import WorktreePlacement
+
+        return WorktreePlacement(root=root, session_id=session_id, options=options)
     if kind == "ssh":
-        # Imported on first use: asyncssh (and its cryptography) costs ~0.2 s at daemon start.
+        # asyncssh (and its cryptography) costs ~0.2 s at daemon start.
         from sessiond.daemon.placements.ssh import SshPlacement
 
         return SshPlacement(root=root, session_id=session_id, options=options)
     if kind == "sandbox":
+        from sessiond.daemon.placements.sandbox import SandboxPlacement
+
         return SandboxPlacement(root=root, session_id=session_id, options=options, daemon_dirs=daemon_dirs)
     if kind == "container":
+        from sessiond.daemon.placements.container import ContainerPlacement
+
         return ContainerPlacement(root=root, session_id=session_id, options=options, daemon_dirs=daemon_dirs)
-    cls = _LOCAL.get(kind)
-    if cls is None:
-        raise PlacementError(f"unknown placement {kind!r}; one of {', '.join(KINDS)}")
-    return cls(root=root, session_id=session_id, options=options)
+    raise PlacementError(f"unknown placement {kind!r}; one of {', '.join(KINDS)}")
 
 
 async def validate_placement(kind: str, *, root: str, options: PlacementOptions) -> None:
@@ -75,4 +74,6 @@ async def validate_placement(kind: str, *, root: str, options: PlacementOptions)
     """
     make_placement(kind, root=root, session_id="validate", options=options)
     if kind == "worktree":
+        from sessiond.daemon.placements.worktree import validate as validate_worktree
+
         await validate_worktree(root, options)

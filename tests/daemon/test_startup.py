@@ -1,9 +1,12 @@
 """A lazy start: what a daemon and the editor's relay import before they are needed.
 
-The ACP SDK, the MCP SDK, asyncssh and uvicorn take most of a cold start (and Ray would); a
-daemon that has served clients but never run a turn has loaded none of them, and the relay an editor spawns
-(`sessiond stdio`) loads neither the daemon, pydantic nor asyncio. The daemon says, at
-SESSIOND_LOG=debug, which it serves without and when each one loads (an audit hook on imports).
+A daemon answers `initialize` before pygls, lsprotocol, pydantic, the protocol's models or the
+core have loaded (they load on a thread behind the door, while it answers). The ACP SDK, the
+MCP SDK, asyncssh and uvicorn take most of a cold start (and Ray would); a daemon that has
+served clients but never run a turn has loaded none of them, nor the placements its sessions
+did not ask for; and the relay an editor spawns (`sessiond stdio`) loads neither the daemon,
+pydantic nor asyncio. The daemon says, at SESSIOND_LOG=debug, what it began answering
+without, which it serves without, and when each one loads (an audit hook on imports).
 """
 
 from __future__ import annotations
@@ -29,7 +32,28 @@ def debug_daemon(monkeypatch: pytest.MonkeyPatch) -> Daemon:
 
 
 def _loaded(daemon: Daemon) -> set[str]:
-    return {m.group(1) for line in daemon.stderr if (m := re.search(r"DEBUG loading (\w+) ", line))}
+    return {m.group(1) for line in daemon.stderr if (m := re.search(r"DEBUG loading ([\w.]+) ", line))}
+
+
+PLACEMENTS = [f"sessiond.daemon.placements.{kind}" for kind in ("worktree", "sandbox", "container")]
+
+
+def test_a_daemon_begins_answering_before_pygls_pydantic_and_the_core_have_loaded(
+    debug_daemon: Daemon,
+) -> None:
+    """What it had loaded when its door began to answer (said before the rest starts loading)."""
+    try:
+        answering = next(line for line in debug_daemon.stderr if "DEBUG answering initialize without" in line)
+        without = answering.partition("answering initialize without ")[2].split(", ")
+        assert without == [
+            "pygls",
+            "lsprotocol",
+            "pydantic",
+            "sessiond.protocol.models",
+            "sessiond.daemon.core",
+        ]
+    finally:
+        assert debug_daemon.stop() == 0
 
 
 async def test_a_daemon_loads_the_acp_sdk_on_its_first_turn_and_not_before(
@@ -38,7 +62,8 @@ async def test_a_daemon_loads_the_acp_sdk_on_its_first_turn_and_not_before(
     daemon = debug_daemon
     try:
         serving = next(line for line in daemon.stderr if "DEBUG serving without" in line)
-        assert serving.endswith("serving without acp, mcp, asyncssh, uvicorn, ray"), serving
+        expected = ", ".join(["acp", "mcp", "asyncssh", "uvicorn", "ray", *PLACEMENTS])
+        assert serving.endswith(f"serving without {expected}"), serving
         async with aconnect(daemon.socket, start=False) as client:
             await client.status()
             agent = await client.agent("demo")
@@ -48,7 +73,32 @@ async def test_a_daemon_loads_the_acp_sdk_on_its_first_turn_and_not_before(
             reply = await session.asend("say hi")
             assert reply.text.startswith("hi")
             assert "acp" in _loaded(daemon)
-            assert "asyncssh" not in _loaded(daemon)  # no ssh placement was used
+            # No ssh, worktree, sandbox or container session was asked for.
+            assert _loaded(daemon).isdisjoint(["asyncssh", *PLACEMENTS]), _loaded(daemon)
+    finally:
+        assert daemon.stop() == 0
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    return folder
+
+
+async def test_a_placement_loads_with_the_first_session_that_asks_for_it(
+    debug_daemon: Daemon, tmp_path: Path, repo: Path
+) -> None:
+    daemon = debug_daemon
+    try:
+        async with aconnect(daemon.socket, start=False) as client:
+            agent = await client.agent("demo")
+            await agent.session(tmp_path)
+            assert _loaded(daemon).isdisjoint(PLACEMENTS)
+            await agent.session(repo, placement="worktree")
+            assert _loaded(daemon) & set(PLACEMENTS) == {"sessiond.daemon.placements.worktree"}
+            assert await client.merges() == []  # listed before any merge made the queue
     finally:
         assert daemon.stop() == 0
 

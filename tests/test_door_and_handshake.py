@@ -1,0 +1,236 @@
+"""The door answers `initialize` before the daemon is built, and holds the rest until it is.
+
+`handshake.py` makes the answer without pygls: it must be what the daemon's own pygls server
+(built as the daemon builds it, its features registered from the method table) would have
+answered, for whatever capabilities a client offers. Its options are read there only when
+they are the plain ones, and then exactly as the model reads them. The door is driven here
+in-process over a real unix socket, with a stand-in for the server behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from lsprotocol import types as lsp
+
+from sessiond.client.connection import encode_message, read_message
+from sessiond.daemon import handshake, server, wire
+from sessiond.daemon.door import Door, Link
+from sessiond.daemon.wire import Limits
+from sessiond.protocol import names
+from sessiond.protocol.errors import ErrorCode, RpcError
+from sessiond.protocol.methods import METHODS
+from sessiond.protocol.models import ClientOptions
+
+NVIM_LIKE = {
+    "general": {"positionEncodings": ["utf-8", "utf-16", "utf-32"]},
+    "textDocument": {"synchronization": {"willSave": True, "willSaveWaitUntil": True, "didSave": True}},
+    "window": {"workDoneProgress": True},
+    "workspace": {"fileOperations": {"willCreate": True, "didRename": True}, "workspaceFolders": True},
+    "notebookDocument": {"synchronization": {"dynamicRegistration": False}},
+}
+CAPABILITIES = [
+    {},
+    NVIM_LIKE,
+    {"window": {"workDoneProgress": False}},
+    {"general": {"positionEncodings": ["utf-32", "utf-8"]}},
+    {"general": {"positionEncodings": ["latin-1"]}},
+    {"textDocument": {"synchronization": {"willSave": False}}},
+]
+
+
+def _pygls_answer(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """What the daemon's pygls server answers to `initialize` (pygls's own handling of it)."""
+    conn: Any = SimpleNamespace(daemon=SimpleNamespace(version="1.2.3"), core=None, progress_tokens={})
+    protocol = server._build_server(conn).protocol
+    params = protocol._converter.structure(
+        {"processId": None, "capabilities": capabilities}, lsp.InitializeParams
+    )
+    steps = protocol.lsp_initialize(params)
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    return protocol._converter.unstructure(done.value.value)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("capabilities", CAPABILITIES)
+def test_the_answer_is_what_the_daemons_pygls_server_advertises(capabilities: dict[str, Any]) -> None:
+    ours = handshake.result({"capabilities": capabilities}, "1.2.3")
+    theirs = _pygls_answer(capabilities)
+    experimental = ours["capabilities"].pop("experimental")
+    assert ours == theirs
+    assert experimental == {"sessiond": {"methods": sorted(METHODS), "notifications": [names.EVENTS_NOTIFY]}}
+
+
+def test_every_method_of_the_table_is_named_and_every_name_has_its_models() -> None:
+    assert set(METHODS) == names.REQUESTS
+
+
+@pytest.mark.parametrize(
+    ("params", "sentence"),
+    [
+        (None, "initialize takes an object of params, with the client's `capabilities` ({} will do)"),
+        ({}, "initialize: capabilities: must be an object (the client's capabilities; {} will do)"),
+        (
+            {"capabilities": []},
+            "initialize: capabilities: must be an object (the client's capabilities; {} will do)",
+        ),
+        ({"capabilities": {"general": 5}}, "initialize: capabilities.general: must be an object"),
+        (
+            {"capabilities": {"general": {"positionEncodings": ["utf-8", 8]}}},
+            "initialize: capabilities.general.positionEncodings: must be a list of strings",
+        ),
+        (
+            {"capabilities": {"window": {"workDoneProgress": "yes"}}},
+            "initialize: capabilities.window.workDoneProgress: must be true or false",
+        ),
+    ],
+)
+def test_params_the_daemon_cannot_read_are_named(params: Any, sentence: str) -> None:
+    assert handshake.problem(params) == sentence
+
+
+def test_params_it_does_not_read_are_left_to_the_client() -> None:
+    assert handshake.problem({"capabilities": {"experimental": 5}, "processId": "x"}) is None
+
+
+OPTION_KEYS = [
+    "clientName",
+    "answersPermissions",
+    "client_name",
+    "answers_permissions",
+    "token",
+    "sessionToken",
+    "x",
+]
+OPTION_VALUES = st.one_of(
+    st.none(), st.booleans(), st.text(max_size=5), st.integers(-2, 2), st.lists(st.none())
+)
+
+
+@given(options=st.dictionaries(st.sampled_from(OPTION_KEYS), OPTION_VALUES, max_size=4))
+def test_plain_options_are_read_as_the_model_reads_them(options: dict[str, Any]) -> None:
+    plain = handshake.plain_options(options)
+    if plain is None:
+        return  # the server reads them with the model
+    read = ClientOptions.model_validate(options)
+    assert (read.answers_permissions, read.token, read.session_token) == (plain, None, None)
+
+
+def test_what_the_clients_send_is_plain() -> None:
+    assert handshake.plain_options({}) is False
+    assert handshake.plain_options(None) is False  # no options at all
+    assert handshake.plain_options({"clientName": "nvim", "answersPermissions": True}) is True
+    assert handshake.plain_options({"clientName": "vscode", "answersPermissions": False}) is False
+    assert handshake.plain_options({"sessionToken": "s1.abc"}) is None
+
+
+# ---------------------------------------------------------------- the door, in-process
+
+
+class Behind:
+    """A stand-in for the server: records what reaches it, answers each request `{}`."""
+
+    def __init__(self) -> None:
+        self.dispatched: list[str] = []
+        self.options: list[Any] = []
+
+    def read_options(self, link: Link, options: Any) -> bool:
+        self.options.append(options)
+        if options.get("sessionToken") == "wrong":
+            raise RpcError(ErrorCode.UNAUTHORIZED, "this session token belongs to no session of this daemon")
+        return False
+
+    def attach(self, link: Link) -> Served:
+        return Served(self, link)
+
+
+class Served:
+    def __init__(self, behind: Behind, link: Link) -> None:
+        self.behind, self.link = behind, link
+
+    def dispatch(self, message: wire.Message) -> None:
+        self.behind.dispatched.append(message.method)
+        if message.id is not None:
+            self.link.send_raw({"jsonrpc": "2.0", "id": message.id, "result": {}})
+
+    def closed(self) -> None:
+        pass
+
+
+def _request(msg_id: int, method: str, params: Any) -> bytes:
+    return encode_message({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+
+
+async def _door(tmp_path: Path) -> tuple[Door, Path]:
+    door = Door("9.9", Limits())
+    path = tmp_path / "door.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.listen()
+    await door.listen_unix(sock)
+    return door, path
+
+
+async def test_initialize_is_answered_before_the_daemon_is_built_and_the_rest_waits_in_order(
+    tmp_path: Path,
+) -> None:
+    door, path = await _door(tmp_path)
+    try:
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(
+            _request(1, "initialize", {"capabilities": {}, "initializationOptions": {"clientName": "t"}})
+        )
+        hello = await asyncio.wait_for(read_message(reader), 30)
+        assert hello is not None
+        assert hello["result"]["serverInfo"] == {"name": "sessiond", "version": "9.9"}
+        writer.write(_request(2, names.DAEMON_STATUS, {}) + _request(3, names.SESSION_LIST, {}))
+        writer.write(_request(4, "initialize", {"capabilities": {}}))  # refused by the gate, in turn
+        await writer.drain()
+        behind = Behind()
+        door.open(behind)
+        answers = [await asyncio.wait_for(read_message(reader), 30) for _ in range(3)]
+        assert [a["id"] for a in answers if a is not None] == [2, 3, 4]
+        assert behind.dispatched == [names.DAEMON_STATUS, names.SESSION_LIST]
+        assert answers[2] is not None
+        assert (
+            answers[2]["error"]["message"] == "this connection is initialized already: send `initialize` once"
+        )
+        assert behind.options == []  # plain options were read at the door
+        writer.close()
+    finally:
+        await door.stop_accepting()
+
+
+async def test_the_gate_answers_at_once_and_other_options_wait_for_the_model(tmp_path: Path) -> None:
+    door, path = await _door(tmp_path)
+    try:
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(_request(1, names.SESSION_LIST, {}))
+        refused = await asyncio.wait_for(read_message(reader), 30)
+        assert refused is not None
+        assert refused["error"]["code"] == ErrorCode.SERVER_NOT_INITIALIZED
+        writer.write(
+            _request(
+                2, "initialize", {"capabilities": {}, "initializationOptions": {"sessionToken": "wrong"}}
+            )
+        )
+        await writer.drain()
+        behind = Behind()
+        door.open(behind)
+        answer = await asyncio.wait_for(read_message(reader), 30)
+        assert answer is not None
+        assert answer["error"] == {
+            "code": ErrorCode.UNAUTHORIZED,
+            "message": "this session token belongs to no session of this daemon",
+        }
+        assert behind.options == [{"sessionToken": "wrong"}]
+        writer.close()
+    finally:
+        await door.stop_accepting()
