@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+# The enumerations live in enums.py, without pydantic; they are the models' as much.
+from sessiond.protocol.enums import AgentProcessState, Attention, EventKind, SessionStatus
+from sessiond.protocol.enums import TurnOutcome as TurnOutcome
 
 
 # defer_build: a model's validator is built when it is first used, not on import (a daemon or a
@@ -254,13 +257,6 @@ class AgentCapabilitiesInfo(Result):
     )
 
 
-class AgentProcessState(StrEnum):
-    STOPPED = "stopped"
-    STARTING = "starting"
-    RUNNING = "running"
-    CRASHED = "crashed"
-
-
 class AgentProcessInfo(Result):
     index: int | None = Field(
         None, description="Which of the agent's processes (0, 1, ...); None where they are taken together."
@@ -331,16 +327,6 @@ class Removed(Result):
 
 
 # ---------------------------------------------------------------- sessions
-
-
-class SessionStatus(StrEnum):
-    IDLE = "idle"
-    QUEUED = "queued"
-    WORKING = "working"
-    NEEDS_YOU = "needs_you"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    CLOSED = "closed"
 
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
@@ -429,13 +415,6 @@ class Changes(Result):
         "files changed in the root since the base by others (sessions, people), not in files or "
         "the counts. None for a worktree, whose changes are all its own.",
     )
-
-
-class Attention(StrEnum):
-    NEEDS_YOU = "needs_you"
-    PLAN_STALLED = "plan_stalled"
-    CONTEXT_HIGH = "context_high"
-    TURN_LONG = "turn_long"
 
 
 SessionKind = Literal["main", "side", "task", "thread"]
@@ -897,45 +876,6 @@ class RunList(Result):
 
 
 # ---------------------------------------------------------------- events
-
-
-class EventKind(StrEnum):
-    AGENT_CREATED = "agent.created"
-    AGENT_UPDATED = "agent.updated"
-    AGENT_REMOVED = "agent.removed"
-    AGENT_PROCESS = "agent.process"
-    SESSION_OPENED = "session.opened"
-    SESSION_STATUS = "session.status"
-    SESSION_CLOSED = "session.closed"
-    TURN_QUEUED = "turn.queued"
-    TURN_STARTED = "turn.started"
-    TURN_CHUNK = "turn.chunk"
-    TURN_ENDED = "turn.ended"
-    TURN_THOUGHT = "turn.thought"
-    TURN_TOOL = "turn.tool"
-    SESSION_PLAN = "session.plan"
-    SESSION_USAGE = "session.usage"
-    SESSION_CHANGES = "session.changes"
-    SESSION_ATTENTION = "session.attention"
-    SESSION_CONTROLS = "session.controls"
-    FLEET = "fleet.summary"
-    MERGE_STEP = "merge.step"
-    TASK = "task.changed"
-    SESSION_COLLISION = "session.collision"
-    PERMISSION_ASKED = "permission.asked"
-    PERMISSION_ANSWERED = "permission.answered"
-
-
-class TurnOutcome(StrEnum):
-    """How a turn ended: `turn.ended`'s `outcome`, where it is given. A turn ended by its agent
-    tells it by `stopReason` (completed or cancelled) or `error` (failed)."""
-
-    COMPLETED = "completed"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    """The daemon stopped (killed, crashed) while the turn ran or waited; told once, when it starts
-    again, with `error` saying so. The session's status is then `failed`."""
 
 
 class Event(Result):

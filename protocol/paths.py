@@ -14,10 +14,10 @@ SESSIOND_CONFIG_DIR    agents.toml
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
-import platformdirs
+# platformdirs and tempfile load when a location is not given by SESSIOND_*: a command told
+# where its daemon is (tests, editors with SESSIOND_SOCKET) is spared them.
 
 APP = "sessiond"
 SOCKET_NAME = "sessiond.sock"
@@ -35,8 +35,12 @@ def runtime_dir() -> Path:
         return home / "run"
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and os.path.isdir(base):
+        import platformdirs
+
         return Path(platformdirs.user_runtime_dir(APP))
     # No per-user runtime dir (a root shell, a container): a private folder in /tmp.
+    import tempfile
+
     return Path(tempfile.gettempdir()) / f"{APP}-{os.getuid()}"
 
 
@@ -51,6 +55,8 @@ def state_dir() -> Path:
         return Path(explicit)
     if home := _home():
         return home / "state"
+    import platformdirs
+
     return Path(platformdirs.user_state_dir(APP))
 
 
@@ -59,6 +65,8 @@ def config_dir() -> Path:
         return Path(explicit)
     if home := _home():
         return home / "config"
+    import platformdirs
+
     return Path(platformdirs.user_config_dir(APP))
 
 

@@ -10,9 +10,9 @@ usage and invalid params, 1 for everything else, 130 after Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import selectors
 import shlex
 import socket as socketlib
 import sys
@@ -46,17 +46,19 @@ from sessiond.client.wording import (
     show_lines,
     when,
 )
+from sessiond.protocol import names
 
 # The client and the protocol's models load when a command needs them: `sessiond stdio` (what
-# editors spawn) and `sessiond serve` import neither (`main` builds only their part of the parser).
+# editors spawn) and `sessiond serve` import neither (`main` builds only their part of the
+# parser), and the commands that ask once and print (`status`, `ls`, `agents`, `send`,
+# `cancel`, `close`) talk through `plain.py`, in the daemon's JSON, without them.
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from sessiond.client.aio import BatchProgress
+    from sessiond.client.plain import PlainDaemon
     from sessiond.client.sync import Daemon
     from sessiond.protocol.models import (
-        AgentInfo,
-        AgentProcessInfo,
         Event,
         RunInfo,
         SessionControls,
@@ -107,36 +109,53 @@ def _pairs(pairs: Sequence[tuple[str, str]]) -> None:
         _line(sys.stdout, f"{key.ljust(width)}  {value}")
 
 
-def _session_rows(sessions: Sequence[SessionInfo]) -> list[list[str]]:
+def _session_rows(sessions: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """Rows of sessions as the daemon sends them (`sessiond ls`)."""
     return [
-        [s.id, s.agent, s.status.value, str(s.turns), s.root, short(s.recap or s.title)] for s in sessions
+        [
+            s["id"],
+            s["agent"],
+            s["status"],
+            str(s["turns"]),
+            s["root"],
+            short(s.get("recap") or s.get("title")),
+        ]
+        for s in sessions
     ]
 
 
 SESSION_HEADERS = ["ID", "AGENT", "STATUS", "TURNS", "ROOT", "RECAP"]
 
 
-def _process_text(process: AgentProcessInfo, *, live: bool = False) -> str:
+def _process_text(process: dict[str, Any], *, live: bool = False) -> str:
     """ "running (pid 4242 on Ray node 6f47a253bcfe (10.0.0.7), 3 open, 212 MiB)"."""
     details = []
-    if process.pid:
-        details.append(f"pid {process.pid}" + (f" on {process.node}" if process.node else ""))
-    if live and process.pid:
-        details.append(f"{process.live_sessions} open")
-    if process.memory is not None:
-        details.append(f"{process.memory / 2**20:.0f} MiB")
-    return process.state.value + (f" ({', '.join(details)})" if details else "")
+    if pid := process.get("pid"):
+        details.append(f"pid {pid}" + (f" on {process['node']}" if process.get("node") else ""))
+    if live and pid:
+        details.append(f"{process.get('liveSessions', 0)} open")
+    if process.get("memory") is not None:
+        details.append(f"{process['memory'] / 2**20:.0f} MiB")
+    return str(process["state"]) + (f" ({', '.join(details)})" if details else "")
 
 
-def _agent_rows(agent: AgentInfo) -> list[list[str]]:
-    """The agent's row; with several processes, the processes taken together, then one row each."""
-    head = [agent.name, "", str(agent.open_sessions), str(agent.turns), short(" ".join(agent.command))]
-    if len(agent.processes) <= 1:
-        head[1] = _process_text(agent.process)
+def _agent_rows(agent: dict[str, Any]) -> list[list[str]]:
+    """The agent's row (as the daemon sends it); with several processes, the processes taken
+    together, then one row each."""
+    processes = agent.get("processes", [])
+    head = [
+        agent["name"],
+        "",
+        str(agent.get("openSessions", 0)),
+        str(agent.get("turns", 0)),
+        short(" ".join(agent["command"])),
+    ]
+    if len(processes) <= 1:
+        head[1] = _process_text(agent["process"])
         return [head]
-    running = sum(p.state.value == "running" for p in agent.processes)
-    head[1] = f"{running} of {len(agent.processes)} processes running"
-    return [head] + [[f"  #{p.index}", _process_text(p, live=True), "", "", ""] for p in agent.processes]
+    running = sum(p["state"] == "running" for p in processes)
+    head[1] = f"{running} of {len(processes)} processes running"
+    return [head] + [[f"  #{p.get('index')}", _process_text(p, live=True), "", "", ""] for p in processes]
 
 
 # ---------------------------------------------------------------- commands
@@ -150,6 +169,13 @@ def connect(*args: Any, **kwargs: Any) -> Daemon:
 
 def _daemon(args: argparse.Namespace, *, start: bool = False) -> Daemon:
     return connect(args.socket, start=start)
+
+
+def _plain(args: argparse.Namespace, *, start: bool = False) -> PlainDaemon:
+    """A connection for a command that asks and prints: the daemon's JSON, no models."""
+    from sessiond.client.plain import PlainDaemon
+
+    return PlainDaemon.connect(args.socket, start=start)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -177,6 +203,8 @@ def relay(sock: socketlib.socket, stdin_fd: int, stdout_fd: int) -> int:
     When stdin closes, the socket's sending side is shut so the daemon sees
     the end, and the daemon's last answers are still copied out for a while.
     """
+    import selectors
+
     selector = selectors.PollSelector()  # poll, unlike epoll, accepts a regular file as stdin
     selector.register(sock, selectors.EVENT_READ)
     selector.register(stdin_fd, selectors.EVENT_READ)
@@ -213,26 +241,26 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from sessiond.protocol.models import SessionStatus
-
-    with _daemon(args) as daemon:
-        status = daemon.status()
+    with _plain(args) as daemon:
+        status = daemon.call(names.DAEMON_STATUS, {})
     if args.json:
         _emit_json([status])
         return EXIT_OK
-    counts = {SessionStatus(k): v for k, v in status.sessions.items()}
-    fleet = " · ".join(f"{n} {k.value.replace('_', ' ')}" for k, n in counts.items() if n) or "none"
+    counts: dict[str, int] = status["sessions"]
+    fleet = " · ".join(f"{n} {k.replace('_', ' ')}" for k, n in counts.items() if n) or "none"
+    mcp = status.get("mcpUrl") or "- (not started: no agent that takes http MCP servers has run)"
+    since = when(status["startedAt"])
     _pairs(
         [
-            ("daemon", f"sessiond {status.version} (pid {status.pid}) since {when(status.started_at)}"),
-            ("socket", status.socket),
-            ("tcp", status.tcp or "-"),
-            ("mcp", status.mcp_url or "- (not started: no agent that takes http MCP servers has run)"),
-            ("state", status.state_dir),
-            ("agents", str(status.agents)),
+            ("daemon", f"sessiond {status['version']} (pid {status['pid']}) since {since}"),
+            ("socket", status["socket"]),
+            ("tcp", status.get("tcp") or "-"),
+            ("mcp", mcp),
+            ("state", status["stateDir"]),
+            ("agents", str(status["agents"])),
             ("sessions", f"{sum(counts.values())} open ({fleet})"),
-            ("clients", str(status.clients)),
-            ("head", str(status.head)),
+            ("clients", str(status["clients"])),
+            ("head", str(status["head"])),
         ]
     )
     return EXIT_OK
@@ -262,8 +290,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    with _daemon(args) as daemon:
-        agents = [agent.info for agent in daemon.agents()]
+    with _plain(args) as daemon:
+        agents: list[dict[str, Any]] = daemon.call(names.AGENT_LIST, {})["agents"]
     if args.json:
         _emit_json(agents)
     else:
@@ -290,12 +318,21 @@ def cmd_new(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# Sessions asked for a page at a time (as the Python client's `sessions()` does).
+PAGE = 1000
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
-    with _daemon(args) as daemon:
-        sessions = daemon.sessions(
-            agent=args.agent, status=args.status, include_closed=args.all, kind=args.kind, run=args.run
-        )
-    infos = [s.info for s in sessions]
+    asked = {"agent": args.agent, "status": args.status, "kind": args.kind, "run": args.run}
+    params = {k: v for k, v in asked.items() if v is not None} | {"includeClosed": args.all, "limit": PAGE}
+    infos: list[dict[str, Any]] = []
+    with _plain(args) as daemon:
+        while True:
+            page = daemon.call(names.SESSION_LIST, params)
+            infos += page["sessions"]
+            if not page.get("nextCursor"):
+                break
+            params["cursor"] = page["nextCursor"]
     if args.json:
         _emit_json(infos)
     elif infos:
@@ -374,38 +411,59 @@ def cmd_option(args: argparse.Namespace) -> int:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    from sessiond.protocol.models import EventKind
+    from sessiond.protocol.enums import EventKind
 
     prompt = " ".join(args.prompt)
+    turn = os.urandom(16).hex()
     shown = ""
-    with _daemon(args, start=True) as daemon:
-        stream = daemon.session(args.session).stream(prompt)
+
+    def notified(method: str, params: Any) -> None:
+        nonlocal shown
+        if method != names.EVENTS_NOTIFY or args.json:
+            return
+        for event in params.get("events", []):
+            if event.get("turn") == turn and event.get("kind") == EventKind.TURN_CHUNK:
+                text = str(event.get("data", {}).get("text", ""))
+                shown += text
+                sys.stdout.write(text)
+                sys.stdout.flush()
+
+    with _plain(args, start=True) as daemon:
+        daemon.on_notification = notified
+        # Subscribed before prompting, so that no chunk of the turn can be missed.
+        daemon.call(names.EVENTS_SUBSCRIBE, {"sessions": [args.session]})
+        asked = daemon.ask(names.SESSION_PROMPT, {"session": args.session, "prompt": prompt, "turnId": turn})
         try:
-            for event in stream:
-                if event.kind is EventKind.TURN_CHUNK and not args.json:
-                    text = str(event.data.get("text", ""))
-                    shown += text
-                    sys.stdout.write(text)
-                    sys.stdout.flush()
+            reply = daemon.wait_for(asked)
         except AgentError as e:
             _end_line(shown)
             _fail(f"the agent failed the turn: {e}")
             return EXIT_FAILED
         except KeyboardInterrupt:
             _end_line(shown)
+            _cancel_turn(args, daemon, asked, turn)
             _fail("interrupted; the turn was cancelled")
             return EXIT_INTERRUPTED
-    reply = stream.reply
-    assert reply is not None
+    stop_reason = reply["stopReason"]
     if args.json:  # the whole reply: text, stop reason, usage, plan, changed files
         _emit_json([reply])
-        return EXIT_OK if reply.stop_reason == "end_turn" else EXIT_FAILED
-    if reply.text.startswith(shown):  # chunks the events did not carry (coalesced, or missed)
-        sys.stdout.write(reply.text[len(shown) :])
-        shown = reply.text
+        return EXIT_OK if stop_reason == "end_turn" else EXIT_FAILED
+    if reply["text"].startswith(shown):  # chunks the events did not carry (coalesced, or missed)
+        sys.stdout.write(reply["text"][len(shown) :])
+        shown = reply["text"]
     _end_line(shown)
-    _line(sys.stderr, f"stop reason: {reply.stop_reason}")
-    return EXIT_OK if reply.stop_reason == "end_turn" else EXIT_FAILED
+    _line(sys.stderr, f"stop reason: {stop_reason}")
+    return EXIT_OK if stop_reason == "end_turn" else EXIT_FAILED
+
+
+def _cancel_turn(args: argparse.Namespace, daemon: PlainDaemon, asked: int, turn: str) -> None:
+    """Ctrl-C during `send`: the prompt is withdrawn and its turn cancelled, as the Python client
+    does it. The cancel goes over a connection of its own: the interrupted read may have left
+    this one mid-message."""
+    with contextlib.suppress(OSError):
+        daemon.cancel(asked)
+    with contextlib.suppress(SessiondError, OSError), _plain(args) as again:
+        again.call(names.SESSION_CANCEL, {"session": args.session, "turnId": turn})
 
 
 def _end_line(shown: str) -> None:
@@ -415,8 +473,8 @@ def _end_line(shown: str) -> None:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    with _daemon(args) as daemon:
-        cancelled = daemon.session(args.session).cancel()
+    with _plain(args) as daemon:
+        cancelled = daemon.call(names.SESSION_CANCEL, {"session": args.session})["cancelled"]
     if args.json:
         _emit_json([{"session": args.session, "cancelled": cancelled}])
     else:
@@ -425,12 +483,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_close(args: argparse.Namespace) -> int:
-    with _daemon(args) as daemon:
-        info = daemon.session(args.session).close()
+    with _plain(args) as daemon:
+        info = daemon.call(names.SESSION_CLOSE, {"session": args.session})
     if args.json:
         _emit_json([info])
     else:
-        _line(sys.stdout, f"closed {info.id}")
+        _line(sys.stdout, f"closed {info['id']}")
     return EXIT_OK
 
 
@@ -934,7 +992,7 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     acp.add_argument("--root", metavar="DIR", help="new sessions' directory (default: the editor's cwd)")
     if only_daemon:
         return parser
-    from sessiond.protocol.models import EventKind, SessionStatus
+    from sessiond.protocol.enums import EventKind, SessionStatus
 
     command("status", cmd_status, "show the daemon's status", as_json)
     command("stop", cmd_stop, "stop the daemon (cancelling its turns) and wait until it has")

@@ -18,69 +18,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from sessiond.client.errors import ConnectionLost, ProtocolError, error_from_code
+from sessiond.client.errors import ConnectionLost, ProtocolError
+from sessiond.client.framing import END_OF_HEADER, content_length, decode_body, encode_message, error_of
 from sessiond.protocol.errors import ErrorCode, RpcError
 
 log = logging.getLogger(__name__)
 
 CANCEL_REQUEST = "$/cancelRequest"
-# Headers are a few dozen bytes; a body this large is a broken peer, not a big event.
-MAX_HEADER_BYTES = 8 * 1024
-MAX_BODY_BYTES = 256 * 1024 * 1024
 
 NotificationHandler = Callable[[Any], None]
 RequestHandler = Callable[[Any], Any]
 
-
-def encode_message(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+__all__ = ["CANCEL_REQUEST", "Connection", "encode_message", "read_message"]
 
 
 async def read_message(reader: asyncio.StreamReader) -> dict[str, Any] | None:
     """The next message, or None at a clean end of stream (between messages)."""
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
+        head = await reader.readuntil(END_OF_HEADER)
     except asyncio.IncompleteReadError as e:
         if not e.partial:
             return None
         raise ProtocolError(f"the stream ended inside a header ({e.partial[:80]!r})") from None
     except asyncio.LimitOverrunError:
         raise ProtocolError("a header longer than the stream's limit") from None
-    if len(head) > MAX_HEADER_BYTES:
-        raise ProtocolError(f"a header of {len(head)} bytes")
-    length: int | None = None
-    for line in head[:-4].split(b"\r\n"):
-        name, sep, value = line.partition(b":")
-        if not sep:
-            raise ProtocolError(f"a header line without a colon: {line[:80]!r}")
-        if name.strip().lower() == b"content-length":
-            try:
-                length = int(value.strip())
-            except ValueError:
-                raise ProtocolError(f"Content-Length is not a number: {value[:40]!r}") from None
-    if length is None:
-        raise ProtocolError(f"a header without Content-Length: {head[:80]!r}")
-    if not 0 <= length <= MAX_BODY_BYTES:
-        raise ProtocolError(f"Content-Length {length} is out of range")
+    length = content_length(head)
     try:
         body = await reader.readexactly(length)
     except asyncio.IncompleteReadError as e:
         raise ProtocolError(
             f"the stream ended inside a message ({len(e.partial)} of {length} bytes)"
         ) from None
-    try:
-        message = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ProtocolError(f"a body that is not JSON ({e})") from None
-    if not isinstance(message, dict):
-        raise ProtocolError(f"a body that is not a JSON object: {body[:80]!r}")
-    return message
+    return decode_body(body)
 
 
 class Connection:
@@ -264,18 +237,7 @@ class Connection:
             )
 
     def _resolve(self, message: dict[str, Any]) -> None:
-        outcome: BaseException | None = None
-        if "error" in message:
-            error = message["error"]
-            if not (
-                isinstance(error, dict)
-                and isinstance(error.get("code"), int)
-                and isinstance(error.get("message"), str)
-            ):
-                raise ProtocolError(f"an error object without an integer code and a message: {error!r:.200}")
-            outcome = error_from_code(error["code"], error["message"], error.get("data"))
-        elif "result" not in message:
-            raise ProtocolError(f"a response with neither result nor error: {message!r:.200}")
+        outcome = error_of(message)
         request_id = message["id"]
         future = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
         if future is None or future.done():

@@ -16,27 +16,28 @@ import contextlib
 import os
 import shlex
 import socket as socketlib
-import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from sessiond.client.errors import DaemonNotRunning, DaemonStartFailed
 from sessiond.protocol import paths
 
-if TYPE_CHECKING:  # asyncio loads with the async client: the editor's relay is sync
+# asyncio loads with the async client (the editor's relay and the quick commands are sync), and
+# what starts a daemon (subprocess, threading) only when one is started.
+if TYPE_CHECKING:
     import asyncio
+    import subprocess
 
 START_TIMEOUT = 15.0
 # After the started process has exited (most likely it lost the race to another
 # starter), wait this much longer for the winner's socket, not the whole timeout.
 GRACE_AFTER_EXIT = 5.0
+# Between connection attempts while a daemon starts: a refused connect costs microseconds, and a
+# daemon answers `initialize` within a few tens of milliseconds of binding, so the wait stays short.
 FIRST_DELAY = 0.01
-MAX_DELAY = 0.25
+MAX_DELAY = 0.05
 
 # Connecting fails with these when no daemon is there (no file, or a stale socket file).
 NOBODY_THERE = (FileNotFoundError, ConnectionRefusedError)
@@ -71,13 +72,13 @@ def _open_log(socket: Path) -> tuple[BinaryIO, Path]:
     )
 
 
-@dataclass
 class Started:
     """A daemon started in the background, and where its output goes."""
 
-    process: subprocess.Popen[bytes]
-    log: Path
-    offset: int  # where its own lines start in the log
+    def __init__(self, process: subprocess.Popen[bytes], log: Path, offset: int) -> None:
+        self.process = process
+        self.log = log
+        self.offset = offset  # where its own lines start in the log
 
     def own_sentence(self) -> str | None:
         """The reason it gave for not starting (its last ``sessiond: `` line), if any."""
@@ -91,6 +92,10 @@ class Started:
 
 def start_daemon(socket: Path) -> Started:
     """Start a daemon serving ``socket`` in the background; it outlives this process."""
+    import subprocess
+    import threading
+    from datetime import datetime
+
     command = daemon_command(socket)
     out, log = _open_log(socket)
     with out:

@@ -23,6 +23,11 @@ def short(text: str | None, limit: int = 60) -> str:
 
 
 def when(moment: Any) -> str:
+    """A moment in local time: a datetime, or the ISO text the daemon's JSON carries."""
+    if isinstance(moment, str):
+        from datetime import datetime
+
+        moment = datetime.fromisoformat(moment)
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 

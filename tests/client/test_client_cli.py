@@ -19,6 +19,7 @@ from sessiond.client import connect
 from sessiond.client.cli import main, relay
 from sessiond.protocol import models as m
 from sessiond.protocol import paths
+from sessiond.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -462,3 +463,32 @@ def test_tree_indents_side_chats_threads_and_suggested_tasks(
 def test_watch_refuses_without_a_terminal(fake: FakeDaemon, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "watch")
     assert (code, err) == (2, "sessiond: watch needs a terminal; for a log, use `sessiond trace --follow`\n")
+
+
+# The quick commands (status, ls, agents, send, cancel, close) talk through `plain.py`: the
+# same rules as the Python client when the daemon misbehaves.
+
+
+def test_a_daemon_gone_mid_send_is_one_line(fake: FakeDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    session = new_session(capsys)
+    fake.close_on.add("session/prompt")
+    code, out, err = run(capsys, "send", session, "say never")
+    assert (code, out) == (1, "")
+    assert err.startswith("sessiond: the daemon closed the connection [")
+
+
+def test_a_malformed_answer_is_one_line(fake: FakeDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    fake.garbage_on["daemon/status"] = b"Content-Length: 5\r\n\r\nnope!"
+    code, out, err = run(capsys, "status")
+    assert (code, out) == (1, "")
+    assert err.startswith("sessiond: the daemon sent a malformed message: a body that is not JSON")
+
+
+def test_send_answers_the_daemons_own_requests(fake: FakeDaemon, capsys: pytest.CaptureFixture[str]) -> None:
+    session = new_session(capsys)
+    fake.ask_client = True
+    code, out, _ = run(capsys, "send", session, "say ok")
+    assert (code, out) == (0, "ok\n")
+    created, unknown = fake.client_answers
+    assert created["result"] is None
+    assert unknown["error"]["code"] == ErrorCode.METHOD_NOT_FOUND

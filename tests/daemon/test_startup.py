@@ -128,6 +128,74 @@ def test_the_editor_relay_imports_neither_the_daemon_nor_pydantic_nor_asyncio(da
     assert imported & heavy == set(), sorted(imported & heavy)
 
 
+HEAVY = {"pydantic", "asyncio", "sessiond.daemon", "sessiond.protocol.models", "pygls", "lsprotocol"}
+
+
+def _imports_of(done: subprocess.CompletedProcess[str]) -> set[str]:
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if "import time:" in line}
+
+
+def test_the_commands_that_ask_and_print_load_neither_asyncio_nor_pydantic(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """`sessiond status`, `new`, `ls`, `send` (a real demo turn, its reply streamed), `agents`,
+    `cancel` and `close` against a running daemon: what each prints, and what it imported."""
+
+    def sessiond(*argv: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-X",
+                "importtime",
+                "-m",
+                "sessiond.client",
+                "--socket",
+                str(daemon.socket),
+                *argv,
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SESSIOND_HOME": str(daemon.home)},
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    opened = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sessiond.client",
+            "--socket",
+            str(daemon.socket),
+            "new",
+            "--root",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    session = opened.stdout.strip()
+    status = sessiond("status")
+    assert f"socket    {daemon.socket}" in status.stdout.splitlines()
+    assert "sessions  1 open (1 idle)" in status.stdout.splitlines()
+    sent = sessiond("send", session, "say hello there")
+    assert sent.stdout == "hello there\n"
+    assert "stop reason: end_turn" in sent.stderr
+    listed = sessiond("ls")
+    assert listed.stdout.splitlines()[1].split()[:4] == [session, "demo", "idle", "1"]
+    assert json.loads(sessiond("ls", "--json").stdout)["turns"] == 1
+    agents = sessiond("agents")
+    assert agents.stdout.splitlines()[1].split()[0] == "demo"
+    assert sessiond("cancel", session).stdout == f"told 0 turns of {session} to stop\n"
+    closed = sessiond("close", session)
+    assert closed.stdout == f"closed {session}\n"
+    for done in (status, sent, listed, agents, closed):
+        assert _imports_of(done) & HEAVY == set(), (done.args, sorted(_imports_of(done) & HEAVY))
+
+
 async def test_a_restart_reads_idle_sessions_on_first_need_and_counts_them_all(
     daemon: Daemon, tmp_path: Path
 ) -> None:
