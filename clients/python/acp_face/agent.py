@@ -39,6 +39,7 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
     SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
@@ -51,6 +52,7 @@ from acp.schema import (
 
 from sessiond.client import launch
 from sessiond.client.acp_face import commands
+from sessiond.client.acp_face.prompt import Refused, prompt_text
 from sessiond.client.acp_face.translate import (
     TOOL_KINDS,
     TOOL_STATUSES,
@@ -119,22 +121,6 @@ def acp_error(error: BaseException) -> RequestError:
     if isinstance(error, OSError):
         return RequestError(int(ErrorCode.INTERNAL_ERROR), f"sessiond: cannot reach the daemon: {error}")
     return RequestError(int(ErrorCode.INTERNAL_ERROR), f"sessiond: {error!r}")
-
-
-def prompt_text(blocks: list[Any]) -> str:
-    """An ACP prompt as the daemon's text prompt: text blocks as they are, resources named or inlined."""
-    parts: list[str] = []
-    for block in blocks:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource_link":
-            parts.append(f"@{block.uri}")
-        elif kind == "resource":
-            resource = block.resource
-            text = getattr(resource, "text", None)
-            parts.append(f"@{resource.uri}\n{text}" if text is not None else f"@{resource.uri}")
-    return "\n".join(parts)
 
 
 class _Withdrawable:
@@ -230,14 +216,16 @@ class FaceAgent:
         underlying = process_info.get("title") or process_info.get("name") or agent
         capabilities = AgentCapabilities(
             load_session=True,
-            # The daemon takes prompts as text: images, audio and embedded context are not passed on.
-            prompt_capabilities=PromptCapabilities(),
+            # The daemon takes prompts as text: embedded text resources (an attached file) go in
+            # it; images, audio and binary resources cannot, and are refused (prompt.py).
+            prompt_capabilities=PromptCapabilities(embedded_context=True),
             # The session's MCP servers are the daemon's (its `sessiond` server); the editor's are not added.
             mcp_capabilities=McpCapabilities(),
             session_capabilities=SessionCapabilities(
                 list=SessionListCapabilities(),
                 resume=SessionResumeCapabilities(),
                 fork=SessionForkCapabilities(),
+                close=SessionCloseCapabilities(),
             ),
         )
         return InitializeResponse(
@@ -371,8 +359,11 @@ class FaceAgent:
         )
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
-        """The editor is done with the session here: stop following it. The daemon's session stays
-        (close it with `sessiond close`), so another editor or client may go on with it."""
+        """The editor is done with the session here (ACP: cancel its work, free what it holds):
+        this face's turns in it are cancelled and it stops following it. The daemon's session
+        stays, history and all (close it with `sessiond close`): editors close a chat to free
+        what it holds, and may resume it, here or in another client."""
+        await self.cancel(session_id)
         feed = self._feeds.pop(session_id, None)
         if feed is not None:
             feed.cancel()
@@ -403,7 +394,10 @@ class FaceAgent:
     # ------------------------------------------------------------ turns
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
-        text = prompt_text(prompt)
+        try:
+            text = prompt_text(prompt)
+        except Refused as e:
+            raise RequestError(int(ErrorCode.INVALID_PARAMS), f"sessiond: {e}") from e
         command = commands.parse(text)
         if command is not None:
             return await self._slash(session_id, command)
