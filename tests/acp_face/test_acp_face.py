@@ -356,28 +356,19 @@ async def test_the_editor_answers_first_and_the_other_clients_questions_are_with
             assert "result" in await panel.initialize({"answersPermissions": True}, WAIT)
             sid = await f.new(work)
             turn = asyncio.ensure_future(f.prompt(sid, "ask Deploy?\nsay after"))
-            asked = await next_request(panel, "session/requestPermission")
+            asked = await panel.next_request("session/requestPermission", WAIT)
             assert asked["params"]["toolCall"]["title"] == "Deploy?"
             await editor.until(lambda: editor.asked, "the question at the editor")
             (question,) = editor.asked
             release.set_result(next(o.option_id for o in question.options if o.kind == "allow_once"))
             assert (await turn).stop_reason == "end_turn"
             assert editor.text(sid) == 'Asked "Deploy?": Allow\nafter'
-            withdrawn = await next_request(panel, "$/cancelRequest")
+            withdrawn = await panel.next_request("$/cancelRequest", WAIT)
             assert withdrawn["params"]["id"] == asked["id"]
             # Nothing of it was withdrawn from the editor, which answered.
             assert not [m for m in editor.raw if m.get("method") == "$/cancel_request"]
         finally:
             await panel.close()
-
-
-async def next_request(wire: Wire, method: str) -> dict[str, Any]:
-    """The next message of `method` the daemon sends this raw client (others are skipped)."""
-    while True:
-        message = await wire.read(WAIT)
-        assert message is not None, f"the connection closed while waiting for {method}"
-        if message.get("method") == method:
-            return message
 
 
 async def test_attached_files_reach_the_agent_and_images_are_refused(
@@ -425,3 +416,49 @@ async def test_attached_files_reach_the_agent_and_images_are_refused(
         with pytest.raises(acp.RequestError, match=r"part 1 of the prompt is a binary resource"):
             await f.conn.prompt(session_id=sid, prompt=[binary])
         assert (await (await other.session(sid)).aget()).turns == 1  # nothing of them reached the agent
+
+
+@pytest.mark.timeout(240)  # the demo agent and the editor's server start twice, and a daemon
+async def test_the_editor_s_mcp_servers_reach_the_agent(daemon: Daemon, work: Path, tmp_path: Path) -> None:
+    """The editor's MCP server (stdio, given in session/new) is the session's: its agent starts it
+    and calls its tool, again after the daemon restarted, and from a fork; what cannot be given
+    (an sse server, or the name of the daemon's own) is refused saying so."""
+    tools = schema.McpServerStdio(
+        name="editor",
+        command=sys.executable,
+        args=[str(Path(__file__).with_name("editor_tools.py"))],
+        env=[schema.EnvVariable(name="EDITOR_TOOLS_MARK", value="from the editor")],
+    )
+    async with face(daemon, tmp_path, initialize=False) as f:
+        init = await f.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        mcp = init.agent_capabilities.mcp_capabilities
+        assert (mcp.http, mcp.sse) == (False, False)  # the demo agent has not run yet: stdio only
+        opened = await f.conn.new_session(cwd=str(work), mcp_servers=[tools])
+        sid = opened.session_id
+        await f.prompt(sid, 'mcp editor/shout {"text": "hello"}', timeout=60)
+        assert f.editor.text(sid) == "HELLO (from the editor)"
+        (call,) = f.editor.of(sid, "tool_call")
+        assert call.title == "Call editor shout"
+
+        # A fork is given the same tools.
+        forked = await f.conn.fork_session(session_id=sid, cwd=str(work), mcp_servers=[])
+        await f.prompt(forked.session_id, 'mcp editor/shout {"text": "fork"}', timeout=60)
+        assert f.editor.text(forked.session_id) == "FORK (from the editor)"
+
+        sse = schema.SseMcpServer(type="sse", name="remote", url="http://127.0.0.1:9/sse", headers=[])
+        with pytest.raises(acp.RequestError, match=r"sessiond: the MCP server 'remote' is an sse one"):
+            await f.conn.new_session(cwd=str(work), mcp_servers=[sse])
+        taken = schema.McpServerStdio(name="sessiond", command=sys.executable, args=[], env=[])
+        with pytest.raises(acp.RequestError, match=r"'sessiond' is the name of the daemon's own MCP server"):
+            await f.conn.new_session(cwd=str(work), mcp_servers=[taken])
+
+    # Kept with the session: after a daemon restart its agent starts the editor's server again.
+    assert daemon.stop() == 0
+    restarted = Daemon(daemon.home).start()
+    try:
+        async with face(restarted, tmp_path) as f:
+            await f.conn.resume_session(session_id=sid, cwd=str(work), mcp_servers=[])
+            await f.prompt(sid, 'mcp editor/shout {"text": "again"}', timeout=60)
+            assert f.editor.text(sid) == "AGAIN (from the editor)"
+    finally:
+        assert restarted.stop() == 0

@@ -52,6 +52,7 @@ from acp.schema import (
 
 from sessiond.client import launch
 from sessiond.client.acp_face import commands
+from sessiond.client.acp_face.mcp_servers import daemon_mcp_servers
 from sessiond.client.acp_face.prompt import Refused, prompt_text
 from sessiond.client.acp_face.translate import (
     TOOL_KINDS,
@@ -150,6 +151,7 @@ class FaceAgent:
         self._translators: dict[str, Translator] = {}
         self._turns: dict[str, set[str]] = {}  # session -> turn ids of this face running there
         self._client_capabilities = ClientCapabilities()
+        self._mcp_http = False  # the agent behind takes http MCP servers (as its process last said)
         self.requests = _Withdrawable()
         self._background: set[asyncio.Task[Any]] = set()
         self._answered: set[str] = set()  # permissions the editor answered, on their way to the daemon
@@ -212,15 +214,18 @@ class FaceAgent:
         agent = self._options.agent
         # The daemon must be reachable and the agent known, else the editor hears why now.
         info = await self._call(lambda daemon: daemon.agent(agent))
-        process_info = info.info.process.agent_info or {}
+        process = info.info.process
+        process_info = process.agent_info or {}
         underlying = process_info.get("title") or process_info.get("name") or agent
+        # Known once its process has started: until then, stdio servers only (every agent takes them).
+        self._mcp_http = bool(process.capabilities and process.capabilities.mcp_http)
         capabilities = AgentCapabilities(
             load_session=True,
             # The daemon takes prompts as text: embedded text resources (an attached file) go in
             # it; images, audio and binary resources cannot, and are refused (prompt.py).
             prompt_capabilities=PromptCapabilities(embedded_context=True),
-            # The session's MCP servers are the daemon's (its `sessiond` server); the editor's are not added.
-            mcp_capabilities=McpCapabilities(),
+            # The editor's MCP servers go to the agent beside the daemon's own (mcp_servers.py).
+            mcp_capabilities=McpCapabilities(http=self._mcp_http, sse=False),
             session_capabilities=SessionCapabilities(
                 list=SessionListCapabilities(),
                 resume=SessionResumeCapabilities(),
@@ -257,6 +262,10 @@ class FaceAgent:
     ) -> NewSessionResponse:
         options = self._options
         root = options.root or cwd
+        try:
+            servers = daemon_mcp_servers(mcp_servers, http=self._mcp_http, agent=options.agent)
+        except Refused as e:
+            raise RequestError(int(ErrorCode.INVALID_PARAMS), f"sessiond: {e}") from e
 
         async def open_one(daemon: AsyncDaemon) -> str:
             opened = await daemon._call(
@@ -266,6 +275,7 @@ class FaceAgent:
                 root=os.path.abspath(root),
                 placement=options.placement,
                 count=1,
+                mcp_servers=servers,
             )
             return opened.sessions[0].id
 
