@@ -251,6 +251,12 @@ def main() -> None:
     print(table("A real agent (claude-agent-acp) against its stand-in", asyncio.run(real_agents.run())))
     print()
     print(table("The demo agent on a Ray node (a local cluster)", asyncio.run(ray_agents.run(args.turns))))
+    from bench import acp_face, timeline
+
+    print()
+    print(table(acp_face.TITLE, asyncio.run(acp_face.measure(acp_face.TURNS))))
+    print()
+    print(table(*timeline.run()))
 
 
 if __name__ == "__main__":

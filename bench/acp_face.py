@@ -29,6 +29,8 @@ from bench.harness import daemon, table
 from sessiond.client import aconnect
 
 PROMPT = "say done"
+TURNS = 30
+TITLE = "A turn through sessiond acp vs straight to the agent"
 
 
 class _Editor:
@@ -123,9 +125,9 @@ async def measure(turns: int) -> list[tuple[str, str, str]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.acp_face", description=__doc__)
-    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--turns", type=int, default=TURNS)
     args = parser.parse_args(argv)
-    print(table("A turn through sessiond acp vs straight to the agent", asyncio.run(measure(args.turns))))
+    print(table(TITLE, asyncio.run(measure(args.turns))))
 
 
 if __name__ == "__main__":

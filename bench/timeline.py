@@ -16,6 +16,7 @@ python -m bench.timeline [--sessions 1000] [--turns 3] [--rounds 5] [--keep FILE
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import statistics
@@ -216,30 +217,46 @@ def measure(pages: dict[str, Path], rounds: int) -> dict[str, dict[str, list[flo
     return found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sessions", type=int, default=1000)
-    parser.add_argument("--turns", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--keep", metavar="FILE", help="also write the big page here")
-    args = parser.parse_args()
+def skip_reason() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} is missing (Debian: apt-get install chromium; ./dev test installs it)"
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed (pip install -e '.[test]')"
+    return None
 
+
+def run(
+    sessions: int = 1000, turns: int = 3, rounds: int = 5, keep: str | None = None
+) -> tuple[str, list[Row]]:
+    """The table's title and rows (one row saying why, without chromium or playwright)."""
+    label = f"{sessions:,} sessions x {turns} turns"
+    title = f"timeline page, {label}, headless chromium, median of {rounds} loads"
+    reason = skip_reason()
+    if reason:
+        print(f"timeline page skipped: {reason}")
+        return title, [("the timeline page in headless chromium", "skipped", reason)]
     work = Path(tempfile.mkdtemp(prefix="sd-bench-timeline-"))
-    events = synthetic_events(args.sessions, args.turns)
+    events = synthetic_events(sessions, turns)
     big, empty_timeline, blank = work / "big.html", work / "none.html", work / "blank.html"
     build_s, render_s, size = build_page(events, big)
     timeline_html.write(empty_timeline, timeline.build([]))
     blank.write_text("<!doctype html><title>blank</title><p>nothing here</p>\n")
-    if args.keep:
-        Path(args.keep).write_bytes(big.read_bytes())
+    if keep:
+        Path(keep).write_bytes(big.read_bytes())
     log_bytes = sum(len(json.dumps(e)) + 1 for e in events)
-    found = measure({"blank": blank, "empty": empty_timeline, "big": big}, args.rounds)
+    found = measure({"blank": blank, "empty": empty_timeline, "big": big}, rounds)
 
     def med(name: str, key: str) -> str:
         values = found[name][key]
         return f"{statistics.median(values):.0f} ms" if values else "-"
 
-    label = f"{args.sessions:,} sessions x {args.turns} turns"
+    def ratio(name: str, key: str, baseline: str) -> str:
+        values, base = found[name][key], found[baseline][key]
+        if not values or not base or statistics.median(base) <= 0:
+            return ""
+        names = {"blank": "the blank page", "empty": "the empty timeline"}
+        return f"; {statistics.median(values) / statistics.median(base):.2f}x {names[baseline]}"
+
     rows: list[Row] = [
         (
             f"events in the log ({label})",
@@ -256,16 +273,31 @@ def main() -> None:
         (
             "first contentful paint, big page",
             med("big", "fcp"),
-            f"baselines: blank page {med('blank', 'fcp')}, empty timeline {med('empty', 'fcp')}",
+            f"baselines: blank page {med('blank', 'fcp')}, empty timeline {med('empty', 'fcp')}"
+            + ratio("big", "fcp", "blank"),
         ),
         (
             "first frame drawn (page's own mark), big page",
             med("big", "drawn"),
-            f"empty timeline {med('empty', 'drawn')}",
+            f"empty timeline {med('empty', 'drawn')}" + ratio("big", "drawn", "empty"),
         ),
-        ("scroll to the middle, redraw", med("big", "scroll"), f"empty timeline {med('empty', 'scroll')}"),
+        (
+            "scroll to the middle, redraw",
+            med("big", "scroll"),
+            f"empty timeline {med('empty', 'scroll')}" + ratio("big", "scroll", "empty"),
+        ),
     ]
-    print(table(f"timeline page, {label}, headless chromium, median of {args.rounds} loads", rows))
+    return title, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--keep", metavar="FILE", help="also write the big page here")
+    args = parser.parse_args()
+    print(table(*run(args.sessions, args.turns, args.rounds, args.keep)))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.prompt_limit import check_prompt_size
 from sessiond.daemon.records import AgentRuntime, SessionRecord
+from sessiond.daemon.session_mcp import SERVER_NAME, offered_mcp_servers, stored_specs
 from sessiond.daemon.session_table import LazyIndex, SessionTable
 from sessiond.daemon.tasks import TaskBook, TaskRecord
 from sessiond.protocol import models as m
@@ -136,6 +137,12 @@ class Around:
     async def mcp_servers(
         self, session: SessionRecord, socket_path: str, *, http: bool
     ) -> list[dict[str, object]]:
+        """The MCP servers a session is offered: the daemon's own (below), then those its client
+        gave it (an editor's, through `sessiond acp`: session_mcp.py)."""
+        own = self._own_server(session, socket_path, http=http)
+        return [own, *offered_mcp_servers(session.mcp_servers, http=http, session=session.id)]
+
+    def _own_server(self, session: SessionRecord, socket_path: str, *, http: bool) -> dict[str, object]:
         """The MCP server every session is offered (suggest_task and the thread tools, for it alone):
         the daemon's own endpoint to an agent that takes http servers, else the stdio bridge."""
         token = self.token(session.id)
@@ -145,27 +152,23 @@ class Around:
             except OSError as exc:  # no port to bind: the bridge still works, offer it instead
                 log.warning("the MCP endpoint did not start (%s); offering the stdio bridge", exc)
             else:
-                return [
-                    {
-                        "type": "http",
-                        "name": "sessiond",
-                        "url": url,
-                        "headers": [{"name": "Authorization", "value": f"Bearer {token}"}],
-                    }
-                ]
+                return {
+                    "type": "http",
+                    "name": SERVER_NAME,
+                    "url": url,
+                    "headers": [{"name": "Authorization", "value": f"Bearer {token}"}],
+                }
         env = {
             "SESSIOND_SOCKET": socket_path,
             "SESSIOND_SESSION": session.id,
             "SESSIOND_SESSION_TOKEN": token,
         }
-        return [
-            {
-                "name": "sessiond",
-                "command": sys.executable,
-                "args": ["-m", "sessiond.client.mcp_bridge"],
-                "env": [{"name": k, "value": v} for k, v in env.items()],
-            }
-        ]
+        return {
+            "name": SERVER_NAME,
+            "command": sys.executable,
+            "args": ["-m", "sessiond.client.mcp_bridge"],
+            "env": [{"name": k, "value": v} for k, v in env.items()],
+        }
 
     @property
     def mcp_url(self) -> str | None:
@@ -291,7 +294,11 @@ class Around:
             check_prompt_size(params.question, self.core.get_agent(main.agent).spec, "question")
         (side,) = await self.core.open_sessions(
             m.SessionOpenParams(
-                agent=main.agent, root=main.root, placement="here", title=f"side of {main.id}"
+                agent=main.agent,
+                root=main.root,
+                placement="here",
+                title=f"side of {main.id}",
+                mcp_servers=stored_specs(main.mcp_servers),  # the same tools as the main one
             ),
             main.run,
             kind="side",

@@ -56,6 +56,7 @@ from sessiond.daemon.records import (
     SessionRuntime,
     Turn,
 )
+from sessiond.daemon.session_mcp import stored_mcp_servers
 from sessiond.daemon.session_table import LazyIndex, SessionTable
 from sessiond.daemon.states import Outcome, derive_status
 from sessiond.protocol import models as m
@@ -653,6 +654,7 @@ class Core:
         except PlacementError as exc:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"placement: {exc}", {"field": "placement"}) from None
         stored_options = json.dumps(options.to_mapping()) if options.to_mapping() else None
+        stored_mcp = stored_mcp_servers(params.mcp_servers)
         now = _now()
         created = []
         # Ordinals are taken now (another open may run while this one waits on the store); the
@@ -674,6 +676,7 @@ class Core:
                 placement_options=stored_options,
                 kind=kind,
                 parent=parent,
+                mcp_servers=stored_mcp,
             )
             created.append(record)
         try:

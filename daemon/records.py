@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond.core")
 
 # A session's stored row, in the sessions table's column order (row() below).
-SESSION_COLUMNS = 19
+SESSION_COLUMNS = 20
 INSERT_SESSIONS = f"INSERT INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 SAVE_SESSION = f"INSERT OR REPLACE INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 # A stored session's columns that change after it is opened (the others never do): an UPDATE of
@@ -70,6 +70,7 @@ class SessionRecord:
     flags: tuple[Attention, ...] = ()  # its attention flags as last worked out (the fleet counts them)
     status_detail: str | None = None  # why it is queued: the limit its turn waits on
     choices: Choices | None = None  # the mode and config a person chose for it (stored)
+    mcp_servers: str | None = None  # its client's own MCP servers, as JSON (stored; given at every open)
     offer: Offer | None = None  # what its agent offers it, as the agent last said (not stored)
 
     @property
@@ -118,6 +119,7 @@ class SessionRecord:
             self.kind,
             self.parent,
             self.choices.dumps() if self.choices else None,
+            self.mcp_servers,
         )
 
 

@@ -45,6 +45,7 @@ def record_of(row: Any) -> SessionRecord:
         kind=row["kind"],
         parent=row["parent"],
         choices=Choices.loads(row["choices"]) if row["choices"] else None,
+        mcp_servers=row["mcp_servers"],
         last_outcome=outcome_of(status),
     )
 

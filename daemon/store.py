@@ -67,7 +67,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     placement_options TEXT,
     kind TEXT NOT NULL DEFAULT 'main',
     parent TEXT,
-    choices TEXT
+    choices TEXT,
+    mcp_servers TEXT
 );
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
@@ -287,6 +288,7 @@ class Store:
                 ("kind", "TEXT NOT NULL DEFAULT 'main'"),
                 ("parent", "TEXT"),
                 ("choices", "TEXT"),
+                ("mcp_servers", "TEXT"),
             ]
         }
         for table, columns in added.items():

@@ -421,6 +421,32 @@ SessionKind = Literal["main", "side", "task", "thread"]
 HelperPolicy = Literal["allow", "ask"]
 
 
+class NameValue(Params):
+    name: str = Field(min_length=1, max_length=1000)
+    value: str = Field(max_length=100_000)
+
+
+class McpServerSpec(Params):
+    """An MCP server of the client's own for the session's agent, in ACP's `McpServer` shapes: one
+    the agent starts (stdio: command, args, env) or reaches (http: url, headers)."""
+
+    type: Literal["stdio", "http"] = "stdio"
+    name: str = Field(min_length=1, max_length=200, description="Unique in the session; not `sessiond`.")
+    command: str | None = Field(None, max_length=4096, description="stdio: the program to start.")
+    args: list[str] = Field(default_factory=list, max_length=1000)
+    env: list[NameValue] = Field(default_factory=list, max_length=1000)
+    url: str | None = Field(None, max_length=8192, description="http: the server's URL.")
+    headers: list[NameValue] = Field(default_factory=list, max_length=1000)
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> McpServerSpec:
+        if self.type == "stdio" and (not self.command or self.url is not None):
+            raise ValueError(f"MCP server {self.name!r}: a stdio server has a command and no url")
+        if self.type == "http" and (not self.url or self.command is not None):
+            raise ValueError(f"MCP server {self.name!r}: an http server has a url and no command")
+        return self
+
+
 class SessionOpenParams(Params):
     agent: AgentName = "demo"
     root: AbsolutePath | None = Field(
@@ -432,6 +458,13 @@ class SessionOpenParams(Params):
     )
     title: str | None = Field(None, max_length=500)
     count: int = Field(1, ge=1, le=100_000, description="Open this many sessions alike in one call.")
+    mcp_servers: list[McpServerSpec] | None = Field(
+        None,
+        max_length=100,
+        description="MCP servers of the client's own (an editor's tools), offered to the agent beside "
+        "the daemon's `sessiond` server each time the session opens there; kept with the session and "
+        "given to its side chats. http ones only to an agent that takes them.",
+    )
 
 
 class SessionRef(Params):

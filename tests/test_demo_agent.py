@@ -118,6 +118,7 @@ def actions(text: str) -> list[Any]:
         ("wait 2.5", WaitThreads(2.5)),
         ('mcp thread_status {"id": "t-1"}', CallMcpTool("thread_status", {"id": "t-1"})),
         ("mcp wait_threads", CallMcpTool("wait_threads", {})),
+        ('mcp editor/shout {"text": "hi"}', CallMcpTool("shout", {"text": "hi"}, "editor")),
     ],
 )
 def test_each_command_parses(line: str, expected: Any) -> None:
@@ -205,7 +206,9 @@ def test_unknown_command_names_the_line_and_lists_commands() -> None:
         ("wait 0", "SECONDS must be more than 0"),
         ("wait soon", "SECONDS must be a number"),
         ("wait 1 2", "expected wait [SECONDS]"),
-        ("mcp", "expected mcp TOOL"),
+        ("mcp", "expected mcp [SERVER/]TOOL"),
+        ("mcp editor/", "expected mcp [SERVER/]TOOL [JSON], not 'editor/'"),
+        ("mcp /shout", "expected mcp [SERVER/]TOOL [JSON], not '/shout'"),
         ("mcp thread_status {oops", "JSON is not valid JSON"),
         ('mcp thread_status ["t-1"]', "JSON must be an object, not list"),
     ],

@@ -54,6 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "agents_config",
                     "long_lived",
                     "mcp_tools",
+                    "session_mcp",
                 )
             ),
         ),

@@ -154,6 +154,7 @@ class WaitThreads:
 class CallMcpTool:
     tool: str
     arguments: dict[str, Any] = field(hash=False)
+    server: str = "sessiond"  # the name of one of the session's MCP servers
 
 
 Action: TypeAlias = (
@@ -431,19 +432,23 @@ def _parse_wait(rest: str) -> Action:
 
 
 def _parse_mcp(rest: str) -> Action:
-    usage = "mcp TOOL [JSON]"
+    usage = "mcp [SERVER/]TOOL [JSON]"
     if not rest:
         raise _ArgumentError(f"expected {usage}")
-    tool, text = _split_word(rest)
+    word, text = _split_word(rest)
+    server, _, tool = word.rpartition("/")
+    if not tool or (server == "" and word.startswith("/")):
+        raise _ArgumentError(f"expected {usage}, not {word!r}")
+    server = server or "sessiond"
     if not text.strip():
-        return CallMcpTool(tool, {})
+        return CallMcpTool(tool, {}, server)
     try:
         arguments = json.loads(text)
     except ValueError as exc:
         raise _ArgumentError(f"JSON is not valid JSON ({exc}) (usage: {usage})") from None
     if not isinstance(arguments, dict):
         raise _ArgumentError(f"JSON must be an object, not {type(arguments).__name__} (usage: {usage})")
-    return CallMcpTool(tool, arguments)
+    return CallMcpTool(tool, arguments, server)
 
 
 _PARSERS: dict[str, Callable[[str], Action]] = {

@@ -277,8 +277,8 @@ class Turn:
                 await self._start_thread(prompt)
             case WaitThreads(timeout):
                 await self._wait_threads(timeout)
-            case CallMcpTool(tool, arguments):
-                await self._call_tool(tool, arguments)
+            case CallMcpTool(tool, arguments, server):
+                await self._call_tool(server, tool, arguments)
             case _:
                 assert_never(action)  # mypy fails here when a new command has no case
 
@@ -483,14 +483,17 @@ class Turn:
                 result.raw_output = {"outcome": "cancelled"}
             result.reply = f'Asked "{title}": {answer}'
 
-    # --- the sessiond MCP server -------------------------------------------------
+    # --- MCP servers: sessiond's, and any other the session was given ----------------
 
-    async def _sessiond_tool(self, tool: str, arguments: dict[str, Any]) -> str:
-        """Call a tool of the session's "sessiond" MCP server; its text, or StepFailed saying why not."""
+    async def _sessiond_tool(
+        self, tool: str, arguments: dict[str, Any], server: str = SESSIOND_SERVER
+    ) -> str:
+        """Call a tool of one of the session's MCP servers ("sessiond" unless named); its text, or
+        StepFailed saying why not."""
         if self.mcp is None:
-            raise StepFailed(no_server_message(SESSIOND_SERVER))
+            raise StepFailed(no_server_message(server))
         try:
-            return await self.mcp.call(SESSIOND_SERVER, tool, arguments)
+            return await self.mcp.call(server, tool, arguments)
         except McpError as exc:
             raise StepFailed(str(exc)) from None
 
@@ -507,8 +510,8 @@ class Turn:
         return data
 
     @staticmethod
-    def _mcp_input(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return {"server": SESSIOND_SERVER, "tool": tool, "arguments": arguments}
+    def _mcp_input(tool: str, arguments: dict[str, Any], server: str = SESSIOND_SERVER) -> dict[str, Any]:
+        return {"server": server, "tool": tool, "arguments": arguments}
 
     async def _suggest(self, action: SuggestTask) -> None:
         arguments: dict[str, Any] = {"title": action.title, "prompt": action.prompt}
@@ -552,11 +555,11 @@ class Turn:
                 raise StepFailed(f"wait_threads answered no reports: {data}")
             result.reply = "\n".join(_report_line(report) for report in reports)
 
-    async def _call_tool(self, tool: str, arguments: dict[str, Any]) -> None:
+    async def _call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> None:
         async with self._tool_call(
-            f"Call {SESSIOND_SERVER} {tool}", "other", raw_input=self._mcp_input(tool, arguments)
+            f"Call {server} {tool}", "other", raw_input=self._mcp_input(tool, arguments, server)
         ) as result:
-            text = await self._sessiond_tool(tool, arguments)
+            text = await self._sessiond_tool(tool, arguments, server)
             try:
                 result.raw_output = json.loads(text)
             except ValueError:

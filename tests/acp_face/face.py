@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -11,11 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import acp
+import pytest
 from acp import schema
 
 from bench.harness import Daemon
 
 WAIT = 30.0  # generous: two shared cores
+NPM_BIN = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin"
+
+
+def npm_agent(name: str) -> Path:
+    """The real agent `name` that `./dev test` installs from npm; the test fails (not skips) without it."""
+    path = NPM_BIN / name
+    if shutil.which("node") is None or not path.exists():
+        pytest.fail(f"{path} is missing: `./dev test` installs it (npm install --prefix tests/interop)")
+    return path
 
 
 class Editor:

@@ -10,15 +10,18 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import acp
 import pytest
+from acp import schema
 
 from bench.harness import Daemon
 from sessiond.client import aconnect
 from sessiond.client.acp_face.agent import FaceAgent, FaceOptions
 from sessiond.protocol.models import EventKind
 from tests.acp_face.face import WAIT, Editor, face
+from tests.security.wire import Wire
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -274,3 +277,188 @@ async def test_modes_and_config_options_pass_through_per_session(
             acp.RequestError, match=r"offers the modes default, plan for session s\d+, not 'fast'"
         ):
             await f.conn.set_session_mode(session_id=second.session_id, mode_id="fast")
+
+
+async def test_resume_fork_and_close_through_the_face(daemon: Daemon, work: Path, tmp_path: Path) -> None:
+    async with face(daemon, tmp_path) as first:
+        sid = await first.new(work)
+        await first.prompt(sid, "say remember the plum")
+
+    # Another editor (another `sessiond acp`) resumes it: no replay, the same daemon session goes on.
+    async with (
+        face(daemon, tmp_path, initialize=False) as second,
+        aconnect(daemon.socket, start=False) as other,
+    ):
+        init = await second.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        offered = init.agent_capabilities.session_capabilities
+        assert None not in (offered.list, offered.resume, offered.fork, offered.close)
+        editor = second.editor
+        await asyncio.wait_for(
+            second.conn.resume_session(session_id=sid, cwd=str(work), mcp_servers=[]), WAIT
+        )
+        await editor.until(lambda: editor.of(sid, "available_commands_update"), "the commands")
+        assert editor.of(sid, "user_message_chunk") == editor.of(sid, "agent_message_chunk") == []
+        await second.prompt(sid, "history")
+        assert editor.text(sid) == "1. say remember the plum"  # the prompts before this one
+        main = await other.session(sid)
+        assert (await main.aget()).turns == 2
+
+        # A fork: a session of its own from the main one's context, writable; the main one untouched.
+        before = (await main.atranscript(offset=0, limit=1000)).model_dump(exclude={"head"})
+        forked = await asyncio.wait_for(
+            second.conn.fork_session(session_id=sid, cwd=str(work), mcp_servers=[]), WAIT
+        )
+        fid = forked.session_id
+        assert fid != sid
+        await second.prompt(fid, "write fork.txt forked\nhistory")
+        assert (work / "fork.txt").read_text() == "forked"
+        assert editor.text(fid) == "1. say remember the plum\n2. history"  # the main one's, forked
+        assert "forked" not in editor.text(sid)
+        assert (await main.atranscript(offset=0, limit=1000)).model_dump(exclude={"head"}) == before
+        assert (await main.aget()).turns == 2
+        rows = {
+            row["id"]: row
+            for row in map(json.loads, sessiond(daemon, "ls", "--json").stdout.split("\n")[:-1])
+        }
+        assert rows[fid]["kind"] == "side"
+        assert rows[fid]["parent"] == sid
+
+        # Close: the face's running turn in it is cancelled (ACP: close cancels the session's work);
+        # the daemon's session stays open, history and all, so it can be resumed again.
+        turn = asyncio.ensure_future(second.prompt(sid, "say working\nhang"))
+        await editor.until(lambda: "working" in editor.text(sid), "the chunk before hanging")
+        await asyncio.wait_for(second.conn.close_session(session_id=sid), WAIT)
+        assert (await asyncio.wait_for(turn, WAIT)).stop_reason == "cancelled"
+        listed = sessiond(daemon, "ls", "--json")
+        row = next(json.loads(line) for line in listed.stdout.splitlines() if json.loads(line)["id"] == sid)
+        assert row["status"] == "stopped"
+        assert (await main.aget()).last_stop_reason == "cancelled"
+        # Another client goes on with it meanwhile; resumed, the editor is told where it stands.
+        await main.asend("mode plan")
+        resumed = await second.conn.resume_session(session_id=sid, cwd=str(work), mcp_servers=[])
+        assert resumed.modes is not None
+        assert resumed.modes.current_mode_id == "plan"
+        await second.prompt(sid, "say back again")
+        assert editor.text(sid).endswith("back again")
+
+
+async def test_the_editor_answers_first_and_the_other_clients_questions_are_withdrawn(
+    daemon: Daemon, work: Path, tmp_path: Path
+) -> None:
+    """Another client that answers permissions (as the Neovim panel and VS Code do) is asked too;
+    the editor answers first, and the other client's question is withdrawn."""
+    editor = Editor()
+    release: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    editor.answer = lambda options: release
+    async with face(daemon, tmp_path, editor=editor) as f:
+        panel = await Wire.unix(str(daemon.socket))
+        try:
+            assert "result" in await panel.initialize({"answersPermissions": True}, WAIT)
+            sid = await f.new(work)
+            turn = asyncio.ensure_future(f.prompt(sid, "ask Deploy?\nsay after"))
+            asked = await panel.next_request("session/requestPermission", WAIT)
+            assert asked["params"]["toolCall"]["title"] == "Deploy?"
+            await editor.until(lambda: editor.asked, "the question at the editor")
+            (question,) = editor.asked
+            release.set_result(next(o.option_id for o in question.options if o.kind == "allow_once"))
+            assert (await turn).stop_reason == "end_turn"
+            assert editor.text(sid) == 'Asked "Deploy?": Allow\nafter'
+            withdrawn = await panel.next_request("$/cancelRequest", WAIT)
+            assert withdrawn["params"]["id"] == asked["id"]
+            # Nothing of it was withdrawn from the editor, which answered.
+            assert not [m for m in editor.raw if m.get("method") == "$/cancel_request"]
+        finally:
+            await panel.close()
+
+
+async def test_attached_files_reach_the_agent_and_images_are_refused(
+    daemon: Daemon, work: Path, tmp_path: Path
+) -> None:
+    """A file attached in the editor (a link, or its text embedded, unsaved changes and all) is in
+    the text prompt the agent gets; an image cannot be, and the prompt is refused saying so."""
+    notes = work / "notes.txt"
+    notes.write_text("on disk\n")
+    async with face(daemon, tmp_path) as f, aconnect(daemon.socket, start=False) as other:
+        sid = await f.new(work)
+        prompt: list[Any] = [
+            schema.TextContentBlock(type="text", text="compare"),
+            schema.ResourceContentBlock(type="resource_link", uri=notes.as_uri(), name="notes.txt"),
+            schema.TextContentBlock(type="text", text=" with "),
+            schema.EmbeddedResourceContentBlock(
+                type="resource",
+                resource=schema.TextResourceContents(
+                    uri=(work / "draft.py").as_uri(), mime_type="text/x-python", text="print('unsaved')\n"
+                ),
+            ),
+        ]
+        answer = await asyncio.wait_for(f.conn.prompt(session_id=sid, prompt=prompt), WAIT)
+        assert answer.stop_reason == "end_turn"
+        sent = (
+            f"compare @{notes} with @{work / 'draft.py'}\n\n"
+            f'<resource uri="{(work / "draft.py").as_uri()}" mimeType="text/x-python">\n'
+            "print('unsaved')\n</resource>"
+        )
+        assert f.editor.text(sid).startswith(f"You said: {sent}")  # what the demo agent was sent
+        async with other.trace(sessions=[sid], kinds=[EventKind.TURN_QUEUED]) as log:
+            assert [event.data["prompt"] async for event in log] == [sent]
+
+        image = schema.ImageContentBlock(type="image", data="iVBORw0KGgo=", mime_type="image/png")
+        with pytest.raises(
+            acp.RequestError, match=r"sessiond: part 2 of the prompt is an image \(image/png\)"
+        ):
+            await f.conn.prompt(session_id=sid, prompt=[prompt[0], image])
+        binary = schema.EmbeddedResourceContentBlock(
+            type="resource",
+            resource=schema.BlobResourceContents(
+                uri=(work / "logo.png").as_uri(), blob="AAAA", mime_type="image/png"
+            ),
+        )
+        with pytest.raises(acp.RequestError, match=r"part 1 of the prompt is a binary resource"):
+            await f.conn.prompt(session_id=sid, prompt=[binary])
+        assert (await (await other.session(sid)).aget()).turns == 1  # nothing of them reached the agent
+
+
+@pytest.mark.timeout(240)  # the demo agent and the editor's server start twice, and a daemon
+async def test_the_editor_s_mcp_servers_reach_the_agent(daemon: Daemon, work: Path, tmp_path: Path) -> None:
+    """The editor's MCP server (stdio, given in session/new) is the session's: its agent starts it
+    and calls its tool, again after the daemon restarted, and from a fork; what cannot be given
+    (an sse server, or the name of the daemon's own) is refused saying so."""
+    tools = schema.McpServerStdio(
+        name="editor",
+        command=sys.executable,
+        args=[str(Path(__file__).with_name("editor_tools.py"))],
+        env=[schema.EnvVariable(name="EDITOR_TOOLS_MARK", value="from the editor")],
+    )
+    async with face(daemon, tmp_path, initialize=False) as f:
+        init = await f.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        mcp = init.agent_capabilities.mcp_capabilities
+        assert (mcp.http, mcp.sse) == (False, False)  # the demo agent has not run yet: stdio only
+        opened = await f.conn.new_session(cwd=str(work), mcp_servers=[tools])
+        sid = opened.session_id
+        await f.prompt(sid, 'mcp editor/shout {"text": "hello"}', timeout=60)
+        assert f.editor.text(sid) == "HELLO (from the editor)"
+        (call,) = f.editor.of(sid, "tool_call")
+        assert call.title == "Call editor shout"
+
+        # A fork is given the same tools.
+        forked = await f.conn.fork_session(session_id=sid, cwd=str(work), mcp_servers=[])
+        await f.prompt(forked.session_id, 'mcp editor/shout {"text": "fork"}', timeout=60)
+        assert f.editor.text(forked.session_id) == "FORK (from the editor)"
+
+        sse = schema.SseMcpServer(type="sse", name="remote", url="http://127.0.0.1:9/sse", headers=[])
+        with pytest.raises(acp.RequestError, match=r"sessiond: the MCP server 'remote' is an sse one"):
+            await f.conn.new_session(cwd=str(work), mcp_servers=[sse])
+        taken = schema.McpServerStdio(name="sessiond", command=sys.executable, args=[], env=[])
+        with pytest.raises(acp.RequestError, match=r"'sessiond' is the name of the daemon's own MCP server"):
+            await f.conn.new_session(cwd=str(work), mcp_servers=[taken])
+
+    # Kept with the session: after a daemon restart its agent starts the editor's server again.
+    assert daemon.stop() == 0
+    restarted = Daemon(daemon.home).start()
+    try:
+        async with face(restarted, tmp_path) as f:
+            await f.conn.resume_session(session_id=sid, cwd=str(work), mcp_servers=[])
+            await f.prompt(sid, 'mcp editor/shout {"text": "again"}', timeout=60)
+            assert f.editor.text(sid) == "AGAIN (from the editor)"
+    finally:
+        assert restarted.stop() == 0

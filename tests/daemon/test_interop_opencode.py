@@ -14,7 +14,6 @@ default permissions allow them); it reports `usage_update` with a cost.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -27,45 +26,6 @@ from tests.daemon.test_interop_claude import eventually
 from tests.standins.anthropic import AnthropicStandIn, Reply, Text
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "opencode"
-
-
-def opencode_env(base_url: str, home: Path) -> dict[str, str]:
-    """What opencode needs to talk to the Anthropic stand-in at `base_url` and nowhere else."""
-    config = {
-        "$schema": "https://opencode.ai/config.json",
-        "model": "standin/claude-standin",
-        "small_model": "standin/claude-standin",
-        "autoupdate": False,
-        "share": "disabled",
-        "provider": {
-            "standin": {
-                "npm": "@ai-sdk/anthropic",
-                "name": "Stand-in",
-                "options": {"baseURL": f"{base_url}/v1", "apiKey": "sk-ant-standin"},
-                "models": {
-                    "claude-standin": {
-                        "name": "Claude stand-in",
-                        "tool_call": True,
-                        "limit": {"context": 200000, "output": 8192},
-                        "cost": {"input": 3, "output": 15},
-                    }
-                },
-            }
-        },
-    }
-    return {
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "OPENCODE_CONFIG_CONTENT": json.dumps(config),
-        "OPENCODE_DISABLE_MODELS_FETCH": "1",
-        "OPENCODE_DISABLE_AUTOUPDATE": "1",
-        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-        "OPENCODE_DISABLE_SHARE": "1",
-    }
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +49,7 @@ async def opencode(
     agent = await client.agent(
         "opencode",
         command=[str(AGENT), "acp"],
-        env=opencode_env(standin.base_url, tmp_path / "home"),
+        env=standin.opencode_env(tmp_path / "home"),
         max_live_sessions=2,
     )
     yield agent

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,29 +29,21 @@ async def _answerer(daemon: Daemon) -> Wire:
     return wire
 
 
-async def _next_request(wire: Wire, method: str) -> dict[str, Any]:
-    while True:
-        message = await wire.read(TIMEOUT)
-        assert message is not None, f"the connection closed while waiting for {method}"
-        if message.get("method") == method:
-            return message
-
-
 async def test_one_answer_withdraws_the_question_from_the_others_and_they_stay_connected(
     daemon: Daemon, client: AsyncDaemon, tmp_path: Path
 ) -> None:
     first, second = await _answerer(daemon), await _answerer(daemon)
     session = await (await client.agent("demo")).session(tmp_path)
     turn = asyncio.create_task(session.asend("ask may I?"))
-    asked_first = await _next_request(first, "session/requestPermission")
-    asked_second = await _next_request(second, "session/requestPermission")
+    asked_first = await first.next_request("session/requestPermission", TIMEOUT)
+    asked_second = await second.next_request("session/requestPermission", TIMEOUT)
     allow = next(o for o in asked_first["params"]["options"] if o["kind"] == "allow_once")
     await first.send(
         frame({"jsonrpc": "2.0", "id": asked_first["id"], "result": {"optionId": allow["optionId"]}})
     )
     assert "Allow" in (await asyncio.wait_for(turn, TIMEOUT)).text
     # The other client is told the question is withdrawn, and answers as an editor does.
-    cancel = await _next_request(second, "$/cancelRequest")
+    cancel = await second.next_request("$/cancelRequest", TIMEOUT)
     assert cancel["params"]["id"] == asked_second["id"]
     await second.send(
         frame(

@@ -111,6 +111,14 @@ class Wire:
             self.seen.append(message)
         return message
 
+    async def next_request(self, method: str, timeout: float) -> dict[str, Any]:
+        """The next message of `method` the daemon sends (others are skipped); it must come."""
+        while True:
+            message = await self.read(timeout)
+            assert message is not None, f"the connection closed while waiting for {method}"
+            if message.get("method") == method:
+                return message
+
     async def _read(self) -> dict[str, Any] | None:
         length: int | None = None
         while True:

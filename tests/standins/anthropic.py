@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 _ids = itertools.count(1)
@@ -167,6 +168,45 @@ class AnthropicStandIn:
             "DISABLE_ERROR_REPORTING": "1",
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
+        }
+
+    def opencode_env(self, home: Path) -> dict[str, str]:
+        """What opencode (`opencode acp`) needs to talk here and nowhere else: a provider "standin"
+        using the AI SDK's Anthropic client, made the default; `home` holds its config and database."""
+        config = {
+            "$schema": "https://opencode.ai/config.json",
+            "model": "standin/claude-standin",
+            "small_model": "standin/claude-standin",
+            "autoupdate": False,
+            "share": "disabled",
+            "provider": {
+                "standin": {
+                    "npm": "@ai-sdk/anthropic",
+                    "name": "Stand-in",
+                    "options": {"baseURL": f"{self.base_url}/v1", "apiKey": "sk-ant-standin"},
+                    "models": {
+                        "claude-standin": {
+                            "name": "Claude stand-in",
+                            "tool_call": True,
+                            "limit": {"context": 200000, "output": 8192},
+                            "cost": {"input": 3, "output": 15},
+                        }
+                    },
+                }
+            },
+        }
+        return {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "OPENCODE_CONFIG_CONTENT": json.dumps(config),
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
         }
 
     def start(self) -> AnthropicStandIn:

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -189,11 +189,22 @@ def logged(scene: Scene) -> list[dict[str, Any]]:
     return [json.loads(line) for line in scene.cli("trace", "--run", scene.run).stdout.splitlines()]
 
 
+def missing(reason: str) -> NoReturn:
+    """Skip for want of the browser, except where it must be there (CI sets SESSIOND_REQUIRE_UI=1,
+    as for the real VS Code's UI tests): there a missing browser fails the test."""
+    if os.environ.get("SESSIOND_REQUIRE_UI") == "1":
+        pytest.fail(f"{reason}, and SESSIOND_REQUIRE_UI=1 says the UI tests must run")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (./dev test installs it)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+        missing("Debian's chromium is not installed (./dev test installs it)")
+    if importlib.util.find_spec("playwright") is None:
+        missing("playwright is not installed; install the test extra: pip install -e '.[test]'")
+    from playwright import sync_api
+
     with sync_api.sync_playwright() as p:
         launched = p.chromium.launch(
             executable_path=str(CHROMIUM),
@@ -269,6 +280,30 @@ def test_the_run_s_page_in_headless_chromium(
     assert "broken on purpose" in tip.inner_text()
     assert "plan 1/2 done" in tip.inner_text()
     page.screenshot(path=str(SHOTS / "run-200-failed-hover.png"))
+    # A turn that wrote a file: its plan's progress and the files it changed, as the daemon counts
+    # them for its session (`sessiond show`); its session's row says the same.
+    sessions = data["sessions"]
+    wrote = next(t for t in data["turns"] if t[6].startswith("plan Write | Check"))
+    sid = sessions[wrote[0]][0]
+    (shown,) = [json.loads(line) for line in scene.cli("show", sid, "--json").stdout.splitlines()]
+    changes = shown["changes"]
+    (written,) = [f["path"] for f in changes["files"]]
+    assert re.fullmatch(r"f\d+\.txt", written), written
+    assert (scene.root / written).read_text() == "hello"
+    counted = f"changed files 1 (+{changes['added']} \N{MINUS SIGN}{changes['removed']})"
+    point = page.evaluate(f"window.sessiondTimeline.pointAt({json.dumps(wrote[16])})")
+    page.mouse.move(point["x"], point["y"])
+    page.wait_for_function(f"window.sessiondTimeline.hovered() === {json.dumps(wrote[16])}")
+    assert "plan 1/2 done" in tip.inner_text()
+    assert counted in tip.inner_text()
+    page.screenshot(path=str(SHOTS / "run-200-files-hover.png"))
+    left = page.locator("#canvas").bounding_box()
+    assert left is not None
+    page.mouse.move(left["x"] + 20, point["y"])  # over the row's label: the session's own tip
+    page.wait_for_function("window.sessiondTimeline.hovered() === null")
+    assert tip.inner_text().startswith(sid)
+    assert "plan 1/2 done" in tip.inner_text()
+    assert counted in tip.inner_text()
     asked = next(t for t in data["turns"] if any(data["waitKinds"][k] == "person" for k in t[7][::3]))
     point = page.evaluate(f"window.sessiondTimeline.pointAt({json.dumps(asked[16])})")
     page.mouse.move(point["x"], point["y"])

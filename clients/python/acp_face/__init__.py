@@ -1,8 +1,9 @@
 """``sessiond acp``: sessiond as an ACP agent, so every ACP editor drives its sessions.
 
 Modules: ``agent`` (the ACP agent side, a client of the daemon), ``translate``
-(the daemon's events as ACP ``session/update``s, pure), ``commands`` (sessiond's
-own powers as slash commands). The ACP SDK is imported only here, when
+(the daemon's events as ACP ``session/update``s, pure), ``prompt`` (an ACP prompt
+as the daemon's text prompt, pure), ``commands`` (sessiond's own powers as slash
+commands). The ACP SDK is imported only here, when
 ``sessiond acp`` runs: other commands never pay for it. See docs/acp.md.
 """
 

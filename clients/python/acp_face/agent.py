@@ -39,6 +39,7 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
     SessionForkCapabilities,
     SessionInfo,
     SessionListCapabilities,
@@ -51,6 +52,8 @@ from acp.schema import (
 
 from sessiond.client import launch
 from sessiond.client.acp_face import commands
+from sessiond.client.acp_face.mcp_servers import daemon_mcp_servers
+from sessiond.client.acp_face.prompt import Refused, prompt_text
 from sessiond.client.acp_face.translate import (
     TOOL_KINDS,
     TOOL_STATUSES,
@@ -122,22 +125,6 @@ def acp_error(error: BaseException) -> RequestError:
     return RequestError(int(ErrorCode.INTERNAL_ERROR), f"sessiond: {error!r}")
 
 
-def prompt_text(blocks: list[Any]) -> str:
-    """An ACP prompt as the daemon's text prompt: text blocks as they are, resources named or inlined."""
-    parts: list[str] = []
-    for block in blocks:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource_link":
-            parts.append(f"@{block.uri}")
-        elif kind == "resource":
-            resource = block.resource
-            text = getattr(resource, "text", None)
-            parts.append(f"@{resource.uri}\n{text}" if text is not None else f"@{resource.uri}")
-    return "\n".join(parts)
-
-
 class _Withdrawable:
     """Records the ids of the permission requests this face sends, so one can be withdrawn."""
 
@@ -165,6 +152,7 @@ class FaceAgent:
         self._translators: dict[str, Translator] = {}
         self._turns: dict[str, set[str]] = {}  # session -> turn ids of this face running there
         self._client_capabilities = ClientCapabilities()
+        self._mcp_http = False  # the agent behind takes http MCP servers (as its process last said)
         self.requests = _Withdrawable()
         self._background: set[asyncio.Task[Any]] = set()
         self._answered: set[str] = set()  # permissions the editor answered, on their way to the daemon
@@ -227,18 +215,23 @@ class FaceAgent:
         agent = self._options.agent
         # The daemon must be reachable and the agent known, else the editor hears why now.
         info = await self._call(lambda daemon: daemon.agent(agent))
-        process_info = info.info.process.agent_info or {}
+        process = info.info.process
+        process_info = process.agent_info or {}
         underlying = process_info.get("title") or process_info.get("name") or agent
+        # Known once its process has started: until then, stdio servers only (every agent takes them).
+        self._mcp_http = bool(process.capabilities and process.capabilities.mcp_http)
         capabilities = AgentCapabilities(
             load_session=True,
-            # The daemon takes prompts as text: images, audio and embedded context are not passed on.
-            prompt_capabilities=PromptCapabilities(),
-            # The session's MCP servers are the daemon's (its `sessiond` server); the editor's are not added.
-            mcp_capabilities=McpCapabilities(),
+            # The daemon takes prompts as text: embedded text resources (an attached file) go in
+            # it; images, audio and binary resources cannot, and are refused (prompt.py).
+            prompt_capabilities=PromptCapabilities(embedded_context=True),
+            # The editor's MCP servers go to the agent beside the daemon's own (mcp_servers.py).
+            mcp_capabilities=McpCapabilities(http=self._mcp_http, sse=False),
             session_capabilities=SessionCapabilities(
                 list=SessionListCapabilities(),
                 resume=SessionResumeCapabilities(),
                 fork=SessionForkCapabilities(),
+                close=SessionCloseCapabilities(),
             ),
         )
         return InitializeResponse(
@@ -268,6 +261,10 @@ class FaceAgent:
     ) -> NewSessionResponse:
         options = self._options
         root = options.root or cwd
+        try:
+            servers = daemon_mcp_servers(mcp_servers, http=self._mcp_http, agent=options.agent)
+        except Refused as e:
+            raise RequestError(int(ErrorCode.INVALID_PARAMS), f"sessiond: {e}") from e
 
         async def open_one(daemon: AsyncDaemon) -> str:
             opened = await daemon._call(
@@ -277,6 +274,7 @@ class FaceAgent:
                 root=os.path.abspath(root),
                 placement=options.placement,
                 count=1,
+                mcp_servers=servers,
             )
             return opened.sessions[0].id
 
@@ -370,8 +368,11 @@ class FaceAgent:
         )
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
-        """The editor is done with the session here: stop following it. The daemon's session stays
-        (close it with `sessiond close`), so another editor or client may go on with it."""
+        """The editor is done with the session here (ACP: cancel its work, free what it holds):
+        this face's turns in it are cancelled and it stops following it. The daemon's session
+        stays, history and all (close it with `sessiond close`): editors close a chat to free
+        what it holds, and may resume it, here or in another client."""
+        await self.cancel(session_id)
         feed = self._feeds.pop(session_id, None)
         if feed is not None:
             feed.cancel()
@@ -402,7 +403,10 @@ class FaceAgent:
     # ------------------------------------------------------------ turns
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
-        text = prompt_text(prompt)
+        try:
+            text = prompt_text(prompt)
+        except Refused as e:
+            raise RequestError(int(ErrorCode.INVALID_PARAMS), f"sessiond: {e}") from e
         command = commands.parse(text)
         if command is not None:
             return await self._slash(session_id, command)

@@ -59,10 +59,12 @@ export interface SessiondSchema {
   EventsNotifyParams?: EventsNotifyParams;
   EventsSubscribeParams?: EventsSubscribeParams;
   Fleet?: Fleet;
+  McpServerSpec?: McpServerSpec;
   MergeEntry?: MergeEntry;
   MergeList?: MergeList;
   MergeParams?: MergeParams;
   ModeInfo?: ModeInfo;
+  NameValue?: NameValue;
   PermissionAnswerParams?: PermissionAnswerParams;
   PermissionRequestParams?: PermissionRequestParams;
   PermissionRequestResult?: PermissionRequestResult;
@@ -817,6 +819,41 @@ export interface EventsSubscribeParams {
    */
   snapshot?: boolean;
 }
+/**
+ * An MCP server of the client's own for the session's agent, in ACP's `McpServer` shapes: one
+ * the agent starts (stdio: command, args, env) or reaches (http: url, headers).
+ */
+export interface McpServerSpec {
+  /**
+   * @maxItems 1000
+   */
+  args?: string[];
+  /**
+   * stdio: the program to start.
+   */
+  command?: string | null;
+  /**
+   * @maxItems 1000
+   */
+  env?: NameValue[];
+  /**
+   * @maxItems 1000
+   */
+  headers?: NameValue[];
+  /**
+   * Unique in the session; not `sessiond`.
+   */
+  name: string;
+  type?: 'stdio' | 'http';
+  /**
+   * http: the server's URL.
+   */
+  url?: string | null;
+}
+export interface NameValue {
+  name: string;
+  value: string;
+}
 export interface MergeEntry {
   base: string;
   branch: string;
@@ -1111,6 +1148,10 @@ export interface SessionOpenParams {
    * Open this many sessions alike in one call.
    */
   count?: number;
+  /**
+   * MCP servers of the client's own (an editor's tools), offered to the agent beside the daemon's `sessiond` server each time the session opens there; kept with the session and given to its side chats. http ones only to an agent that takes them.
+   */
+  mcpServers?: McpServerSpec[] | null;
   /**
    * Default: the agent's default_placement.
    */
