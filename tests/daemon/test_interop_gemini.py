@@ -102,8 +102,9 @@ async def test_gemini_streams_text_writes_edits_and_runs_a_command_at_the_placem
     async def changed() -> bool:
         info = await session.aget()
         paths = {f.path for f in info.changes.files} if info.changes else set()
-        # where.txt (made by its shell tool, run in its own process) has not shown here yet: open.
-        return "notes.txt" in paths
+        # where.txt is made by its shell tool, in its own process: gemini-cli asks for the command
+        # (session/request_permission) without a `tool_call` first, so its window opens at the answer.
+        return {"notes.txt", "where.txt"} <= paths
 
     await eventually(changed, what="the changed files")
 
