@@ -248,8 +248,10 @@ class InsightFeed:
             self.refresh_flags(session)
             self._enforce_budget(session)
         elif kind in ("tool_call", "tool_call_update"):
+            # A call first heard of in its update is new all the same: gemini-cli announces a tool it
+            # asked permission for only when it ends.
+            first = kind == "tool_call" or str(payload.get("toolCallId", "")) not in ins.tools
             call = ins.tool_update(payload)
-            first = kind == "tool_call"
             if first and call.title:
                 ins.transcript.feed("tool", turn_id, f"[{call.kind or 'tool'}] {call.title}\n")
             # This update's own diffs, for clients that show them (the ACP face passes them on).
