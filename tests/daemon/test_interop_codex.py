@@ -11,16 +11,15 @@ config.toml in a CODEX_HOME of the test's own.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AgentError, AsyncDaemon
 from tests.daemon.interop_checks import (
+    allow_then_reject,
     fails_fast,
     git_repo,
     kill_mid_turn,
@@ -185,14 +184,7 @@ async def test_codex_asks_before_a_command_and_the_answer_reaches_it(
     )
     session = await codex.session(work)
     standin.push(Call.command("touch allowed.txt"), "Ran it.", Call.command("touch denied.txt"), "Did not.")
-    async with client.events(sessions=[session.id], kinds=["permission.asked"]) as events:
-        for prompt, answer in (("run the first", "allow_once"), ("run the second", "reject_once")):
-            turn = asyncio.create_task(session.asend(prompt))
-            asked = await next_matching(events, kind("permission.asked"))
-            assert "touch" in str(asked.data["toolCall"])
-            option = next(o["optionId"] for o in asked.data["options"] if o["kind"] == answer)
-            assert await client.answer_permission(asked.data["permission"], option)
-            await turn
+    await allow_then_reject(client, session, "touch")
     assert (work / "allowed.txt").exists()
     assert not (work / "denied.txt").exists()
     await codex.aremove()

@@ -14,7 +14,6 @@ an unreachable API for minutes unless its settings say `general.maxAttempts`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,11 +24,14 @@ from events import kind, next_matching
 from bench.harness import Daemon
 from sessiond.client import AsyncAgent, AsyncDaemon
 from tests.daemon.interop_checks import (
+    allow_then_reject,
     fails_fast,
     git_repo,
     kill_mid_turn,
+    landed_in_its_worktree,
     leave_mid_stream,
     module_daemon,
+    shows_changed,
     unreachable_url,
 )
 from tests.daemon.test_interop_claude import eventually
@@ -177,15 +179,8 @@ async def test_gemini_asks_before_a_command_and_the_answer_reaches_it(
         Reply.shell("echo no > denied.txt"),
         Reply.text("Did not."),
     )
-    async with client.events(sessions=[session.id], kinds=["permission.asked"]) as events:
-        for prompt, answer in (("run the first", "allow_once"), ("run the second", "reject_once")):
-            turn = asyncio.create_task(session.asend(prompt))
-            asked = await next_matching(events, kind("permission.asked"), timeout=60)
-            assert "echo" in str(asked.data["toolCall"])
-            assert asked.data["toolCall"].get("kind") == "execute"
-            option = next(o["optionId"] for o in asked.data["options"] if o["kind"] == answer)
-            assert await client.answer_permission(asked.data["permission"], option)
-            await turn
+    asked = await allow_then_reject(client, session, "echo", timeout=60)
+    assert [call.get("kind") for call in asked] == ["execute", "execute"]
     assert (work / "allowed.txt").read_text() == "yes\n"
     assert not (work / "denied.txt").exists()
     # The refusal went back to the model as the tool's result: an error saying the user cancelled it.
@@ -226,14 +221,8 @@ async def test_gemini_runs_commands_itself_in_a_worktree_and_unconfined_in_a_san
     session = await gemini.session(repo, placement="worktree")
     standin.push(Reply.shell("pwd > where.txt"), Reply.text("Ran it."))
     assert (await session.asend("where are we?")).text.endswith("Ran it.")
-    info = await session.aget()
-    assert info.where is not None
-    assert info.where.worktree is not None
-    tree = Path(info.where.worktree)
-    assert (tree / "where.txt").read_text().strip() == str(tree)
-    assert not (repo / "where.txt").exists()
-    assert info.changes is not None
-    assert "where.txt" in {f.path for f in info.changes.files}
+    await landed_in_its_worktree(session, repo)
+    await shows_changed(session, "where.txt")
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -244,9 +233,7 @@ async def test_gemini_runs_commands_itself_in_a_worktree_and_unconfined_in_a_san
     assert (await boxed.asend("where are we?")).text.endswith("Ran it.")
     assert (root / "where.txt").read_text().strip() == str(root)
     assert (outside / "escaped.txt").exists()  # not confined
-    info = await boxed.aget()
-    assert info.changes is not None
-    assert "where.txt" in {f.path for f in info.changes.files}
+    await shows_changed(boxed, "where.txt")
 
 
 def _settings(home: Path, settings: dict[str, object]) -> Path:
