@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -398,6 +399,7 @@ _HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
             "etimedout",
             "timed out",
             "socket hang up",
+            "error sending request",
         ),
         "the agent could not reach its model API: check the network and the API's address in the agent's "
         "env (a base URL setting), then send the prompt again",
@@ -418,6 +420,8 @@ _HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
             "server error",
             "status 5",
             "unavailable",
+            "internalservererror",
+            "high demand",
         ),
         "the model API is failing on its side: send the prompt again later",
     ),
@@ -440,6 +444,9 @@ def _size(path: Path) -> int:
         return 0
 
 
+_COLOURS = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal escapes (codex-acp colours its log)
+
+
 def _last_relevant_line(path: Path, start: int, known: str, limit: int = 256 * 1024) -> str | None:
     """The agent's last stderr line since `start` that speaks of an error or a retry and adds to `known`."""
     try:
@@ -448,13 +455,18 @@ def _last_relevant_line(path: Path, start: int, known: str, limit: int = 256 * 1
             tail = log.read(limit).decode("utf-8", "replace")
     except OSError:
         return None
+    # What the error says past its JSON-RPC prefix ("Internal error: "): a line that holds it repeats it.
+    said = known.split(": ", 1)[-1] if known.startswith("Internal error: ") else known
     for raw in reversed(tail.splitlines()):
-        line = " ".join(raw.split())
-        if len(line) < 8 or line.startswith(("at ", "---")) or line.endswith(("{", "[", "(")):
+        line = " ".join(_COLOURS.sub("", raw).split())
+        # A piece of a printed object or stack ("errorName: ..." ending in a comma) says little.
+        if len(line) < 8 or line.startswith(("at ", "---")) or line.endswith(("{", "[", "(", ",")):
             continue
         if not any(word in line.lower() for word in _RELEVANT):
             continue
-        if line in known or any(part and part in known for part in line.split("'")[1::2]):
+        if line in known or (len(said) >= 12 and said in line):
+            continue
+        if any(part and part in known for part in line.split("'")[1::2]):
             continue
         return line[:300]
     return None

@@ -30,6 +30,7 @@ class Activity(Protocol):
     def touched(self, session: SessionRecord) -> None: ...
     def wrote(self, session: SessionRecord, real_path: str, host: str | None) -> None: ...
     async def command_started(self, session: SessionRecord, key: str) -> None: ...
+    async def tool_allowed(self, session: SessionRecord, tool_call: dict[str, Any]) -> None: ...
     def command_ended(self, session: SessionRecord, key: str) -> None: ...
     def command_renamed(self, session: SessionRecord, key: str, new_key: str) -> None: ...
 
@@ -88,7 +89,14 @@ class AgentHost:
     async def request_permission(
         self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> str | None:
-        return await self._request_permission(self._session(agent_session_id), tool_call, options)
+        session = self._session(agent_session_id)
+        chosen = await self._request_permission(session, tool_call, options)
+        allowed = {str(o.get("optionId")) for o in options if str(o.get("kind", "")).startswith("allow")}
+        if chosen is not None and chosen in allowed:
+            # The tool runs once the agent reads the answer. Some agents (gemini-cli) announce a
+            # tool they ask about only in the request, never in a `tool_call` first.
+            await self._activity.tool_allowed(session, tool_call)
+        return chosen
 
     async def read_text_file(
         self, agent_session_id: str, path: str, line: int | None, limit: int | None

@@ -8,8 +8,9 @@ A session's own files are what its agent did:
 - files its tool calls named, in their `locations` (edits, deletes, moves) and
   diff content;
 - files that changed while one of its commands ran (a terminal, or an `execute`
-  tool call): the root's state is taken when the command starts and when it
-  ends, and the difference is the command's, less the files other sessions
+  tool call): the root's state is taken when the command starts (its
+  `tool_call`, or the answer allowing it, for an agent that asks before it
+  announces the call) and when it ends, and the difference is the command's, less the files other sessions
   wrote through fs meanwhile. When another session's command ran in the same
   root at the same time, such a file is counted for both, each naming the other
   (`sharedWith`): it is never silently given to one.

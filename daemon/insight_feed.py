@@ -49,6 +49,11 @@ ATTENTION_INTERVAL = 2.0  # how often the flags that come with time are checked
 STATE_KINDS = (EventKind.SESSION_PLAN, EventKind.SESSION_USAGE, EventKind.SESSION_CHANGES)
 
 
+def _command_key(tool_call_id: str) -> str:
+    """The attribution window of an `execute` tool call (a terminal's is `term:<id>`)."""
+    return f"tool:{tool_call_id}"
+
+
 @dataclass
 class FleetTally:
     """The fleet summary's sums, kept up to date as sessions change, so that a summary
@@ -284,7 +289,7 @@ class InsightFeed:
         for path, _, _ in call.diffs:
             self.attribution.claim(session.id, tracker, path)
         if call.kind == "execute":
-            key = f"tool:{call.id}"
+            key = _command_key(call.id)
             if call.status in ("completed", "failed"):
                 self.attribution.command_ended(session.id, tracker, key)
             else:
@@ -309,6 +314,14 @@ class InsightFeed:
         if tracker is not None:
             with contextlib.suppress(Exception):  # a failing git is logged when the window closes
                 await asyncio.shield(self.attribution.command_started(session.id, tracker, key))
+
+    async def tool_allowed(self, session: SessionRecord, tool_call: dict[str, Any]) -> None:
+        """A permission for a command was granted: it runs as soon as the agent hears so, so its
+        window opens now, the root's state taken first. An agent that asks before it announces
+        the call (gemini-cli sends no `tool_call` for a tool it asks about, only its end) would
+        otherwise run the command with no window open, and its files count as nobody's."""
+        if tool_call.get("kind") == "execute" and tool_call.get("toolCallId"):
+            await self.command_started(session, _command_key(str(tool_call["toolCallId"])))
 
     def command_ended(self, session: SessionRecord, key: str) -> None:
         tracker = self._shared_tracker(session)

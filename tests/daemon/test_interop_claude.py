@@ -21,11 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AgentError, AsyncAgent, AsyncDaemon
-from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream, module_daemon
+from tests.daemon.interop_checks import (
+    allow_then_reject,
+    git_repo,
+    kill_mid_turn,
+    landed_in_its_worktree,
+    leave_mid_stream,
+    module_daemon,
+    shows_changed,
+)
 from tests.standins.anthropic import AnthropicStandIn, Reply, Text
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "claude-agent-acp"
@@ -205,6 +212,31 @@ async def test_a_whole_turn_streams_plans_writes_edits_and_runs_at_the_placement
     assert not any("handling notification method=session/update" in line for line in daemon.stderr)
 
 
+async def test_claude_runs_commands_itself_in_a_worktree_and_unconfined_in_a_sandbox(
+    work: Path, tmp_path: Path, claude: MakeAgent, standin: AnthropicStandIn
+) -> None:
+    """Claude Code runs Bash in its own process (claude-agent-acp 0.23.1 never asks for an ACP
+    terminal; its `terminal` content is only a display), in the session's root: a worktree
+    session's commands land in its worktree; a sandbox session's are not in the daemon's
+    bubblewrap, so a file outside the root is written."""
+    agent = await claude(permission_policy="allow")
+    repo = git_repo(tmp_path / "repo")
+    session = await agent.session(repo, placement="worktree")
+    standin.push(Reply.bash("pwd > where.txt"), Reply.text("Ran it."))
+    assert (await session.asend("where are we?")).text == "Ran it."
+    await landed_in_its_worktree(session, repo)
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    boxed = await agent.session(work, placement="sandbox")
+    standin.push(Reply.bash(f"pwd > where.txt && touch {outside}/escaped.txt"), Reply.text("Ran it."))
+    assert (await boxed.asend("where are we?")).text == "Ran it."
+    assert (work / "where.txt").read_text().strip() == str(work)
+    assert (outside / "escaped.txt").exists()  # not confined
+    await shows_changed(session, "where.txt")
+    await shows_changed(boxed, "where.txt")
+
+
 async def test_a_permission_reaches_a_client_and_its_answer_reaches_the_agent(
     client: AsyncDaemon, work: Path, claude: MakeAgent, standin: AnthropicStandIn
 ) -> None:
@@ -216,14 +248,7 @@ async def test_a_permission_reaches_a_client_and_its_answer_reaches_the_agent(
         Reply.bash("echo no > denied.txt"),
         Reply.text("Could not run it."),
     )
-    async with client.events(sessions=[session.id], kinds=["permission.asked"]) as events:
-        for prompt, answer in (("run the first", "allow_once"), ("run the second", "reject_once")):
-            turn = asyncio.create_task(session.asend(prompt))
-            asked = await next_matching(events, kind("permission.asked"))
-            assert "echo" in str(asked.data["toolCall"])
-            option = next(o["optionId"] for o in asked.data["options"] if o["kind"] == answer)
-            assert await client.answer_permission(asked.data["permission"], option)
-            await turn
+    await allow_then_reject(client, session, "echo")
     assert (work / "allowed.txt").read_text() == "yes\n"
     assert not (work / "denied.txt").exists()
     # The refusal went back to the model as the tool's (failed) result.

@@ -11,17 +11,22 @@ config.toml in a CODEX_HOME of the test's own.
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AgentError, AsyncDaemon
-from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream, module_daemon
+from tests.daemon.interop_checks import (
+    allow_then_reject,
+    fails_fast,
+    git_repo,
+    kill_mid_turn,
+    leave_mid_stream,
+    module_daemon,
+    unreachable_url,
+)
 from tests.standins.openai_responses import Call, OpenAIResponsesStandIn, Slow
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "codex-acp"
@@ -52,6 +57,7 @@ def standin(running_standin: OpenAIResponsesStandIn) -> OpenAIResponsesStandIn:
     more after a refused command, say) must not answer the next test's first prompt."""
     with running_standin.lock:
         running_standin.script.clear()
+        running_standin.failing = None
     return running_standin
 
 
@@ -103,22 +109,12 @@ async def test_codex_without_credentials_fails_saying_what_each_way_needs(
     await codex.aremove()
 
 
-def _repo(root: Path) -> Path:
-    root.mkdir()
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
-    (root / "README.md").write_text("# repo\n")
-    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "start"], cwd=root, check=True)
-    return root
-
-
 async def test_codex_plans_edits_and_runs_a_command_in_its_worktree(
     client: AsyncDaemon, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
 ) -> None:
     """Codex's own tools (update_plan, apply_patch, exec_command) through ACP: the plan is the
     session's, the file and the command's output land in the session's worktree, not the checkout."""
-    repo = _repo(tmp_path / "repo")
+    repo = git_repo(tmp_path / "repo")
     home = standin.codex_home(tmp_path / "codex")
     codex = await client.agent(
         "codex-tools", command=codex_command, env={"CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-standin"}
@@ -154,6 +150,31 @@ async def test_codex_plans_edits_and_runs_a_command_in_its_worktree(
     await codex.aremove()
 
 
+async def test_codex_runs_its_commands_itself_so_a_sandbox_does_not_confine_them(
+    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+) -> None:
+    """The daemon's sandbox (bubblewrap) wraps the commands an agent runs through ACP terminals;
+    codex-acp runs `exec_command` in its own process, in the session's root, so the sandbox's
+    read-only rest of the system does not hold for them: a file outside the root is written."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    home = standin.codex_home(tmp_path / "codex")
+    codex = await client.agent(
+        "codex-sandbox", command=codex_command, env={"CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-standin"}
+    )
+    session = await codex.session(work, placement="sandbox")
+    standin.push(Call.command(f"pwd > where.txt && touch {outside}/escaped.txt"), "Ran it.")
+    assert (await session.asend("run it")).text == "Ran it."
+    assert (work / "where.txt").read_text().strip() == str(work)
+    assert (outside / "escaped.txt").exists()  # not confined
+    info = await session.aget()
+    assert info.where is not None
+    assert info.where.placement == "sandbox"
+    assert info.changes is not None
+    assert "where.txt" in {f.path for f in info.changes.files}  # changed while its command ran
+    await codex.aremove()
+
+
 async def test_codex_asks_before_a_command_and_the_answer_reaches_it(
     client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
 ) -> None:
@@ -163,14 +184,7 @@ async def test_codex_asks_before_a_command_and_the_answer_reaches_it(
     )
     session = await codex.session(work)
     standin.push(Call.command("touch allowed.txt"), "Ran it.", Call.command("touch denied.txt"), "Did not.")
-    async with client.events(sessions=[session.id], kinds=["permission.asked"]) as events:
-        for prompt, answer in (("run the first", "allow_once"), ("run the second", "reject_once")):
-            turn = asyncio.create_task(session.asend(prompt))
-            asked = await next_matching(events, kind("permission.asked"))
-            assert "touch" in str(asked.data["toolCall"])
-            option = next(o["optionId"] for o in asked.data["options"] if o["kind"] == answer)
-            assert await client.answer_permission(asked.data["permission"], option)
-            await turn
+    await allow_then_reject(client, session, "touch")
     assert (work / "allowed.txt").exists()
     assert not (work / "denied.txt").exists()
     await codex.aremove()
@@ -214,3 +228,43 @@ async def test_codex_cancelled_evicted_and_killed(
     assert (await session.asend("are you back?")).text == "Back."
     assert (await codex.aget()).process.starts == 2
     await codex.aremove()
+
+
+async def test_codex_fails_fast_when_its_model_api_refuses_breaks_or_is_gone(
+    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+) -> None:
+    """Codex retries a failed model call itself (the built-in provider: a 401 fails after ~8 s, a 500
+    or no API after ~30 s, silently). A provider of its config's own takes `request_max_retries` and
+    `stream_max_retries`; at 0 each failure ends the turn at once, in Codex's words, with what to do."""
+    home = standin.codex_home(tmp_path / "codex", retries=0)
+    env = {"CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-standin"}
+    codex = await client.agent("codex-fails", command=codex_command, env=env)
+    session = await codex.session(work)
+    standin.push("Fine.")
+    assert (await session.asend("warm up")).text == "Fine."  # authenticated, through its own provider
+    assert (await codex.aget()).process.authenticated == "openai-api-key"
+
+    standin.fail_with(401)
+    message = await fails_fast(session, "say hello")
+    assert "unexpected status 401 Unauthorized: the stand-in answers 401" in message  # its own words
+    assert "its log says" not in message  # its log only repeats them
+    assert "check the API key in its env" in message
+
+    standin.fail_with(500)
+    message = await fails_fast(session, "say hello again")
+    # Codex words a 5xx as high demand (its log says the same, coloured, with the error's kind).
+    assert "We're currently experiencing high demand" in message
+    assert "its log says" not in message
+    assert "failing on its side: send the prompt again later" in message
+
+    standin.fail_with(None)
+    standin.push("Back.")
+    assert (await session.asend("and now?")).text == "Back."  # the session carries on
+    await codex.aremove()
+
+    home = standin.codex_home(tmp_path / "codex-gone", retries=0, base_url=unreachable_url("/v1"))
+    gone = await client.agent("codex-gone", command=codex_command, env={**env, "CODEX_HOME": str(home)})
+    message = await fails_fast(await gone.session(work), "say hello")
+    assert "error sending request for url" in message
+    assert "could not reach its model API" in message
+    await gone.aremove()

@@ -6,11 +6,15 @@ asks the client's permission for each tool (the daemon's `allow` policy picks
 "Allow", once: "Allow for this session" is refused in a folder it does not
 trust). It sends no `plan` for its write_todos tool and no `usage_update`
 (the prompt's answer carries token counts in `_meta.quota` only), so a
-session's plan stays empty and its context fill is estimated.
+session's plan stays empty and its context fill is estimated. Its shell tool
+runs commands in its own process (never through ACP terminals), in the
+session's root: a worktree's, and a sandbox's unconfined. It retries a 5xx or
+an unreachable API for minutes unless its settings say `general.maxAttempts`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -19,7 +23,17 @@ from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AsyncAgent, AsyncDaemon
-from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream, module_daemon
+from tests.daemon.interop_checks import (
+    allow_then_reject,
+    fails_fast,
+    git_repo,
+    kill_mid_turn,
+    landed_in_its_worktree,
+    leave_mid_stream,
+    module_daemon,
+    shows_changed,
+    unreachable_url,
+)
 from tests.daemon.test_interop_claude import eventually
 from tests.standins.gemini import GeminiStandIn, Reply, Text
 
@@ -32,10 +46,17 @@ def daemon() -> Iterator[Daemon]:
 
 
 @pytest.fixture(scope="module")
-def standin() -> Iterator[GeminiStandIn]:
+def _standin_server() -> Iterator[GeminiStandIn]:
     running = GeminiStandIn().start()
     yield running
     running.stop()
+
+
+@pytest.fixture
+def standin(_standin_server: GeminiStandIn) -> GeminiStandIn:
+    """The module's stand-in, its script, records and failure fresh for each test."""
+    _standin_server.reset()
+    return _standin_server
 
 
 @pytest.fixture
@@ -102,8 +123,9 @@ async def test_gemini_streams_text_writes_edits_and_runs_a_command_at_the_placem
     async def changed() -> bool:
         info = await session.aget()
         paths = {f.path for f in info.changes.files} if info.changes else set()
-        # where.txt (made by its shell tool, run in its own process) has not shown here yet: open.
-        return "notes.txt" in paths
+        # where.txt is made by its shell tool, in its own process: gemini-cli asks for the command
+        # (session/request_permission) without a `tool_call` first, so its window opens at the answer.
+        return {"notes.txt", "where.txt"} <= paths
 
     await eventually(changed, what="the changed files")
 
@@ -141,3 +163,119 @@ async def test_gemini_cancels_mid_stream_and_survives_a_kill(
         assert "could not restore the session (its session/load failed" in notice
         assert any("new conversation without the earlier history" in text for text in said), said
     assert (await gemini.aget()).process.starts == 2
+
+
+@pytest.mark.timeout(300)  # gemini-cli starts in ~5-10 s, more under load
+async def test_gemini_asks_before_a_command_and_the_answer_reaches_it(
+    client: AsyncDaemon, standin: GeminiStandIn, work: Path, tmp_path: Path
+) -> None:
+    gemini = await client.agent(
+        "gemini-asks", command=[str(AGENT), "--acp"], env=standin.env(str(tmp_path / "home"))
+    )  # permission policy: ask
+    session = await gemini.session(work)
+    standin.push(
+        Reply.shell("echo yes > allowed.txt"),
+        Reply.text("Ran it."),
+        Reply.shell("echo no > denied.txt"),
+        Reply.text("Did not."),
+    )
+    asked = await allow_then_reject(client, session, "echo", timeout=60)
+    assert [call.get("kind") for call in asked] == ["execute", "execute"]
+    assert (work / "allowed.txt").read_text() == "yes\n"
+    assert not (work / "denied.txt").exists()
+    # The refusal went back to the model as the tool's result: an error saying the user cancelled it.
+    refused = standin.main_requests()[3].function_responses()[-1]
+    assert refused["name"] == "run_shell_command"
+    assert "canceled by the user" in json.dumps(refused["response"])
+    await gemini.aremove()
+
+
+async def test_gemini_s_todos_reach_no_plan(gemini: AsyncAgent, standin: GeminiStandIn, work: Path) -> None:
+    """gemini-cli 0.61.0's write_todos runs (its result goes back to the model) but sends no ACP
+    `plan`: its ACP session sends a tool call and its end, and the todos are only in the tool's
+    `returnDisplay`, which `toToolCallContent` drops for anything but a file diff
+    (bundle/gemini-3HFX2LNT.js, line 14818). So the session's plan stays empty."""
+    session = await gemini.session(work)
+    standin.push(
+        Reply.todos(("Write the notes", "in_progress"), ("Check them", "pending")),
+        Reply.text("Planned."),
+    )
+    assert (await session.asend("plan the work")).text.endswith("Planned.")
+    (answered,) = standin.main_requests()[-1].function_responses()
+    assert answered["name"] == "write_todos"
+    assert "Successfully updated the todo list" in json.dumps(answered["response"])
+    assert "[in_progress] Write the notes" in json.dumps(answered["response"])
+    transcript = await session.atranscript()
+    assert any(line.role == "tool" and "Set 2 todo(s)" in line.text for line in transcript.lines)
+    assert (await session.aget()).plan is None
+
+
+@pytest.mark.timeout(300)  # gemini-cli starts in ~5-10 s, more under load
+async def test_gemini_runs_commands_itself_in_a_worktree_and_unconfined_in_a_sandbox(
+    gemini: AsyncAgent, standin: GeminiStandIn, tmp_path: Path
+) -> None:
+    """Its shell tool runs in gemini-cli's own process (it never asks for an ACP terminal), in the
+    session's root: a worktree session's commands land in its worktree; a sandbox session's are not
+    in the daemon's bubblewrap, so a file outside the root is written."""
+    repo = git_repo(tmp_path / "repo")
+    session = await gemini.session(repo, placement="worktree")
+    standin.push(Reply.shell("pwd > where.txt"), Reply.text("Ran it."))
+    assert (await session.asend("where are we?")).text.endswith("Ran it.")
+    await landed_in_its_worktree(session, repo)
+    await shows_changed(session, "where.txt")
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "boxed"
+    root.mkdir()
+    boxed = await gemini.session(root, placement="sandbox")
+    standin.push(Reply.shell(f"pwd > where.txt && touch {outside}/escaped.txt"), Reply.text("Ran it."))
+    assert (await boxed.asend("where are we?")).text.endswith("Ran it.")
+    assert (root / "where.txt").read_text().strip() == str(root)
+    assert (outside / "escaped.txt").exists()  # not confined
+    await shows_changed(boxed, "where.txt")
+
+
+def _settings(home: Path, settings: dict[str, object]) -> Path:
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return home
+
+
+@pytest.mark.timeout(300)  # gemini-cli starts in ~5-10 s, more under load
+async def test_gemini_fails_fast_when_its_model_api_refuses_breaks_or_is_gone(
+    client: AsyncDaemon, standin: GeminiStandIn, work: Path, tmp_path: Path
+) -> None:
+    """gemini-cli fails a 401 at once but retries a 5xx or an unreachable API 10 times, 5 s
+    doubling to 30 s apart (over 100 s, nothing said over ACP). Its settings' `general.maxAttempts`
+    (1-10) bounds that; at 1 each failure ends the turn in its words, with what to do."""
+    home = _settings(tmp_path / "home", {"general": {"maxAttempts": 1}})
+    gemini = await client.agent(
+        "gemini-fails", command=[str(AGENT), "--acp"], env=standin.env(str(home)), permission_policy="allow"
+    )
+    session = await gemini.session(work)
+    standin.push("Fine.")
+    assert (await session.asend("warm up")).text.endswith("Fine.")
+
+    standin.fail_with(401)
+    message = await fails_fast(session, "say hello")
+    assert '"code":401,"message":"the stand-in answers 401"' in message  # the API's words, as it passes them
+    assert "check the API key in its env" in message
+
+    standin.fail_with(500)
+    message = await fails_fast(session, "say hello again")
+    assert '"code":500' in message
+    assert "failing on its side: send the prompt again later" in message
+    assert len([r for r in standin.requests if "streamGenerateContent" in r.path]) == 3  # no retry
+
+    standin.fail_with(None)
+    standin.push("Back.")
+    assert (await session.asend("and now?")).text.endswith("Back.")  # the session carries on
+    await gemini.aremove()
+
+    env = {**standin.env(str(home)), "GOOGLE_GEMINI_BASE_URL": unreachable_url()}
+    gone = await client.agent("gemini-gone", command=[str(AGENT), "--acp"], env=env)
+    message = await fails_fast(await gone.session(work), "say hello")
+    assert "fetch failed" in message
+    assert "could not reach its model API" in message
+    await gone.aremove()

@@ -8,20 +8,38 @@ provider "standin" using the AI SDK's Anthropic client (`npm:
 makes its model the default. `OPENCODE_DISABLE_MODELS_FETCH` and friends keep
 it off the network; XDG dirs under tmp keep its database private. Its tools
 (write, edit, bash, todowrite) run in its own process without asking (its
-default permissions allow them); it reports `usage_update` with a cost.
+default permissions allow them; `"permission": {"bash": "ask"}` in its config
+asks the client); it reports `usage_update` with a cost. Its commands run in
+the session's root (a worktree's), never through ACP terminals: a sandbox does
+not confine them. It sends no `plan` for its todos. It fails a 401 at once and
+retries a 5xx or an unreachable API five times over ~80-110 s, with no setting
+to stop it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AsyncAgent, AsyncDaemon
-from tests.daemon.interop_checks import kill_mid_turn, leave_mid_stream, module_daemon
+from tests.daemon.interop_checks import (
+    StillRunning,
+    allow_then_reject,
+    fails_fast,
+    git_repo,
+    kill_mid_turn,
+    landed_in_its_worktree,
+    leave_mid_stream,
+    module_daemon,
+    shows_changed,
+    unreachable_url,
+)
 from tests.daemon.test_interop_claude import eventually
 from tests.standins.anthropic import AnthropicStandIn, Reply, Text
 
@@ -34,10 +52,20 @@ def daemon() -> Iterator[Daemon]:
 
 
 @pytest.fixture(scope="module")
-def standin() -> Iterator[AnthropicStandIn]:
+def _standin_server() -> Iterator[AnthropicStandIn]:
     running = AnthropicStandIn().start()
     yield running
     running.stop()
+
+
+@pytest.fixture
+def standin(_standin_server: AnthropicStandIn) -> AnthropicStandIn:
+    """The module's stand-in, its script, records and failure fresh for each test."""
+    with _standin_server.lock:
+        _standin_server.script.clear()
+        _standin_server.requests.clear()
+        _standin_server.failing = None
+    return _standin_server
 
 
 @pytest.fixture
@@ -136,3 +164,134 @@ async def test_opencode_cancels_mid_stream_evicts_with_history_and_survives_a_ki
     standin.push("Back.")
     assert (await session.asend("are you back?")).text.endswith("Back.")
     assert (await opencode.aget()).process.starts == 2
+
+
+@pytest.mark.timeout(300)  # opencode starts in ~5 s, ~20 s on a fresh database
+async def test_opencode_asks_before_a_command_and_the_answer_reaches_it(
+    client: AsyncDaemon, standin: AnthropicStandIn, work: Path, tmp_path: Path
+) -> None:
+    env = standin.opencode_env(tmp_path / "home", permission={"bash": "ask"})
+    agent = await client.agent("opencode-asks", command=[str(AGENT), "acp"], env=env)  # policy: ask
+    session = await agent.session(work)
+    standin.push(
+        Reply.tool("bash", {"command": "echo yes > allowed.txt", "description": "the first"}),
+        Reply.text("Ran it."),
+        Reply.tool("bash", {"command": "echo no > denied.txt", "description": "the second"}),
+    )
+    # A fresh opencode (its database made first) takes ~20 s to its first model call.
+    await allow_then_reject(client, session, "echo", timeout=120)
+    assert (work / "allowed.txt").read_text() == "yes\n"
+    assert not (work / "denied.txt").exists()
+    # The allowed command's output went back to the model; after the refusal opencode stops the
+    # turn without asking the model again (its session loop ends on a rejected permission).
+    main = standin.main_requests()
+    assert len(main) == 3
+    assert len(main[1].tool_results()) == 1
+    await agent.aremove()
+
+
+async def test_opencode_s_todos_reach_no_plan(
+    opencode: AsyncAgent, standin: AnthropicStandIn, work: Path
+) -> None:
+    """opencode 1.18.33's todowrite runs (its result goes back to the model) but sends no ACP `plan`:
+    its ACP side reports every tool, todowrite too, as `tool_call` / `tool_call_update` only
+    (`handleToolPart`), and the `sessionUpdate`s its binary sends are agent_message_chunk,
+    agent_thought_chunk, tool_call, tool_call_update, usage_update, available_commands_update and
+    config_option_update (`plan` is only in its copy of the schema). So the session's plan stays empty."""
+    session = await opencode.session(work)
+    todos = [
+        {"content": "Write the notes", "status": "in_progress", "priority": "high"},
+        {"content": "Check them", "status": "pending", "priority": "medium"},
+    ]
+    standin.push(Reply.tool("todowrite", {"todos": todos}), Reply.text("Planned."))
+    assert (await session.asend("plan the work")).text.endswith("Planned.")
+    (answered,) = standin.main_requests()[-1].tool_results()
+    assert "Write the notes" in json.dumps(answered)
+    assert answered.get("is_error") is not True
+    assert (await session.aget()).plan is None
+
+
+@pytest.mark.timeout(300)  # opencode starts in ~5 s, ~20 s on a fresh database
+async def test_opencode_runs_commands_itself_in_a_worktree_and_unconfined_in_a_sandbox(
+    client: AsyncDaemon, opencode: AsyncAgent, standin: AnthropicStandIn, tmp_path: Path
+) -> None:
+    """Its bash tool runs in opencode's own process (it never asks for an ACP terminal), in the
+    session's root: a worktree session's commands land in its worktree; a sandbox session's are not
+    in the daemon's bubblewrap, so a file outside the root is written once opencode's own rule for
+    folders outside the root has asked the client."""
+    repo = git_repo(tmp_path / "repo")
+    session = await opencode.session(repo, placement="worktree")
+    standin.push(
+        Reply.tool("bash", {"command": "pwd > where.txt", "description": "where we are"}),
+        Reply.text("Ran it."),
+    )
+    assert (await session.asend("where are we?")).text.endswith("Ran it.")
+    await landed_in_its_worktree(session, repo)
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "boxed"
+    root.mkdir()
+    boxed = await opencode.session(root, placement="sandbox")
+    command = f"pwd > where.txt && touch {outside}/escaped.txt"
+    standin.push(Reply.tool("bash", {"command": command, "description": "escape"}), Reply.text("Ran it."))
+    async with client.events(sessions=[boxed.id], kinds=["permission.asked"]) as events:
+        turn = asyncio.create_task(boxed.asend("where are we?"))
+        # opencode asks before a command reaches a folder outside the session's root (its own
+        # `external_directory` rule, "ask" by default); allowed, the command runs unconfined.
+        asked = await next_matching(events, kind("permission.asked"), timeout=60)
+        assert str(outside) in str(asked.data["toolCall"])
+        option = next(o["optionId"] for o in asked.data["options"] if o["kind"] == "allow_once")
+        assert await client.answer_permission(asked.data["permission"], option)
+        assert (await turn).text.endswith("Ran it.")
+    assert (root / "where.txt").read_text().strip() == str(root)
+    assert (outside / "escaped.txt").exists()  # not confined
+    await shows_changed(session, "where.txt")
+    await shows_changed(boxed, "where.txt")
+
+
+async def test_opencode_fails_a_refused_key_fast_saying_what_to_do(
+    opencode: AsyncAgent, standin: AnthropicStandIn, work: Path
+) -> None:
+    session = await opencode.session(work)
+    standin.push("Fine.")
+    assert (await session.asend("warm up")).text.endswith("Fine.")
+    standin.fail_with(401)
+    message = await fails_fast(session, "say hello")
+    assert "the stand-in answers 401" in message  # the API's words, as opencode passes them on
+    assert "its log says" not in message  # its log has only pieces of the same error
+    assert "check the API key in its env" in message
+    standin.fail_with(None)
+    standin.push("Back.")
+    assert (await session.asend("and now?")).text.endswith("Back.")
+
+
+RETRIES = (
+    "opencode 1.18.33 retries a 5xx or an unreachable API 5 times, 2 s doubling to 30 s apart "
+    "(~80 s for a 500, ~110 s with no API, measured here), and nothing sets that: no config key or "
+    "env var (its SessionRetry policy, RETRY_MAX_RETRIES = 5), only a retry-after header of the "
+    "API's; its ACP side sends nothing while it waits (session.retry.scheduled stays inside)"
+)
+
+
+@pytest.mark.xfail(strict=True, raises=StillRunning, reason=RETRIES)
+async def test_opencode_fails_a_broken_api_fast(
+    opencode: AsyncAgent, standin: AnthropicStandIn, work: Path
+) -> None:
+    session = await opencode.session(work)
+    standin.fail_with(500)
+    message = await fails_fast(session, "say hello")
+    assert "failing on its side" in message
+
+
+@pytest.mark.xfail(strict=True, raises=StillRunning, reason=RETRIES)
+async def test_opencode_fails_an_unreachable_api_fast(
+    client: AsyncDaemon, standin: AnthropicStandIn, work: Path, tmp_path: Path
+) -> None:
+    env = standin.opencode_env(tmp_path / "home", base_url=unreachable_url())
+    agent = await client.agent("opencode-gone", command=[str(AGENT), "acp"], env=env)
+    try:
+        message = await fails_fast(await agent.session(work), "say hello")
+        assert "could not reach its model API" in message
+    finally:
+        await agent.aremove()

@@ -170,10 +170,14 @@ class AnthropicStandIn:
             "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
         }
 
-    def opencode_env(self, home: Path) -> dict[str, str]:
+    def opencode_env(
+        self, home: Path, *, permission: dict[str, str] | None = None, base_url: str | None = None
+    ) -> dict[str, str]:
         """What opencode (`opencode acp`) needs to talk here and nowhere else: a provider "standin"
-        using the AI SDK's Anthropic client, made the default; `home` holds its config and database."""
-        config = {
+        using the AI SDK's Anthropic client, made the default; `home` holds its config and database.
+        `permission` is its config's (by tool: "allow", "ask" or "deny"); `base_url` points it
+        elsewhere than this stand-in (an address nothing answers, say)."""
+        config: dict[str, object] = {
             "$schema": "https://opencode.ai/config.json",
             "model": "standin/claude-standin",
             "small_model": "standin/claude-standin",
@@ -183,7 +187,7 @@ class AnthropicStandIn:
                 "standin": {
                     "npm": "@ai-sdk/anthropic",
                     "name": "Stand-in",
-                    "options": {"baseURL": f"{self.base_url}/v1", "apiKey": "sk-ant-standin"},
+                    "options": {"baseURL": f"{base_url or self.base_url}/v1", "apiKey": "sk-ant-standin"},
                     "models": {
                         "claude-standin": {
                             "name": "Claude stand-in",
@@ -195,6 +199,8 @@ class AnthropicStandIn:
                 }
             },
         }
+        if permission is not None:
+            config["permission"] = permission
         return {
             "HOME": str(home),
             "XDG_CONFIG_HOME": str(home / ".config"),

@@ -11,6 +11,10 @@ text, or a tool call (`Call`): a function call (`exec_command`, `update_plan`)
 or a freeform one (`apply_patch`), which Codex carries out and answers in the
 next request's input (`function_call_output`, `custom_tool_call_output`).
 Everything received is recorded (`requests`).
+
+`fail_with(status)` makes every `POST /v1/responses` answer that HTTP error
+(the API's JSON error body) instead, to test how an agent fails when its model
+API refuses or breaks.
 """
 
 from __future__ import annotations
@@ -99,6 +103,7 @@ class OpenAIResponsesStandIn:
         self.script: deque[str | Call | Slow] = deque()
         self.requests: list[Request] = []
         self.lock = threading.Lock()
+        self.failing: int | None = None  # every POST answers this HTTP error (fail_with)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -120,6 +125,11 @@ class OpenAIResponsesStandIn:
         with self.lock:
             self.script.extend(replies)
 
+    def fail_with(self, status: int | None) -> None:
+        """Answer every POST with this HTTP error (401, 500, ...) until given None."""
+        with self.lock:
+            self.failing = status
+
     def codex_home(
         self,
         home: Path,
@@ -127,19 +137,44 @@ class OpenAIResponsesStandIn:
         *,
         approval: str = "never",
         sandbox: str = "danger-full-access",
+        retries: int | None = None,
+        base_url: str | None = None,
     ) -> Path:
-        """A CODEX_HOME whose config sends every model call here. Codex's own sandbox (bubblewrap
-        with a helper binary the npm package lacks) is off: the session's placement confines it."""
+        """A CODEX_HOME whose config sends every model call here (or to `base_url`). Codex's own
+        sandbox (bubblewrap with a helper binary the npm package lacks) is off.
+
+        `retries` None: the built-in OpenAI provider, with its own retries (a failing API costs
+        ~30 s of them). A number: a provider of the config's own, as OpenAI's, with that many
+        retries of a request and of a stream: Codex refuses to change the built-in provider
+        ("reserved built-in provider IDs"), so this is the only way to fail fast."""
         home.mkdir(parents=True, exist_ok=True)
+        url = base_url or self.base_url
+        if retries is None:
+            # The built-in provider, here: it needs ACP authenticate before a session.
+            provider = f'openai_base_url = "{url}"\n'
+            providers = ""
+        else:
+            provider = 'model_provider = "standin"\n'
+            providers = (
+                "[model_providers.standin]\n"
+                'name = "Stand-in"\n'
+                f'base_url = "{url}"\n'
+                'env_key = "OPENAI_API_KEY"\n'
+                'wire_api = "responses"\n'
+                "requires_openai_auth = true\n"  # ACP authenticate as with OpenAI's own
+                "supports_websockets = false\n"
+                f"request_max_retries = {retries}\n"
+                f"stream_max_retries = {retries}\n"
+            )
         (home / "config.toml").write_text(
             f'model = "{model}"\n'
-            # The built-in provider, here: it needs ACP authenticate before a session.
-            f'openai_base_url = "{self.base_url}"\n'
+            f"{provider}"
             f'approval_policy = "{approval}"\n'
             f'sandbox_mode = "{sandbox}"\n'
             "check_for_update_on_startup = false\n"
             "[analytics]\nenabled = false\n"
             "[feedback]\nenabled = false\n"
+            f"{providers}"
         )
         return home
 
@@ -194,6 +229,11 @@ class OpenAIResponsesStandIn:
                 if not self.path.split("?")[0].endswith("/responses"):
                     self._json(404, {"error": {"message": f"the stand-in has no {self.path}"}})
                     return
+                with standin.lock:
+                    failing = standin.failing
+                if failing is not None:
+                    self._json(failing, _error(failing))
+                    return
                 model = str((body or {}).get("model", "gpt-standin"))
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
@@ -209,6 +249,19 @@ class OpenAIResponsesStandIn:
                     pass
 
         return Handler
+
+
+_ERRORS = {
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    429: ("rate_limit_exceeded", "rate_limit_exceeded"),
+}
+
+
+def _error(status: int) -> dict[str, Any]:
+    """The API's error body for an HTTP status, its message saying it is the stand-in's."""
+    kind, code = _ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
+    return {"error": {"message": f"the stand-in answers {status}", "type": kind, "param": None, "code": code}}
 
 
 _USAGE = {
