@@ -367,3 +367,7 @@ def test_statusline_at_start_up_and_an_idle_focused_panel_costs_nothing(daemon: 
 
 def test_everyday_use_permissions_confirmations_compose_and_sentences(daemon: Daemon, work: Path) -> None:
     assert "ok everyday" in run_script("test_everyday.lua", daemon, work)
+
+
+def test_a_request_while_typing_takes_no_key_with_the_real_notify(daemon: Daemon, work: Path) -> None:
+    assert "ok hit-enter" in run_script("test_hit_enter.lua", daemon, work)
