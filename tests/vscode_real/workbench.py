@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bench.harness import Daemon
+from tests import toolchain
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "vscode-real"
@@ -33,11 +32,11 @@ STATUS = '[id="sessiond.sessiond-vscode.sessiond.status"]'
 def _need_toolchain() -> None:
     missing = [str(p) for p in (CODE_SERVER, NODE24_BIN / "node", CHROMIUM) if not p.exists()]
     if missing:
-        pytest.skip(f"the real VS Code is not installed ({', '.join(missing)} missing): run ./dev test")
+        toolchain.missing(f"the real VS Code is not installed ({', '.join(missing)} missing): run ./dev test")
     try:
         import playwright  # noqa: F401
     except ImportError:
-        pytest.skip("playwright is not installed; install the test extra: pip install -e '.[test]'")
+        toolchain.missing("playwright is not installed; install the test extra: pip install -e '.[test]'")
 
 
 def _vsix() -> Path:
