@@ -163,4 +163,25 @@ H.truthy(last_note():find("nothing sent to " .. ids[2], 1, true), last_note())
 vim.wait(300)
 H.eq(turns, H.session(ids[2]).turns, "an empty prompt is not sent")
 
+-- <Plug> mappings on keys of the person's own, run: the panel, the selected lines sent as one
+-- prompt to the current session, and `answer` with nothing waiting.
+vim.keymap.set("n", "gsp", "<Plug>(sessiond-panel)")
+vim.keymap.set("x", "gss", "<Plug>(sessiond-send)")
+vim.keymap.set("n", "gsa", "<Plug>(sessiond-answer)")
+vim.cmd("enew")
+local scratch = vim.api.nvim_get_current_buf()
+H.press("gsp")
+H.eq(require("sessiond.panel").buffer(), vim.api.nvim_get_current_buf(), "<Plug>(sessiond-panel) opens the panel")
+vim.api.nvim_set_current_buf(scratch)
+vim.api.nvim_buf_set_lines(scratch, 0, -1, false, { "say mapped one", "say mapped two", "not this line" })
+sessiond.model:set_current(ids[2])
+H.press("ggVjgss")
+H.wait("the selection's turn", function()
+  return H.session(ids[2]).turns == turns + 1 and H.session(ids[2]).status == "idle"
+end)
+H.wait_lines(view.buf, { "mapped one", "mapped two" }, "both selected lines, as one turn")
+H.eq(0, H.count_lines(H.lines(view.buf), "not this line"), "the line outside the selection")
+H.press("gsa")
+H.truthy(last_note():find("no permission request is waiting", 1, true), "<Plug>(sessiond-answer): " .. last_note())
+
 H.done("everyday")

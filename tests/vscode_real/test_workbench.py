@@ -21,6 +21,7 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -43,9 +44,9 @@ def ids(workbench: Workbench) -> dict[str, str]:
     )
     wb.send(cli, "plan Write cli.py | Ask | Done\nask Add click to requirements.txt?\nsay done")
     wb.send(long, "plan Split | Move\nprogress 1 in_progress\nsleep 300")
-    wb.wait_status(fix, "idle")
-    wb.wait_status(cli, "needs_you")
-    wb.wait_status(long, "working")
+    wb.wait_status(fix, "idle", timeout=120)
+    wb.wait_status(cli, "needs_you", timeout=120)
+    wb.wait_status(long, "working", timeout=120)
     return {"fix": fix, "cli": cli, "long": long}
 
 
@@ -57,7 +58,7 @@ def test_activates_at_startup_and_a_waiting_permission_pops_up(
     lost when the handler was set after connecting)."""
     wb = workbench
     started = time.monotonic()
-    wb.page.goto(wb.url)  # type: ignore[attr-defined]
+    wb.page.goto(wb.url, timeout=120_000)  # type: ignore[attr-defined]
     wb.page.wait_for_selector(".monaco-workbench .part.statusbar", timeout=120_000)
     text = wb.wait_status_text(r"1 working · 1 needs you · 3 open", timeout=60)
     print(f"workbench up, extension connected in {time.monotonic() - started:.1f} s: {text!r}")
@@ -274,7 +275,26 @@ def test_a_multi_line_prompt_composed_and_sent_to_the_picked_session(workbench: 
     sid = wb.session_id(NOTES)
     other = wb.cli("new", "--root", str(wb.ws), "--title", "Not this one")
     wb.wait_row("Not this one", "idle")
+    # A last prompt far wider than the pick.
+    long_prompt = "say " + " ".join(
+        f"step {i}: move rule {i} of the parser into a function of its own, then test it;" for i in (1, 2, 3)
+    )
+    assert len(long_prompt) > 200
+    wordy = wb.cli("new", "--root", str(wb.ws), "--title", "Wordy")
+    wb.cli("send", wordy, long_prompt)
     wb.run_command("sessiond: Send Prompt…")
+    # Its line is cut on screen; the line's hover has it whole.
+    wordy_row = wb.quick_pick_row("Wordy")
+    detail = wordy_row.locator(".quick-input-list-label-meta .monaco-icon-label-container")
+    deadline = time.monotonic() + 15
+    while "step 3" not in detail.inner_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    scroll, client = detail.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert scroll > client, f"the prompt fits its line ({scroll} <= {client} px): the test needs a longer one"
+    hover = " ".join(wb.hover_text(detail, "then test it;").split())
+    assert f"\u203a {long_prompt}" in hover, hover
+    wb.shot("send-prompt-pick-long-prompt-hovered")
+    wb.page.mouse.move(0, 0)
     row = wb.quick_pick_row(NOTES)
     deadline = time.monotonic() + 15
     last_prompt = "\u203a write NOTES.md notes from VS Code"  # its detail line: the prompt whole
@@ -289,10 +309,7 @@ def test_a_multi_line_prompt_composed_and_sent_to_the_picked_session(workbench: 
     tab = page.locator(".tabs-container .tab.active", has_text=f"Prompt for {NOTES} ({sid}).md")
     tab.wait_for()
     lines = ["plan Compose | Send", "progress 1 completed", "say composed in VS Code"]
-    for i, line in enumerate(lines):
-        if i:
-            page.keyboard.press("Enter")
-        page.keyboard.type(line)
+    wb.type_lines(lines)
     wb.shot("compose-multi-line")
     page.keyboard.press("Control+Enter")
     tab.wait_for(state="detached")
@@ -310,10 +327,65 @@ def test_a_multi_line_prompt_composed_and_sent_to_the_picked_session(workbench: 
     wb.wait_row(NOTES, "plan 1/2")
 
 
+def test_a_turn_s_progress_says_needs_you_while_it_waits(workbench: Workbench) -> None:
+    """A turn sent from VS Code shows its progress in a notification; while its session waits for
+    a permission the notification says "needs you: …" (not "working"); once answered, it says what
+    the turn does again."""
+    wb = workbench
+    wb.open()
+    page = wb.page
+    title = "Asks from VS Code"
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
+    wb.wait_row(title, "idle")
+    wb.run_command("sessiond: Send Prompt…")
+    wb.pick(title)
+    tab = page.locator(".tabs-container .tab.active", has_text=f"Prompt for {title} ({sid}).md")
+    tab.wait_for()
+    wb.type_lines(["say looking at the cache", "ask Delete the build cache?", "hang"])
+    page.keyboard.press("Control+Enter")
+    tab.wait_for(state="detached")
+    # Titled by the one label rule (the daemon's title says "sessiond s8").
+    # (The permission's notification names the session too: the progress one has Cancel.)
+    progress = page.locator(".notification-toast", has_text=f"sessiond {title} ({sid})").filter(
+        has=page.locator(".monaco-button", has_text="Cancel")
+    )
+    progress.filter(has_text="needs you: Delete the build cache?").wait_for(timeout=60_000)
+    assert "working" not in progress.inner_text(), progress.inner_text()
+    wb.shot("progress-needs-you")
+    wb.toast("asks permission").locator(".monaco-button", has_text="Allow").click()
+    # The daemon's word for what the turn does now: the agent's line after the answer.
+    progress.filter(has_text='Asked "Delete the build cache?": Allow').wait_for(timeout=60_000)
+    assert "needs you" not in progress.inner_text(), progress.inner_text()
+    wb.wait_status(sid, "working")
+    wb.shot("progress-after-the-answer")
+    wb.cli("cancel", sid)
+    progress.wait_for(state="detached", timeout=60_000)
+    wb.wait_status(sid, "stopped")
+
+
+def test_a_failed_turn_is_marked_in_its_open_transcript(workbench: Workbench) -> None:
+    wb = workbench
+    wb.open()
+    page = wb.page
+    title = "Fails on purpose"
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
+    wb.wait_row(title, "idle").click()
+    page.locator(".tabs-container .tab.active", has_text=f"{title}.transcript").wait_for()
+    wb.send(sid, "say trying once\nfail the demo agent gives up")
+    text = wb.wait_editor_text("■ turn failed", timeout=60)
+    mark = next(line for line in text.splitlines() if line.startswith("■ turn failed"))
+    assert "the demo agent gives up" in mark, text
+    assert text.index("trying once") < text.index(mark), text
+    wb.wait_row(title, rf"^{sid} · failed")
+    wb.shot("failed-turn-mark")
+
+
 def test_merge_a_worktree_session_from_its_row(workbench: Workbench) -> None:
-    """ "Merge Session…" on a worktree session's row: a failing gate is an error notification whose
-    button shows the gate's output (main untouched); asked again behind another merge it says its
-    place in the queue, the "Merge queue" node shows both, then it is merged into main."""
+    """ "Merge Session…" on a worktree session's row: a failing gate (strategy merge, the failure
+    handed back) is an error notification whose button shows the gate's output (main untouched)
+    and the session's next prompt; asked again behind another merge (rebase, keep the worktree)
+    it says its place in the queue, the "Merge queue" node shows both, then it is merged into
+    main as a straight line on the other's merge commit, its worktree kept."""
     wb = workbench
     wb.open()
     page = wb.page
@@ -328,7 +400,7 @@ def test_merge_a_worktree_session_from_its_row(workbench: Workbench) -> None:
     wb.context_menu(NOTES, "Merge Session…", row=session_row, then=wb.quick_pick_locator("a merge commit"))
     wb.pick("merge")
     wb.answer("gate", "echo the gate says no; exit 3")
-    wb.quick_pick_row("Hand a failure back to the session")  # options, none checked
+    wb.check_option("Hand a failure back to the session")
     page.keyboard.press("Enter")
     toast = wb.toast("failed")
     toast.wait_for(timeout=60_000)
@@ -343,10 +415,25 @@ def test_merge_a_worktree_session_from_its_row(workbench: Workbench) -> None:
     toast.locator(".monaco-button", has_text="Show Gate Output").click()
     wb.wait_editor_text("the gate says no")
     assert subprocess.run(["git", "cat-file", "-e", "main:NOTES.md"], cwd=wb.ws).returncode != 0
+    # Handed back: the failure is the session's next prompt.
+    deadline = time.monotonic() + 60
+    prompts: list[str] = []
+    while time.monotonic() < deadline:
+        shown = json.loads(wb.cli("show", sid, "--json", "--lines", "50"))
+        prompts = [line["text"] for line in shown["transcript"]["lines"] if line["role"] == "user"]
+        if shown["status"] == "idle" and any("was stopped by the gate" in text for text in prompts):
+            break
+        time.sleep(0.5)
+    handed = next((text for text in prompts if "was stopped by the gate" in text), "")
+    assert handed.startswith("Merging your branch sessiond/"), prompts
+    assert "`echo the gate says no; exit 3`" in handed, handed
 
-    # Another merge goes first and takes its time (its gate sleeps): ours waits in line.
+    # Another merge goes first and holds the line (its gate waits for the test's word): ours waits.
+    go = wb.base / "let-the-merge-ahead-go"
+    go.unlink(missing_ok=True)
+    hold = f"while [ ! -e {go} ]; do sleep 0.1; done"
     blocker = subprocess.Popen(
-        [str(SESSIOND), "merge", ahead, "--gate", "sleep 8"],
+        [str(SESSIOND), "merge", ahead, "--gate", hold],
         env=wb.daemon.env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -359,17 +446,36 @@ def test_merge_a_worktree_session_from_its_row(workbench: Workbench) -> None:
     wb.pick(NOTES)
     wb.pick("rebase")
     wb.answer("gate", "test -f NOTES.md")
-    wb.quick_pick_row("Hand a failure back to the session")  # options, none checked
+    wb.check_option("Keep the worktree and branch")
     page.keyboard.press("Enter")
     wb.toast("next in the merge queue").wait_for(timeout=30_000)
     wb.wait_description("Merge queue", "1 merging · 1 waiting")
     wb.wait_row(NOTES, "next in the merge queue")
     wb.shot("merge-queued")
+    go.touch()
     merged = wb.toast(f"merged {NOTES} ({sid}) into main")
     merged.wait_for(timeout=90_000)
     assert blocker.wait(30) == 0
     show = subprocess.run(["git", "show", "main:NOTES.md"], cwd=wb.ws, capture_output=True, text=True)
     assert show.stdout.startswith("notes from VS Code"), show
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=wb.ws, capture_output=True, text=True, check=True).stdout
+
+    # The history: "Ahead in line" went in with a merge commit (the command line's default);
+    # ours, rebased, is a straight line on top of it, with no merge commit of its own.
+    tip = git("rev-list", "--parents", "-n", "1", "main").split()
+    assert len(tip) == 2, f"the rebased commit has one parent: {tip}"
+    assert git("log", "-1", "--format=%s", "main").startswith(f"sessiond: work of session {sid}-")
+    merges = git("rev-list", "--merges", "main").split()
+    assert len(merges) == 1, git("log", "--graph", "--oneline", "main")
+    assert tip[1] == merges[0], "rebased onto the merge of the session ahead"
+    assert "OTHER.md" in git("show", "--format=", "--name-only", f"{merges[0]}^2")
+    # Kept as asked: the worktree and its branch are still there.
+    where = json.loads(wb.cli("show", sid, "--json"))["where"]
+    assert where["branch"], where
+    assert Path(where["root"]).is_dir(), where
+    assert f"branch refs/heads/{where['branch']}" in git("worktree", "list", "--porcelain")
     wb.wait_row(NOTES, rf"^{sid} · idle · .*merged")
     wb.wait_row(NOTES, rf"^{sid} · merged [0-9a-f]{{7}} · sessiond/.* → main$")
     wb.wait_description("Merge queue", "^2 done$")
@@ -399,7 +505,8 @@ def test_the_timeline_opens_in_a_tab(workbench: Workbench, ids: dict[str, str]) 
 
 def test_the_disconnected_view(workbench: Workbench) -> None:
     """The daemon stops (and the extension may not start one): the rows stay, marked stale, the
-    status bar says it is not connected, and its tooltip names a command that is in the palette."""
+    status bar says it is not connected, and its tooltip names a command that is in the palette
+    and that connects at once when run; connected, no tooltip keeps the old error."""
     wb = workbench
     page = wb.page
     wb.cli("new", "--root", str(wb.ws), "--title", "Open before the stop")  # a row to go stale
@@ -416,29 +523,40 @@ def test_the_disconnected_view(workbench: Workbench) -> None:
             ".pane-body .monaco-list-row .label-description", has_text=re.compile(r" · stale$")
         )
         stale.first.wait_for()
-        # A hover keeps the tooltip it opened with: hover again until it shows the disconnected one.
-        deadline = time.monotonic() + 60
-        while True:
-            page.mouse.move(0, 0)
-            page.locator(STATUS).hover()
-            hover = page.locator(".monaco-hover, .workbench-hover").last
-            hover.wait_for()
-            tip = hover.inner_text()
-            if "Not connected" in tip or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        tip = wb.hover_text(page.locator(STATUS), "Not connected", timeout=60)
         assert re.search(r"Not connected to sessiond since (just now|\d+ s ago)", tip), tip
         assert "marked stale" in tip, tip
         named = re.search(r'run "(sessiond: [^"]+)"', tip)
         assert named, tip
+        # Why it is not connected, as the tooltip says it: gone once connected again.
+        error = re.search(r"since (?:just now|\d+ s ago): (.+?)\. The Sessions view", tip)
+        assert error, tip
+        row_tip = wb.hover_text(stale.first, "not connected to sessiond")
+        assert f'run "{named.group(1)}"' in row_tip, row_tip
         wb.shot("disconnected")
         page.keyboard.press("Escape")
-        # A daemon started by hand again: the command the tooltip names connects to it now.
+        # A daemon started by hand again: the command the tooltip names connects to it now, and
+        # says so (the extension's own retries, every few seconds, say nothing of the kind).
         wb.daemon.start()
+        log_before = len(wb.extension_log())
         wb.run_command(named.group(1))
+        connected = wb.toast("sessiond: connected through socket")
+        connected.wait_for(timeout=60_000)
+        assert str(wb.daemon.socket) in connected.inner_text(), connected.inner_text()
+        log = wb.extension_log()[log_before:]
+        asked = log.find(f"reconnecting now, as asked ({named.group(1)})")
+        made = log.find(f"connected through socket {wb.daemon.socket} ({named.group(1)})")
+        assert 0 <= asked < made, f"the command's log lines, in order:\n{log}"
+        wb.shot("reconnected-by-the-command")
         wb.wait_status_text(r"open", timeout=60)
         wb.wait_description("demo", r"^\d+ open")
         assert not page.locator(".pane-body .monaco-list-row .label-description", has_text=" · stale").count()
+        # The tooltips, connected: no old error, no "not connected".
+        tip = wb.hover_text(page.locator(STATUS), "Click to pick a session")
+        assert "Not connected" not in tip, tip
+        assert error.group(1) not in tip, tip
+        row_tip = wb.hover_text(wb.row("Open before the stop"), "Open before the stop")
+        assert "not connected" not in row_tip, row_tip
     finally:
         wb.set_setting("sessiond.startDaemon", True)
         wb.reload()

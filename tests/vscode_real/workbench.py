@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from bench.harness import Daemon
+from tests import toolchain
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "vscode-real"
@@ -33,11 +32,11 @@ STATUS = '[id="sessiond.sessiond-vscode.sessiond.status"]'
 def _need_toolchain() -> None:
     missing = [str(p) for p in (CODE_SERVER, NODE24_BIN / "node", CHROMIUM) if not p.exists()]
     if missing:
-        pytest.skip(f"the real VS Code is not installed ({', '.join(missing)} missing): run ./dev test")
+        toolchain.missing(f"the real VS Code is not installed ({', '.join(missing)} missing): run ./dev test")
     try:
         import playwright  # noqa: F401
     except ImportError:
-        pytest.skip("playwright is not installed; install the test extra: pip install -e '.[test]'")
+        toolchain.missing("playwright is not installed; install the test extra: pip install -e '.[test]'")
 
 
 def _vsix() -> Path:
@@ -106,8 +105,9 @@ class Workbench:
         seen = ""
         while time.monotonic() < deadline:
             with contextlib.suppress(AssertionError, subprocess.TimeoutExpired, ValueError):
+                # A generous bound on each call: on a loaded machine the command line starts slowly.
                 rows = [
-                    json.loads(line) for line in self.cli("ls", "--all", "--json", timeout=10).splitlines()
+                    json.loads(line) for line in self.cli("ls", "--all", "--json", timeout=30).splitlines()
                 ]
                 seen = next((row["status"] for row in rows if row["id"] == session), "missing")
                 if seen == status:
@@ -147,14 +147,35 @@ class Workbench:
         with contextlib.suppress(Exception):
             focus = page.evaluate("document.activeElement && document.activeElement.outerHTML.slice(0, 200)")
             parts.append(f"focus: {focus}")
+        log = self.extension_log()
+        if log:
+            parts.append("the extension's log, its end:\n" + "\n".join(log.splitlines()[-25:]))
+        return "\n".join(parts)
+
+    def extension_log(self) -> str:
+        """The "sessiond" output channel of the window loaded last (each load writes a new one)."""
         logs = sorted(
             (self.base / "user-data" / "logs").rglob("sessiond.log"), key=lambda f: f.stat().st_mtime
         )
-        if logs:
-            parts.append(
-                "the extension's log, its end:\n" + "\n".join(logs[-1].read_text().splitlines()[-25:])
-            )
-        return "\n".join(parts)
+        return logs[-1].read_text() if logs else ""
+
+    def hover_text(self, target: Any, expect: str = "", timeout: float = 30) -> str:
+        """Hover `target` until a hover opens (with `expect` in it) and return its text. A hover
+        keeps the text it opened with: the mouse leaves and comes back to open it afresh."""
+        deadline = time.monotonic() + timeout
+        text = ""
+        while True:
+            self.page.mouse.move(0, 0)
+            target.hover()
+            hover = self.page.locator(".monaco-hover, .workbench-hover").last
+            with contextlib.suppress(Exception):
+                hover.wait_for(timeout=5000)
+                text = hover.inner_text(timeout=1000)
+                if expect in text:
+                    return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no hover with {expect!r} after {timeout} s; the last said {text!r}")
+            time.sleep(0.5)
 
     def status_text(self) -> str:
         return " ".join(self.page.locator(STATUS).inner_text().split())
@@ -232,7 +253,10 @@ class Workbench:
     def reload(self) -> None:
         """Load the window again: a new extension host, which reads the user settings afresh (a
         change written to settings.json otherwise reaches it through a file watcher, late under load)."""
-        self.page.reload()
+        if self.page.url.startswith("http"):
+            self.page.reload(timeout=120_000)
+        else:  # no test loaded it yet (one run on its own)
+            self.page.goto(self.url, timeout=120_000)  # type: ignore[attr-defined]
         self.page.wait_for_selector(".monaco-workbench .part.statusbar", timeout=120_000)
 
     def open(self) -> None:
@@ -240,7 +264,7 @@ class Workbench:
         page = self.page
         self.dismiss()  # what a failed test left open
         if not page.url.startswith("http"):
-            page.goto(self.url)  # type: ignore[attr-defined]
+            page.goto(self.url, timeout=120_000)  # type: ignore[attr-defined]
             page.wait_for_selector(".monaco-workbench .part.statusbar", timeout=120_000)
             self.wait_status_text(r"open", timeout=60)
         if not self.row("demo").count():
@@ -288,6 +312,16 @@ class Workbench:
             time.sleep(0.1)
         self.page.keyboard.press("Enter")
 
+    def check_option(self, label: str) -> None:
+        """Tick the entry `label` of the open multi-select quick pick (a click on it toggles it)."""
+        row = self.quick_pick_row(label)
+        row.locator(".quick-input-list-label").first.click()
+        deadline = time.monotonic() + 10
+        while row.get_attribute("aria-checked") != "true":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{label!r} is not ticked: {row.evaluate('e => e.outerHTML')[:600]}")
+            time.sleep(0.1)
+
     def answer(self, expect: str, text: str) -> None:
         """Type `text` into the input box that says `expect` (its title or prompt), and Enter."""
         widget = self.page.locator(".quick-input-widget", has_text=expect)
@@ -318,6 +352,24 @@ class Workbench:
         settings = json.loads(path.read_text())
         settings[key] = value
         path.write_text(json.dumps(settings, indent=2))
+
+    def type_lines(self, lines: list[str]) -> None:
+        """Type `lines` into the active editor as a person does, once it has the keyboard (keys
+        typed while the editor opens go elsewhere), and wait until it shows them all."""
+        page = self.page
+        editor = page.locator(".editor-group-container.active .monaco-editor").first
+        editor.wait_for()
+        deadline = time.monotonic() + 30
+        while not editor.evaluate("e => e.contains(document.activeElement)"):
+            if time.monotonic() > deadline:
+                raise AssertionError("the editor never had the keyboard")
+            time.sleep(0.1)
+        for i, line in enumerate(lines):
+            if i:
+                page.keyboard.press("Enter")
+            page.keyboard.type(line)
+        for line in lines:
+            self.wait_editor_text(line)
 
     def wait_editor_text(self, text: str, timeout: float = 30) -> str:
         deadline = time.monotonic() + timeout

@@ -54,7 +54,7 @@ export function activate(context: vscode.ExtensionContext): void {
         output.info(state === 'connected' ? `connected through ${sessiond.connection?.description}` : `${state}${sessiond.lastError ? `: ${sessiond.lastError}` : ''}`),
       ),
     ),
-    vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration('sessiond') && sessiond.reconnect()),
+    vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration('sessiond') && sessiond.started && void sessiond.reconnect().catch(() => undefined)),
     ...registerCommands({ sessiond, statusBar, transcripts, permissions, compose, mergeOutput, state: context.globalState, output, reveal }),
   );
   // Activated at start-up (onStartupFinished): connect at once when a daemon may answer or may be

@@ -195,9 +195,11 @@ describe('against a real daemon', () => {
         return waiting.length ? waiting : undefined;
       }, 'the request at the answering client');
       const dropped = nextOf(answerer.onDidChangeState, (state) => state === 'disconnected', 'the answering client to drop');
-      answerer.reconnect();
+      const before = answerer.connection;
+      const reconnected = answerer.reconnect();
       await dropped;
-      await answerer.whenConnected();
+      assert.notEqual(await reconnected, before, 'reconnect() resolves with the new connection');
+      assert.equal(answerer.state, 'connected');
       await waitFor(answerer.model, () => answerer.model.permissions.has(pending.id), 'the request to be known again after the reconnect');
       await answerer.answerPermission(pending.id, 'allow_once');
       assert.equal((await turn).text, 'Asked "still there?": Allow');

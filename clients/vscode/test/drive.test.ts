@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { after, before, describe, it, test } from 'node:test';
 import type { Sessiond } from '../src/protocol/live';
@@ -228,6 +228,73 @@ describe('merging a worktree session against a real daemon', () => {
     assert.equal(listed.entries.find((entry) => entry.session === s.id)?.status, 'merged');
     await waitFor(sessiond.model, () => describeNode(sessiond.model, { type: 'merge', session: s.id }).description?.startsWith('s'), 'the queue node');
     assert.match(describeNode(sessiond.model, { type: 'merge', session: s.id }).description ?? '', /merged [0-9a-f]{7} · sessiond\/.* → main$/);
+  });
+
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: repo, encoding: 'utf8' }).trim();
+  /** A commit's parents. */
+  const parents = (commit: string) => git('rev-list', '--parents', '-n', '1', commit).split(' ').slice(1);
+  const worktrees = () => git('worktree', 'list', '--porcelain');
+
+  async function landed(id: string): Promise<NonNullable<ReturnType<typeof sessiond.model.merges.get>>> {
+    return waitFor(sessiond.model, () => {
+      const entry = sessiond.model.merges.get(id);
+      return entry?.status === 'merged' || entry?.status === 'failed' ? entry : undefined;
+    }, `the merge of ${id} to end`);
+  }
+
+  it('strategy "merge" lands a merge commit and removes the worktree; "rebase" with keep lands a straight line and keeps them', async () => {
+    const merged = await worktreeSession('with a merge commit', 'write M.md merged');
+    const rebased = await worktreeSession('in a straight line', 'write R.md rebased');
+    const rebasedRoot = (await sessiond.request(Methods.sessionGet, { session: rebased.id })).where?.root ?? '';
+    assert.match(rebasedRoot, /sessiond-worktrees/);
+
+    await sessiond.merge({ session: merged.id, strategy: 'merge', keep: false });
+    const first = await landed(merged.id);
+    assert.equal(first.status, 'merged', JSON.stringify(first));
+    const mergeCommit = git('rev-parse', 'main');
+    assert.equal(parents(mergeCommit).length, 2, 'a merge commit: the base and the session\'s branch');
+    assert.ok(first.commit && mergeCommit.startsWith(first.commit.slice(0, 7)), `${first.commit} is main (${mergeCommit})`);
+    const listed = async (id: string) => (await sessiond.request(Methods.mergeList, {})).entries.find((entry) => entry.session === id);
+    assert.equal((await listed(merged.id))?.kept, false, 'merge/list: removed');
+    assert.equal(git('branch', '--list', first.branch), '', 'its branch is gone');
+    assert.ok(!worktrees().includes(first.branch), 'its worktree is gone');
+
+    await sessiond.merge({ session: rebased.id, strategy: 'rebase', keep: true });
+    const second = await landed(rebased.id);
+    assert.equal(second.status, 'merged', JSON.stringify(second));
+    const tip = git('rev-parse', 'main');
+    assert.deepEqual(parents(tip), [mergeCommit], 'rebased onto the base: one parent, the base as it was');
+    assert.equal(git('rev-list', '--merges', `${mergeCommit}..main`), '', 'no merge commit for a rebase');
+    assert.equal(git('show', 'main:R.md'), 'rebased');
+    assert.equal(git('show', 'main:M.md'), 'merged');
+    assert.equal((await listed(rebased.id))?.kept, true, 'merge/list: kept as asked');
+    assert.equal(git('rev-parse', second.branch), tip, 'the kept branch is the landed commit');
+    assert.ok(worktrees().includes(`branch refs/heads/${second.branch}`), 'its worktree is kept');
+    assert.ok(existsSync(rebasedRoot), `${rebasedRoot} is still there`);
+  });
+
+  it('with "hand a failure back", a failing gate becomes the session\'s next prompt', async () => {
+    const s = await worktreeSession('handed back', 'write H.md handed back');
+    const turnsBefore = sessiond.model.sessions.get(s.id)?.turns ?? 0;
+    await sessiond.merge({ session: s.id, gate: 'echo the gate wants more tests; exit 4', handBack: true });
+    const failed = await landed(s.id);
+    assert.equal(failed.status, 'failed');
+    await waitFor(sessiond.model, () => {
+      const info = sessiond.model.sessions.get(s.id);
+      return info && (info.turns ?? 0) > turnsBefore && info.status === 'idle' ? info : undefined;
+    }, 'the handed-back turn to run');
+    const page = await sessiond.request(Methods.sessionTranscript, { session: s.id, limit: 50 });
+    const prompt = lastPromptOf(page.lines) ?? '';
+    assert.match(prompt, /^Merging your branch sessiond\/\S+ into main was stopped by the gate `echo the gate wants more tests; exit 4`/);
+    assert.match(prompt, /the gate wants more tests/);
+    // Without the option nothing is sent: the failure stays with the merge entry.
+    const quiet = await worktreeSession('not handed back', 'write Q.md quiet');
+    await sessiond.merge({ session: quiet.id, gate: 'exit 5', handBack: false });
+    assert.equal((await landed(quiet.id)).status, 'failed');
+    // A handed-back prompt is queued as the merge fails, so before this one: it would be in between.
+    await sessiond.prompt(quiet.id, 'say after the merge');
+    const lines = (await sessiond.request(Methods.sessionTranscript, { session: quiet.id, limit: 50 })).lines;
+    assert.deepEqual(lines.filter((line) => line.role === 'user').map((line) => line.text), ['write Q.md quiet', 'say after the merge']);
   });
 
   it('the daemon\'s refusal of a session that is not in a worktree is its own sentence', async () => {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SessiondClient } from '../src/protocol/client';
-import type { Sessiond } from '../src/protocol/live';
+import { Sessiond } from '../src/protocol/live';
 import { Methods } from '../src/protocol/methods';
 import { connectSocket } from '../src/protocol/transport';
 import type { Event } from '../src/protocol/types';
@@ -122,3 +122,54 @@ describe('reconnect with replay', () => {
     }
   });
 });
+
+describe('reconnecting now, as the reconnect command asks', () => {
+  it('makes an attempt at once, not at the back-off\'s next turn, and says how it went', async () => {
+    const daemon = await startDaemon();
+    // A back-off far longer than the test: any connection made after the drop is reconnect()'s.
+    const sessiond = liveClient(daemon, { reconnect: { minDelayMs: 600_000, maxDelayMs: 600_000 } });
+    try {
+      await sessiond.whenConnected();
+      const first = sessiond.connection;
+      const disconnected = nextOf(sessiond.onDidChangeState, (state) => state === 'disconnected', 'the client to see the daemon go');
+      await daemon.stop();
+      await disconnected;
+      // Nobody answers: the attempt's own error, and the loop stays disconnected.
+      await assert.rejects(sessiond.reconnect(), /ENOENT|ECONNREFUSED/);
+      assert.equal(sessiond.state, 'disconnected');
+      await daemon.restart();
+      const client = await sessiond.reconnect();
+      assert.notEqual(client, first);
+      assert.equal(sessiond.state, 'connected');
+      assert.equal(sessiond.connection, client);
+      assert.match(client.description, /^socket /);
+      // Asked while connected: that connection is dropped and a new one made.
+      const again = await sessiond.reconnect();
+      assert.notEqual(again, client);
+      assert.equal(sessiond.connection, again);
+      assert.ok((await again.daemonStatus()).pid > 0);
+    } finally {
+      await sessiond.dispose();
+      await daemon.destroy();
+    }
+  });
+
+  it('a reconnect asked before the loop started is its first attempt; one pending when the client is disposed fails', async () => {
+    const daemon = await startDaemon();
+    try {
+      const idle = new Sessiond({ openTransport: () => connectSocket(daemon.socket), client: { clientName: 'idle' } });
+      const client = await idle.reconnect();
+      assert.equal(idle.connection, client);
+      await idle.dispose();
+      await assert.rejects(idle.reconnect(), /stopped its connection/);
+      // Disposed while its attempt hangs: the promise ends instead of hanging.
+      const never = new Sessiond({ openTransport: () => new Promise(() => undefined), client: { clientName: 'hanging' } });
+      const pending = never.reconnect();
+      await never.dispose();
+      await assert.rejects(pending, /stopped its connection/);
+    } finally {
+      await daemon.destroy();
+    }
+  });
+});
+

@@ -284,7 +284,7 @@ function M.subscribe(fresh)
     state.subscribing = false
     if err then
       state.last_error = "events/subscribe failed: " .. tostring(err.message)
-      vim.notify("sessiond: " .. state.last_error, vim.log.levels.ERROR)
+      require("sessiond.notify").notify(state.last_error, vim.log.levels.ERROR)
       return
     end
     if params.since and (result.head or 0) < params.since then
@@ -455,7 +455,7 @@ function M.connect(opts)
       end
       state.last_error = state.last_error
         .. ("; and %s is not executable, so no daemon can be started (see :help sessiond-option-cmd)"):format(cmd[1])
-      vim.notify("sessiond: " .. state.last_error, vim.log.levels.WARN)
+      require("sessiond.notify").notify(state.last_error, vim.log.levels.WARN)
     end
     hooks.on_state("offline")
     schedule_retry()

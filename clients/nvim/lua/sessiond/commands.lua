@@ -63,8 +63,8 @@ M.subcommands = {
         elseif #agents == 0 or vim.tbl_contains(agents, word) then
           opts.agent = word
         else
-          vim.notify(
-            ("sessiond: %q is neither a placement (%s) nor an agent (%s); :Sessiond new [placement] [agent]"):format(
+          require("sessiond.notify").notify(
+            ("%q is neither a placement (%s) nor an agent (%s); :Sessiond new [placement] [agent]"):format(
               word,
               table.concat(M.PLACEMENTS, ", "),
               table.concat(agents, ", ")
@@ -149,8 +149,8 @@ M.subcommands = {
         local reason = opts.args:match("^%s*tasks%s+dismiss%s+%S+%s+(.-)%s*$")
         actions().dismiss_task(id, reason)
       else
-        vim.notify(
-          ("sessiond: :Sessiond tasks takes accept {task} or dismiss {task} [reason], not %q"):format(verb),
+        require("sessiond.notify").notify(
+          (":Sessiond tasks takes accept {task} or dismiss {task} [reason], not %q"):format(verb),
           vim.log.levels.ERROR
         )
       end
@@ -247,8 +247,8 @@ function M.run(opts)
   local name = table.remove(args, 1) or "panel"
   local subcommand = M.subcommands[name]
   if not subcommand then
-    vim.notify(
-      ("sessiond: no subcommand %q; try one of %s"):format(name, table.concat(M.names(), ", ")),
+    require("sessiond.notify").notify(
+      ("no subcommand %q; try one of %s"):format(name, table.concat(M.names(), ", ")),
       vim.log.levels.ERROR
     )
     return

@@ -264,7 +264,7 @@ local warned = {}
 local function warn_once(message)
   if not warned[message] then
     warned[message] = true
-    vim.notify("sessiond: " .. message, vim.log.levels.WARN)
+    require("sessiond.notify").notify(message, vim.log.levels.WARN)
   end
 end
 

@@ -6,9 +6,7 @@ local client = require("sessiond.client")
 
 local M = {}
 
-local function notify(message, level)
-  vim.notify("sessiond: " .. message, level or vim.log.levels.INFO)
-end
+local notify = require("sessiond.notify").notify
 
 local function open_plain(path)
   vim.cmd("tabedit " .. vim.fn.fnameescape(path))

@@ -86,7 +86,7 @@ function List:on_item(fn)
     if id then
       fn(id)
     else
-      vim.notify(("sessiond: put the cursor on a %s line"):format(self.spec.item), vim.log.levels.INFO)
+      require("sessiond.notify").notify(("put the cursor on a %s line"):format(self.spec.item))
     end
   end
 end

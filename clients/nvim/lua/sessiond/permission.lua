@@ -26,9 +26,7 @@ local entries = {}
 local queue = {} -- ids waiting for the picker
 local showing = nil -- id whose picker is open
 
-local function notify(message, level)
-  vim.notify("sessiond: " .. message, level or vim.log.levels.INFO)
-end
+local notify = require("sessiond.notify").notify
 
 local function model()
   return require("sessiond").model
@@ -125,11 +123,7 @@ function M.prompt(id)
   return true
 end
 
---- Is the user typing (insert or replace mode, the command line, a prompt)?
-local function typing()
-  local mode = vim.api.nvim_get_mode()
-  return mode.blocking or not mode.mode:find("^n") or vim.fn.getcmdwintype() ~= ""
-end
+local typing = require("sessiond.notify").typing
 
 local waiting_for_normal = false
 

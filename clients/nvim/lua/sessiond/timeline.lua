@@ -12,9 +12,7 @@ local M = {}
 --- How long "the last hour" is, as `sessiond trace --last` reads it.
 M.LAST = "1h"
 
-local function notify(message, level)
-  vim.notify("sessiond: " .. message, level or vim.log.levels.INFO)
-end
+local notify = require("sessiond.notify").notify
 
 --- The `sessiond` command line: `cmd` without its trailing "stdio" (so a
 --- configured `{ "python", "-m", "sessiond.client", "stdio" }` works too).

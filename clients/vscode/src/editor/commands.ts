@@ -5,7 +5,8 @@ import { Methods } from '../protocol/methods';
 import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../ui/around';
 import { randomUUID } from 'node:crypto';
 import { lastPromptOf, placementItems, sentMessage } from '../ui/compose';
-import { restartedMessage, restartFailedMessage, restartWarning } from '../ui/daemon';
+import { reconnectedMessage, reconnectFailedMessage, restartedMessage, restartFailedMessage, restartWarning } from '../ui/daemon';
+import { RECONNECT_COMMAND } from '../ui/status';
 import { plural, sessionName } from '../ui/format';
 import { gatePrompt, mergeableSessions, mergeOptionItems, strategyItems } from '../ui/merge';
 import { pickItem, sessionPickItems, step, type SessionPickItem } from '../ui/quickpick';
@@ -259,6 +260,21 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     await followMerge(sessiond, session, mergeOutput, output);
   }
 
+  /** "sessiond: Reconnect to the Daemon": an attempt now (not at the back-off's next turn), and what it gave. */
+  async function reconnect(): Promise<void> {
+    output.info(`reconnecting now, as asked (${RECONNECT_COMMAND})`);
+    try {
+      const client = await sessiond.reconnect();
+      const message = reconnectedMessage(client.description);
+      output.info(`${message} (${RECONNECT_COMMAND})`);
+      void vscode.window.showInformationMessage(message);
+    } catch (error) {
+      const message = reconnectFailedMessage(error instanceof Error ? error.message : String(error));
+      output.error(message);
+      void vscode.window.showErrorMessage(message, 'Show Log').then((answer) => answer && output.show());
+    }
+  }
+
   /** A merge row's click: the gate output of a failed gate, else the session's transcript. */
   async function showMergeOutcome(session?: string): Promise<void> {
     if (!session) return;
@@ -406,7 +422,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     },
     'sessiond.answerPermission': async (arg?: string | TreeNode) =>
       permissions.choose(typeof arg === 'string' ? arg : arg?.type === 'permission' ? arg.permission : undefined),
-    'sessiond.reconnect': () => sessiond.reconnect(),
+    'sessiond.reconnect': reconnect,
     'sessiond.restartDaemon': restartDaemon,
     'sessiond.showLog': () => output.show(),
     'sessiond.openTimeline': async (arg?: SessionArg) => {

@@ -1,7 +1,7 @@
 import * as vscode from 'vscode';
 import type { ProgressNotice } from '../protocol/client';
 import type { Sessiond } from '../protocol/live';
-import { progressSession, waitingMessage } from '../ui/permissions';
+import { progressSession, progressTitle, waitingMessage } from '../ui/permissions';
 import { toDisposable } from './sessionsTree';
 
 interface Running {
@@ -50,7 +50,7 @@ export class TurnProgress implements vscode.Disposable {
   private onProgress({ token, value }: ProgressNotice): void {
     if (value.kind === 'begin') {
       void vscode.window.withProgress(
-        { location: vscode.ProgressLocation.Notification, title: value.title ?? 'sessiond', cancellable: value.cancellable ?? false },
+        { location: vscode.ProgressLocation.Notification, title: progressTitle(this.sessiond.model, value.title), cancellable: value.cancellable ?? false },
         (progress, cancel) =>
           new Promise<void>((resolve) => {
             cancel.onCancellationRequested(() => this.sessiond.cancelProgress(token));

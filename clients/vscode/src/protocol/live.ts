@@ -45,6 +45,15 @@ export interface ReconnectOptions {
   beforeAttempt?: () => Promise<void>;
 }
 
+const STOPPED = 'the extension stopped its connection to sessiond';
+
+/** How one connection attempt ended: connected (the model loaded), or why not. */
+interface AttemptOutcome {
+  attempt: number;
+  client?: SessiondClient;
+  error?: string;
+}
+
 export interface SessiondOptions {
   openTransport: () => Promise<Transport>;
   client: ClientOptions;
@@ -115,6 +124,12 @@ export class Sessiond {
   private resolveConnected!: () => void;
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
+  /** The next pause between attempts is skipped (reconnect() asked for an attempt now). */
+  private attemptNow = false;
+  /** Connection attempts begun so far, and whether one is under way (not yet connected or failed). */
+  private attemptsBegun = 0;
+  private attempting = false;
+  private readonly attemptEmitter = new Emitter<AttemptOutcome>();
 
   readonly onDidChangeState: Listen<ConnectionState> = this.stateEmitter.event;
   /** `$/progress` of this client's turns (the daemon reports them when asked for workDoneProgress). */
@@ -173,10 +188,29 @@ export class Sessiond {
     return withTimeout(this.connected, timeoutMs, () => `not connected to sessiond within ${timeoutMs} ms: ${this.lastErrorValue ?? 'still trying'}`);
   }
 
-  /** Drop the current connection at once and make a new one (the model stays, replay fills the gap). */
-  reconnect(): void {
+  /**
+   * Drop the current connection at once and make a new one now, without waiting out the back-off
+   * (the model stays, replay fills the gap). Resolves with the connection that attempt made, once
+   * the model is loaded; rejects with why it failed (the loop keeps trying after either).
+   */
+  reconnect(): Promise<SessiondClient> {
+    if (this.disposed) return Promise.reject(new Error(STOPPED));
+    this.start(); // when not started: its first attempt begins now, and is the one asked for
+    // An attempt under way that has no connection yet is the one asked for; one that has a
+    // connection is dropped here, so the next attempt is.
+    const ours = this.attempting && !this.client ? this.attemptsBegun : this.attemptsBegun + 1;
+    const outcome = new Promise<SessiondClient>((resolve, reject) => {
+      const subscription = this.attemptEmitter.event((ended) => {
+        if (ended.attempt < ours) return;
+        subscription.dispose();
+        if (ended.client) resolve(ended.client);
+        else reject(new Error(ended.error ?? 'the attempt failed'));
+      });
+    });
+    if (ours > this.attemptsBegun) this.attemptNow = true;
     this.client?.dispose();
     this.wake?.();
+    return outcome;
   }
 
   /**
@@ -235,7 +269,7 @@ export class Sessiond {
     let subscription: { dispose(): void } | undefined;
     const connected = new Promise<SessiondClient>((resolve, reject) => {
       const check = (): void => {
-        if (this.disposed) reject(new Error('the extension stopped its connection to sessiond'));
+        if (this.disposed) reject(new Error(STOPPED));
         else if (this.stateValue === 'connected' && this.client && this.client !== previous) resolve(this.client);
       };
       subscription = this.onDidChangeState(check);
@@ -255,6 +289,8 @@ export class Sessiond {
     this.staleAgents.dispose();
     this.staleMerges.dispose();
     this.model.dispose();
+    this.attemptEmitter.fire({ attempt: Infinity, error: STOPPED });
+    this.attemptEmitter.dispose();
     this.stateEmitter.dispose();
     this.progressEmitter.dispose();
   }
@@ -341,6 +377,9 @@ export class Sessiond {
         if (this.disposed) return;
       }
       attempt += 1;
+      this.attemptsBegun += 1;
+      this.attempting = true;
+      const number = this.attemptsBegun;
       let client: SessiondClient | undefined;
       try {
         const transport = await this.options.openTransport();
@@ -357,11 +396,15 @@ export class Sessiond {
         this.lastErrorValue = undefined;
         this.setState('connected');
         this.resolveConnected();
+        this.attempting = false;
+        this.attemptEmitter.fire({ attempt: number, client });
         await closed;
         if (!this.disposed) this.lastErrorValue = `the connection to sessiond (${client.description}) closed`;
       } catch (error) {
         this.lastErrorValue = error instanceof Error ? error.message : String(error);
         client?.dispose();
+        this.attempting = false;
+        this.attemptEmitter.fire({ attempt: number, error: this.lastErrorValue });
       }
       if (this.client === client) this.client = undefined;
       this.subscription = undefined;
@@ -375,6 +418,10 @@ export class Sessiond {
   }
 
   private pause(ms: number): Promise<void> {
+    if (this.attemptNow) {
+      this.attemptNow = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       function done(): void {

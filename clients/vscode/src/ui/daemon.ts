@@ -4,9 +4,10 @@
  */
 import type { DaemonRestart, RestartFailure } from '../protocol/live';
 import type { StopResult, SessionStatus } from '../protocol/types';
+import { RECONNECT_COMMAND } from './status';
 import type { ModelView } from './view';
 
-const RECONNECT = '"sessiond: Reconnect to the Daemon"';
+const RECONNECT = `"${RECONNECT_COMMAND}"`;
 const SHOW_LOG = '"sessiond: Show Log"';
 
 /** Statuses of a session with a turn in hand, which a stop cancels. */
@@ -33,6 +34,16 @@ export function restartWarning(model: ModelView): string | undefined {
   if (!busy) return undefined;
   const sessions = busy === 1 ? '1 session is' : `${busy} sessions are`;
   return `${sessions} working, queued or waiting on you: restarting the daemon cancels their turns, for every editor and script using it.`;
+}
+
+/** After the reconnect command: "sessiond: connected through socket /run/…/sessiond.sock". */
+export function reconnectedMessage(description: string): string {
+  return `sessiond: connected through ${description}`;
+}
+
+/** The reconnect command's attempt failed: why, and that the extension keeps trying. */
+export function reconnectFailedMessage(reason: string): string {
+  return `sessiond: could not connect: ${reason.replace(/\.$/, '')}. The extension keeps trying; ${SHOW_LOG} has each attempt.`;
 }
 
 /** What happened and what to do, for each step a restart can fail at. */

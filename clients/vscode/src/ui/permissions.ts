@@ -25,6 +25,13 @@ export function progressSession(title: string | undefined): string | undefined {
   return match ? match[1] : undefined;
 }
 
+/** A turn's progress title, by the label rule of the rest: "sessiond Fix tests (s4)" for "sessiond s4". */
+export function progressTitle(model: { sessions: Map<string, SessionInfo> }, title: string | undefined): string {
+  const id = progressSession(title);
+  const info = id ? model.sessions.get(id) : undefined;
+  return info ? `sessiond ${sessionName(info)}` : (title ?? 'sessiond');
+}
+
 /**
  * What a turn's progress says while its session waits for a person: "needs you: delete the
  * cache?" (not the daemon's last "working"); undefined while it does not wait.

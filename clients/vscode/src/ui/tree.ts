@@ -25,6 +25,7 @@ import {
 } from './format';
 import { taskDescription, taskTooltip } from './around';
 import { MERGE_ICONS, mergeEntryDescription, mergeQueueDescription, mergeRowLabel, mergeTooltip } from './merge';
+import { RECONNECT_COMMAND } from './status';
 import type { ModelView } from './view';
 
 export type TreeNode =
@@ -124,7 +125,7 @@ export function describe(model: ModelView, node: TreeNode, options: DescribeOpti
   return {
     ...view,
     description: node.type === 'agent' ? `disconnected · last known: ${view.description ?? ''}` : `${view.description ?? ''} · stale`,
-    tooltip: `${view.tooltip ? `${view.tooltip}\n` : ''}(not connected to sessiond: as last known; run "sessiond: Reconnect to the Daemon")`,
+    tooltip: `${view.tooltip ? `${view.tooltip}\n` : ''}(not connected to sessiond: as last known; run "${RECONNECT_COMMAND}")`,
     icon: node.type === 'session' ? { id: 'question' } : view.icon,
   };
 }
