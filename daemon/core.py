@@ -22,7 +22,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -627,26 +627,16 @@ class Core:
         parent: str | None = None,
     ) -> list[SessionRecord]:
         runtime = self.get_agent(params.agent)
-        root = params.root or runtime.spec.options.default_root
-        if root is None:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"root: no root given and agent {runtime.name!r} has no default_root; "
-                "pass an absolute directory",
-                {"field": "root"},
-            )
-        if not os.path.isdir(root):
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"root: {root!r} is not an existing directory; create it or choose another",
-                {"field": "root"},
-            )
-        placement = params.placement or runtime.spec.options.default_placement
+        asked = params.placement_settings
+        # A repository asked for is a worktree of it, unless another placement is asked (and refused).
+        implied = "worktree" if asked is not None and asked.repository is not None else None
+        placement = params.placement or implied or runtime.spec.options.default_placement
         settings = runtime.spec.options.placement_settings.model_dump()
-        if params.placement_settings is not None:
-            settings |= params.placement_settings.model_dump(
-                include=params.placement_settings.model_fields_set
-            )
+        if placement != "worktree" and settings.get("repository"):
+            settings["repository"] = None  # the agent's default repository is for its worktree sessions
+        if asked is not None:
+            settings |= asked.model_dump(include=asked.model_fields_set)
+        root = self._root_to_open(runtime, params, settings.get("repository"))
         try:
             options = PlacementOptions.from_mapping(settings)
             await validate_placement(placement, root=root, options=options)
@@ -706,6 +696,34 @@ class Core:
                 parent=record.parent,
             )
         return created
+
+    @staticmethod
+    def _root_to_open(runtime: AgentRuntime, params: m.SessionOpenParams, repository: str | None) -> str:
+        """The root a session is opened with: a directory here, or the repository it is cloned from."""
+        if repository is not None:
+            if params.root is not None:
+                raise RpcError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"root: a session with a repository works in a clone of {repository!r} made where its "
+                    "agent runs, not in a directory here; leave root out, or leave repository out",
+                    {"field": "root"},
+                )
+            return repository
+        root = params.root or runtime.spec.options.default_root
+        if root is None:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"root: no root given and agent {runtime.name!r} has no default_root; "
+                "pass an absolute directory",
+                {"field": "root"},
+            )
+        if not os.path.isdir(root):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"root: {root!r} is not an existing directory; create it or choose another",
+                {"field": "root"},
+            )
+        return root
 
     def list_sessions(self, params: m.SessionListParams) -> m.SessionPage:
         after = 0
@@ -1655,8 +1673,14 @@ class Core:
 
     async def _prepare_placement(self, session: SessionRecord) -> None:
         rt = self.runtime_of(session)
-        try:
+        with self._placement_failures(session):
             await rt.placement.prepare()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _placement_failures(session: SessionRecord) -> Iterator[None]:
+        try:
+            yield
         except PlacementError as exc:
             raise RpcError(
                 ErrorCode.PLACEMENT_FAILED,

@@ -18,6 +18,7 @@ from sessiond.daemon.placements.base import (
 )
 from sessiond.daemon.placements.container import ContainerPlacement
 from sessiond.daemon.placements.local import LocalPlacement
+from sessiond.daemon.placements.repository_url import check_checkout_dir, check_repository
 from sessiond.daemon.placements.sandbox import SandboxPlacement
 from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.placements.worktree import validate as validate_worktree
@@ -71,8 +72,19 @@ async def validate_placement(kind: str, *, root: str, options: PlacementOptions)
     """What can be told at session open without bringing anything up (PlacementError if not).
 
     The settings must fit the kind (an image for container, a target for ssh), and a
-    worktree's root must be in a git working copy (one git call per root, remembered).
+    worktree's root must be in a git working copy (one git call per root, remembered); a
+    worktree's repository, cloned where the agent runs, must be a URL git takes as it is.
     """
+    if options.repository is not None:
+        if kind != "worktree":
+            raise PlacementError(
+                f"repository is a setting of placement worktree (a worktree made from it where the agent "
+                f"runs), not of {kind}; open the session with placement worktree, or leave repository out"
+            )
+        check_repository(options.repository)
+        if options.checkout_dir is not None:
+            check_checkout_dir(options.checkout_dir)
+        return
     make_placement(kind, root=root, session_id="validate", options=options)
     if kind == "worktree":
         await validate_worktree(root, options)

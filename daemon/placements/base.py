@@ -56,8 +56,13 @@ def is_within(path: str, folder: str) -> bool:
 class PlacementOptions:
     """The settings of a placement; each kind reads its own and ignores the rest."""
 
-    # worktree: the ref the session's branch starts from; None is the HEAD of the root's repository.
+    # worktree: the ref the session's branch starts from; None is the HEAD of the root's repository
+    # (of `repository`, its default branch).
     base: str | None = None
+    # worktree: a repository cloned where the agent runs (a Ray node, or here) instead of the root's;
+    # the folder there holding the clone and the worktrees (None: ~/.cache/sessiond/checkouts).
+    repository: str | None = None
+    checkout_dir: str | None = None
     # sandbox: more paths bound at their own path, read-write or read-only; and whether its
     # commands may reach the network (off by default: no network, not even the daemon's TCP port).
     sandbox_rw_binds: tuple[str, ...] = ()
