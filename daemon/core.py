@@ -45,6 +45,7 @@ from sessiond.daemon.placements import (
     make_placement,
     validate_placement,
 )
+from sessiond.daemon.placements.repository import RepositoryPlacement
 from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.prompt_limit import check_prompt_size
 from sessiond.daemon.records import (
@@ -832,7 +833,7 @@ class Core:
         if s.runtime is None:
             return None
         placement = s.runtime.placement
-        worktree = placement if isinstance(placement, WorktreePlacement) else None
+        worktree = placement if isinstance(placement, WorktreePlacement | RepositoryPlacement) else None
         return m.Where(
             placement=s.placement,
             root=placement.root,
@@ -840,6 +841,7 @@ class Core:
             description=placement.describe(),
             worktree=worktree.worktree if worktree else None,
             branch=worktree.branch if worktree else None,
+            repository=placement.repository if isinstance(placement, RepositoryPlacement) else None,
         )
 
     @staticmethod
@@ -1231,6 +1233,7 @@ class Core:
             slot = agent.place(session.id, near=session.fork_from)
             try:
                 process = await self._process_for(agent, slot, session, turn)
+                await self._make_where_the_agent_runs(session, process)
                 agent_session_id = await self._ensure_live(agent, slot, process, session)
             except BaseException:
                 if session.id not in slot.live:
@@ -1675,6 +1678,18 @@ class Core:
         rt = self.runtime_of(session)
         with self._placement_failures(session):
             await rt.placement.prepare()
+
+    async def _make_where_the_agent_runs(self, session: SessionRecord, process: AgentProcess) -> None:
+        """A worktree of a repository is made (or moved) where the agent's process runs, now that it
+        is known; its changes are counted there from then on."""
+        rt = self.runtime_of(session)
+        if not isinstance(rt.placement, RepositoryPlacement):
+            return
+        with self._placement_failures(session):
+            notice = await rt.placement.make_at(process.machine())
+        if notice is not None and rt.running is not None:
+            rt.running.notice = notice if rt.running.notice is None else f"{rt.running.notice}; {notice}"
+        await self.feed.start_tracking(session)
 
     @staticmethod
     @contextlib.contextmanager

@@ -18,6 +18,7 @@ from sessiond.daemon.placements.base import (
 )
 from sessiond.daemon.placements.container import ContainerPlacement
 from sessiond.daemon.placements.local import LocalPlacement
+from sessiond.daemon.placements.repository import RepositoryPlacement
 from sessiond.daemon.placements.repository_url import check_checkout_dir, check_repository
 from sessiond.daemon.placements.sandbox import SandboxPlacement
 from sessiond.daemon.placements.worktree import WorktreePlacement
@@ -62,6 +63,8 @@ def make_placement(
         return SandboxPlacement(root=root, session_id=session_id, options=options, daemon_dirs=daemon_dirs)
     if kind == "container":
         return ContainerPlacement(root=root, session_id=session_id, options=options, daemon_dirs=daemon_dirs)
+    if kind == "worktree" and options.repository is not None:
+        return RepositoryPlacement(root=root, session_id=session_id, options=options)
     cls = _LOCAL.get(kind)
     if cls is None:
         raise PlacementError(f"unknown placement {kind!r}; one of {', '.join(KINDS)}")

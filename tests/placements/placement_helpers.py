@@ -135,6 +135,22 @@ def git(cwd: Path | str, *args: str) -> str:
     ).stdout.strip()
 
 
+def bare_repository(folder: Path) -> Path:
+    """A bare repository on `main` with one commit (README), as a server would hold it."""
+    remote = folder / "remote.git"
+    git(folder, "init", "-q", "--bare", "-b", "main", str(remote))
+    seed = folder / "seed"
+    git(folder, "clone", "-q", str(remote), str(seed))
+    git(seed, "config", "user.name", "Tester")
+    git(seed, "config", "user.email", "tester@example.invalid")
+    (seed / "README").write_text("hello\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "initial")
+    git(seed, "push", "-q", "origin", "main")
+    shutil.rmtree(seed)
+    return remote
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from placement_helpers import git
+from placement_helpers import bare_repository, git
 
 from bench.harness import Daemon
-from sessiond.client import AsyncDaemon, InvalidParams, aconnect
+from sessiond.client import AsyncDaemon, InvalidParams, PlacementFailed, aconnect
 from sessiond.protocol.models import SessionInfo, SessionOpenResult
 
 
@@ -27,22 +27,6 @@ async def client() -> AsyncIterator[AsyncDaemon]:
     finally:
         assert daemon.stop() == 0
         shutil.rmtree(daemon.home, ignore_errors=True)
-
-
-def bare_repository(folder: Path) -> Path:
-    """A bare repository on `main` with one commit (README), as a server would hold it."""
-    remote = folder / "remote.git"
-    git(folder, "init", "-q", "--bare", "-b", "main", str(remote))
-    seed = folder / "seed"
-    git(folder, "clone", "-q", str(remote), str(seed))
-    git(seed, "config", "user.name", "Tester")
-    git(seed, "config", "user.email", "tester@example.invalid")
-    (seed / "README").write_text("hello\n")
-    git(seed, "add", "-A")
-    git(seed, "commit", "-q", "-m", "initial")
-    git(seed, "push", "-q", "origin", "main")
-    shutil.rmtree(seed)
-    return remote
 
 
 async def open_with(client: AsyncDaemon, **params: Any) -> SessionInfo:
@@ -82,3 +66,60 @@ async def test_a_repository_goes_with_a_worktree_and_no_root(client: AsyncDaemon
         await open_with(client, placement_settings={"repository": url, "checkout_dir": "here"})
     info = await open_with(client, placement_settings={"repository": url})
     assert (info.placement, info.root) == ("worktree", url)  # a repository asked for is a worktree of it
+
+
+async def test_a_session_works_in_a_worktree_of_its_repository_made_where_the_agent_runs(
+    client: AsyncDaemon, tmp_path: Path
+) -> None:
+    remote = bare_repository(tmp_path)
+    url = f"file://{remote}"
+    checkouts = tmp_path / "checkouts"
+    info = await open_with(client, placement_settings={"repository": url, "checkout_dir": str(checkouts)})
+    session = await client.session(info.id)
+    reply = await session.asend("write notes.txt from the worktree\nread notes.txt\nrun git status --short")
+    assert "notes.txt has 1 line. First line: from the worktree" in reply.text
+    assert "?? notes.txt" in reply.text  # the command ran in the worktree
+    where = (await session.aget()).where
+    assert where is not None
+    assert where.repository == url
+    assert where.branch is not None
+    assert where.branch.startswith("sessiond/")
+    assert where.worktree is not None
+    worktree = Path(where.worktree)
+    assert worktree.parent.parent.parent == checkouts
+    assert where.root == where.worktree
+    assert (worktree / "notes.txt").read_text() == "from the worktree"
+    assert (worktree / "README").read_text() == "hello\n"
+    changes = (await session.aget()).changes
+    assert changes is not None
+    assert [(f.path, f.kind) for f in changes.files] == [("notes.txt", "added")]
+    assert changes.others is None  # its working copy is its own
+    outside = await session.asend(f"write {tmp_path / 'escape.txt'} out")
+    assert "is outside the session's root" in outside.text
+    assert not (tmp_path / "escape.txt").exists()
+    # Closed with its work unmerged: the work is pushed as the session's branch, the worktree goes.
+    await session.aclose()
+    closed = await client.session(info.id)
+    assert closed.info.last_error is not None
+    assert f"its work is kept as branch {where.branch} of {url}" in closed.info.last_error
+    assert not worktree.exists()
+    assert git(remote, "show", f"{where.branch}:notes.txt") == "from the worktree"
+
+
+async def test_a_repository_the_agent_cannot_reach_fails_the_turn_saying_so(
+    client: AsyncDaemon, tmp_path: Path
+) -> None:
+    later = tmp_path / "later"
+    missing = later / "remote.git"
+    info = await open_with(
+        client, placement_settings={"repository": f"file://{missing}", "checkout_dir": str(tmp_path / "c")}
+    )
+    session = await client.session(info.id)
+    with pytest.raises(PlacementFailed) as failed:
+        await session.asend("say hello")
+    assert f"cannot fetch the repository file://{missing} on this machine:" in str(failed.value)
+    assert "check its URL, and that this machine can reach it" in str(failed.value)
+    assert list((tmp_path / "c").glob("*.git")) == []  # no empty clone left behind
+    later.mkdir()
+    bare_repository(later)  # there now: the session stays usable
+    assert (await session.asend("say hello")).text == "hello"

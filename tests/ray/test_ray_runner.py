@@ -6,58 +6,19 @@ What is not real here: the nodes are processes of one machine, not machines."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import os
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray.cluster_utils as ray_cluster_utils  # the test extra installs ray
 
-from bench.harness import Daemon, checked
+from bench.harness import Daemon
 from sessiond.client import AgentUnavailable, AsyncDaemon, PlacementFailed
 from tests.daemon.events import next_matching
+from tests.ray.nodes import demo_on_ray, node_without
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """A head (no resources for agents) and two workers, labelled node-a and node-b."""
-    running = ray_cluster_utils.Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
-    )
-    running.nodes = {
-        "a": running.add_node(num_cpus=1, resources={"agents": 1, "node-a": 1}),
-        "b": running.add_node(num_cpus=1, resources={"agents": 1, "node-b": 1}),
-    }
-    running.wait_for_nodes()
-    yield running
-    running.shutdown()
-
-
-@pytest.fixture(scope="module")
-def daemon(cluster: Any) -> Iterator[Daemon]:
-    """One daemon for the module, joined to the cluster through RAY_ADDRESS."""
-    previous = os.environ.get("RAY_ADDRESS")
-    os.environ["RAY_ADDRESS"] = cluster.address
-    try:
-        with checked(Daemon()) as running:
-            yield running
-    finally:
-        if previous is None:
-            os.environ.pop("RAY_ADDRESS", None)
-        else:
-            os.environ["RAY_ADDRESS"] = previous
-
-
-def demo_on_ray(state: Path) -> list[str]:
-    return [sys.executable, "-m", "sessiond.daemon.demo_agent", "--state-dir", str(state)]
 
 
 async def test_an_agent_runs_on_the_node_its_resources_choose(
@@ -193,25 +154,6 @@ async def test_no_node_with_room_queues_the_turn_then_fails_it_saying_what_was_a
     )
     assert (await session.aget()).status_detail is None  # it waits no more
     await agent.aremove()
-
-
-@contextlib.contextmanager
-def node_without(cluster: Any, hidden: Path, resource: str) -> Iterator[None]:
-    """A worker node whose filesystem lacks what this machine has at `hidden`: `ray start` inside
-    bubblewrap, with an empty tmpfs over that folder (and a pid namespace, so that everything the
-    node started ends with it)."""
-    ray_cli = Path(sys.executable).parent / "ray"
-    sandbox = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", str(hidden), "--unshare-pid", "--die-with-parent"]
-    start = [str(ray_cli), "start", "--address", cluster.address, "--num-cpus", "1", "--block"]
-    start += ["--resources", json.dumps({resource: 1}), "--disable-usage-stats"]
-    node = subprocess.Popen(
-        sandbox + start, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    try:
-        yield
-    finally:
-        os.killpg(node.pid, signal.SIGKILL)
-        node.wait(30)
 
 
 async def test_a_root_missing_on_the_node_fails_the_turn_saying_so(
