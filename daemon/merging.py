@@ -1,6 +1,8 @@
 """`merge/request` and `merge/list`: a worktree session's branch into its base, through
 the per-repository merge queue (placements/merge_queue.py), with the steps as events
-and, when asked, the outcome handed back to the session as a prompt.
+and, when asked, the outcome handed back to the session as a prompt. A session whose worktree
+was made from a repository where its agent runs pushes its branch there, and is merged in the
+daemon's own clone of the repository (under the state directory's `repositories/`).
 
 What it reads of the core and asks of it is `MergingPort`.
 """
@@ -9,11 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any, Protocol
 
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.placements import PlacementError
-from sessiond.daemon.placements.merge_queue import MergeEntry, MergeQueues, request_for
+from sessiond.daemon.placements.merge_queue import (
+    MergeEntry,
+    MergeQueues,
+    request_for,
+    request_for_repository,
+)
+from sessiond.daemon.placements.repository import RepositoryPlacement
 from sessiond.daemon.placements.worktree import WorktreePlacement
 from sessiond.daemon.records import SessionRecord, SessionRuntime
 from sessiond.daemon.session_table import SessionTable
@@ -30,6 +39,8 @@ class MergingPort(Protocol):
     def events(self) -> EventLog: ...
     @property
     def sessions(self) -> SessionTable: ...
+    @property
+    def state_dir(self) -> Path: ...
     def get_session(self, session_id: str) -> SessionRecord: ...
     def runtime_of(self, session: SessionRecord) -> SessionRuntime: ...
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
@@ -68,17 +79,27 @@ class Merging:
                 "merge it once it is idle (or cancel it)",
             )
         placement = rt.placement
-        assert isinstance(placement, WorktreePlacement)
         try:
-            if placement.worktree is None and session.turns:
-                await placement.prepare()  # a worktree made before a restart is found again
-            request = request_for(
-                placement,
-                strategy=params.strategy,
-                gate=params.gate,
-                keep=params.keep,
-                base_branch=params.base_branch,
-            )
+            if isinstance(placement, RepositoryPlacement):
+                request = await request_for_repository(
+                    placement,
+                    str(self.core.state_dir / "repositories"),
+                    strategy=params.strategy,
+                    gate=params.gate,
+                    keep=params.keep,
+                    base_branch=params.base_branch,
+                )
+            else:
+                assert isinstance(placement, WorktreePlacement)
+                if placement.worktree is None and session.turns:
+                    await placement.prepare()  # a worktree made before a restart is found again
+                request = request_for(
+                    placement,
+                    strategy=params.strategy,
+                    gate=params.gate,
+                    keep=params.keep,
+                    base_branch=params.base_branch,
+                )
             entry = await self.queues.submit(request)
         except PlacementError as exc:
             raise RpcError(ErrorCode.CONFLICT, f"cannot merge session {session.id!r}: {exc}") from None

@@ -218,6 +218,25 @@ def check_out(
     }
 
 
+def merge_worktree(repository: str, checkout_dir: str, session_id: str, pushed: str, where: str) -> str:
+    """A worktree of the session's branch as it was pushed, in this machine's clone, where the
+    daemon merges it (reset to `pushed` if one is there from an earlier attempt); its path."""
+    folder = os.path.expanduser(checkout_dir)
+    os.makedirs(folder, exist_ok=True)
+    branch = BRANCH_PREFIX + session_id
+    with _locked(_lock_of(os.path.join(folder, clone_name(repository)))):
+        clone = _open_clone(folder, repository, where)
+        path = os.path.join(clone, WORKTREES, session_id)
+        if _registered(clone, path):
+            _must(_git("reset", "--quiet", "--hard", pushed, cwd=path), f"cannot reset {path} {where}")
+            _git("clean", "-fdq", cwd=path)
+        else:
+            _git("worktree", "prune", cwd=clone)
+            added = _git("worktree", "add", "--quiet", "-B", branch, path, pushed, cwd=clone)
+            _must(added, f"cannot make a worktree of {branch} at {path} {where}")
+    return path
+
+
 def _inside(worktree: str, path: str) -> str:
     try:
         return confine.resolve_inside(worktree, path)

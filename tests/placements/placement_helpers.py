@@ -10,8 +10,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from sessiond.client import AsyncDaemon
 from sessiond.daemon.placements import PlacementOptions
+from sessiond.protocol.models import MergeEntry, MergeList
 
 
 def group_alive(pgid: int) -> bool:
@@ -149,6 +152,18 @@ def bare_repository(folder: Path) -> Path:
     git(seed, "push", "-q", "origin", "main")
     shutil.rmtree(seed)
     return remote
+
+
+async def merged(client: AsyncDaemon, session: str, **params: Any) -> MergeEntry:
+    async with client.events(sessions=[session], kinds=["merge.step"]) as events:
+        entry = await client._call("merge/request", MergeEntry, session=session, **params)
+        assert entry.status != "queued" or entry.position is not None, "a queued merge says its place"
+        async with asyncio.timeout(120):
+            async for event in events:
+                if event.data.get("step") in ("merged", "failed"):
+                    break
+    (done,) = [e for e in (await client._call("merge/list", MergeList)).entries if e.branch == entry.branch]
+    return done
 
 
 def free_port() -> int:

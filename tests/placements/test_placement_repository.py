@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from placement_helpers import bare_repository, git
+from placement_helpers import bare_repository, git, merged
 
 from bench.harness import Daemon
-from sessiond.client import AsyncDaemon, InvalidParams, PlacementFailed, aconnect
-from sessiond.protocol.models import SessionInfo, SessionOpenResult
+from sessiond.client import AsyncDaemon, AsyncSession, InvalidParams, PlacementFailed, aconnect
+from sessiond.protocol.models import SessionInfo, SessionOpenResult, Where
 
 
 @pytest.fixture
@@ -27,6 +27,12 @@ async def client() -> AsyncIterator[AsyncDaemon]:
     finally:
         assert daemon.stop() == 0
         shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+async def where_of(session: AsyncSession) -> Where:
+    where = (await session.aget()).where
+    assert where is not None, "its placement is up after a turn"
+    return where
 
 
 async def open_with(client: AsyncDaemon, **params: Any) -> SessionInfo:
@@ -123,3 +129,41 @@ async def test_a_repository_the_agent_cannot_reach_fails_the_turn_saying_so(
     later.mkdir()
     bare_repository(later)  # there now: the session stays usable
     assert (await session.asend("say hello")).text == "hello"
+
+
+async def test_a_repository_session_merges_back_by_pushing_its_branch(
+    client: AsyncDaemon, tmp_path: Path
+) -> None:
+    remote = bare_repository(tmp_path)
+    settings = {"repository": f"file://{remote}", "checkout_dir": str(tmp_path / "checkouts")}
+    first = await client.session((await open_with(client, placement_settings=settings)).id)
+    second = await client.session((await open_with(client, placement_settings=settings)).id)
+    await first.asend("write feature.txt new work\nwrite README from the first")
+    await second.asend("write README from the second")
+    made = await where_of(first)
+    assert made.worktree is not None
+    entry = await merged(client, first.id, gate="test -f feature.txt")  # the gate runs on the result
+    assert entry.status == "merged", entry.reason
+    assert entry.kept is False
+    assert git(remote, "show", "main:feature.txt") == "new work"
+    assert git(remote, "log", "-1", "--format=%s", "main").startswith(f"Merge session {first.id}")
+    assert git(remote, "branch", "--list", "sessiond/*") == ""  # its branch went from the repository
+    assert not Path(made.worktree).exists()  # and its worktree where it was made
+    assert (await where_of(first)).worktree is None
+    # Its next turn works in a new worktree, from the base as it is now.
+    assert "feature.txt has 1 line" in (await first.asend("read feature.txt")).text
+    # The second conflicts on README: nothing lands, and the session is told how to bring the base in.
+    head = git(remote, "rev-parse", "main")
+    async with client.events(sessions=[second.id], kinds=["turn.queued"]) as queued:
+        failed = await merged(client, second.id, hand_back=True)
+        handed = await anext(queued)
+    assert failed.status == "failed"
+    assert failed.conflicts == ["README"]
+    assert git(remote, "rev-parse", "main") == head
+    assert "git fetch origin && git merge origin/main" in handed.data["prompt"]
+    kept = await merged(client, first.id, keep=True)  # its second worktree, nothing new in it
+    assert kept.status == "merged"
+    assert kept.kept is True
+    kept_at = (await where_of(first)).worktree
+    assert kept_at is not None
+    assert Path(kept_at).is_dir()
