@@ -17,6 +17,7 @@ what it had, and the turn's notice says what the new worktree was made from.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -32,9 +33,14 @@ from sessiond.protocol import models as m
 T = TypeVar("T")
 
 
+def _name(machine: Machine) -> str:
+    """'Ray node 6f47a253bcfe (10.0.0.7)', or 'this machine'."""
+    return machine.name or "this machine"
+
+
 def where(machine: Machine) -> str:
     """'on Ray node 6f47a253bcfe (10.0.0.7)', or 'on this machine'."""
-    return f"on {machine.name}" if machine.name else "on this machine"
+    return f"on {_name(machine)}"
 
 
 @dataclass(frozen=True)
@@ -120,18 +126,10 @@ class RepositoryPlacement(TerminalCalls):
         it is there already); what a person should know of a move, or None."""
         if self.made is not None and self.machine is not None and self.machine.id == machine.id:
             return None
-        started = (self.made.base_branch, self.made.base_commit) if self.made is not None else None
-        moved_from, pushed, lost = self.machine if self.made is not None else None, False, None
-        if moved_from is not None and self.made is not None:
-            try:
-                await moved_from.call(
-                    checkout.push, self.made.worktree, self.branch, self.session_id, self.repository,
-                    where(moved_from),
-                )  # fmt: skip
-                pushed = True
-                await moved_from.call(checkout.remove, self.made.worktree, self.branch)
-            except PlacementError as exc:
-                lost = str(exc)
+        earlier = self.made
+        moved_from = self.machine if earlier is not None else None
+        lost = await self._take_along(moved_from, earlier) if moved_from and earlier else None
+        started = (earlier.base_branch, earlier.base_commit) if earlier is not None else None
         made = Checkout.of(
             await machine.call(
                 checkout.check_out,
@@ -145,22 +143,39 @@ class RepositoryPlacement(TerminalCalls):
         )
         self.machine, self.made = machine, made
         self.root, self.host = made.worktree, machine.name
-        if moved_from is None:
-            return None
-        if pushed:
-            return (
-                f"the session's worktree moved from {moved_from.name or 'this machine'} to "
-                f"{machine.name or 'this machine'} with its work (pushed as branch {self.branch} of "
-                f"{self.repository} and checked out there)"
+        return None if moved_from is None else self._moved(moved_from, machine, made, lost)
+
+    async def _take_along(self, old: Machine, made: Checkout) -> str | None:
+        """The work on `old` pushed as the session's branch, and its worktree there removed; why the
+        work could not be taken along, or None."""
+        try:
+            await old.call(
+                checkout.push, made.worktree, self.branch, self.session_id, self.repository, where(old)
             )
+        except PlacementError as exc:
+            return str(exc)
+        with contextlib.suppress(PlacementError):  # pushed: what stays there is a copy
+            await old.call(checkout.remove, made.worktree, self.branch)
+        return None
+
+    def _moved(self, old: Machine, new: Machine, made: Checkout, lost: str | None) -> str:
+        """What a person should know of the worktree's move from `old` to `new`."""
+        if lost is None:
+            return (
+                f"the session's worktree moved from {_name(old)} to {_name(new)} with its work (pushed as "
+                f"branch {self.branch} of {self.repository} and checked out there)"
+            )
+        taken = f"the session's worktree was {where(old)}, and its work could not be taken along ({lost})"
+        if made.made == "kept":
+            return f"{taken}; {_name(new)} has it at the same path, as it was (they share it)"
         start = (
             f"its branch {self.branch} as last pushed"
             if made.made == "pushed"
             else f"{made.base_branch or 'commit'} at {made.base_commit[:12]}"
         )
         return (
-            f"the session's worktree was {where(moved_from)}, whose work could not be taken along "
-            f"({lost}); a new worktree of {self.repository} was made {where(machine)} from {start}"
+            f"{taken}: a new worktree of {self.repository} was made {where(new)} from {start}, without what "
+            f"was not pushed before"
         )
 
     async def run_commands_with(self, terminals: terminal_kinds.Terminals) -> bool:

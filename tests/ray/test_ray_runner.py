@@ -18,7 +18,9 @@ from ray._private import ray_constants
 
 from bench.harness import Daemon
 from sessiond.client import AgentUnavailable, AsyncDaemon, PlacementFailed
+from sessiond.protocol.models import SessionOpenResult
 from tests.daemon.events import next_matching
+from tests.placements.placement_helpers import bare_repository
 from tests.ray.nodes import demo_on_ray, node_without
 
 pytestmark = pytest.mark.timeout(180)
@@ -108,6 +110,17 @@ async def test_a_killed_raylet_fails_only_its_nodes_turn_and_the_next_turn_runs_
     first = (await agent.aget()).process.node
     assert first is not None
     lost = next(node for node in spare.values() if node.node_id[:12] in first)
+    # A session in a worktree of a repository, made on that node (here the nodes share this
+    # machine's filesystem, so the other node finds it where it was).
+    remote = bare_repository(tmp_path)
+    cloned = await client._call(
+        "session/open",
+        SessionOpenResult,
+        agent="spread",
+        placement_settings={"repository": f"file://{remote}", "checkout_dir": str(tmp_path / "checkouts")},
+    )
+    in_worktree = await client.session(cloned.sessions[0].id)
+    await in_worktree.asend("write kept.txt written on the lost node")
     bystander = await (await client.agent("demo")).session(work)
     async with client.events(sessions=[session.id, bystander.id], kinds=["turn.chunk"]) as chunks:
         turn = asyncio.create_task(session.asend("say waiting\nhang"))
@@ -138,6 +151,16 @@ async def test_a_killed_raylet_fails_only_its_nodes_turn_and_the_next_turn_runs_
     assert process.starts == 2
     assert process.node is not None
     assert lost.node_id[:12] not in process.node
+    async with client.events(sessions=[in_worktree.id], kinds=["turn.ended"]) as ended:
+        reply = await in_worktree.asend("read kept.txt")
+        event = await anext(ended)
+    assert "kept.txt has 1 line. First line: written on the lost node" in reply.text
+    assert event.data["notice"].startswith(
+        f"the session's worktree was on {first}, and its work could not be taken along ({first} cannot be"
+    ), event.data["notice"]
+    assert event.data["notice"].endswith(
+        f"; {process.node} has it at the same path, as it was (they share it)"
+    )
     await agent.aremove()
 
 
