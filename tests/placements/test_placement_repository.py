@@ -14,7 +14,7 @@ import pytest
 from placement_helpers import bare_repository, git, merged
 
 from bench.harness import Daemon
-from sessiond.client import AsyncDaemon, AsyncSession, InvalidParams, PlacementFailed, aconnect
+from sessiond.client import AsyncDaemon, AsyncSession, Conflict, InvalidParams, PlacementFailed, aconnect
 from sessiond.protocol.models import SessionInfo, SessionOpenResult, Where
 
 
@@ -167,3 +167,22 @@ async def test_a_repository_session_merges_back_by_pushing_its_branch(
     kept_at = (await where_of(first)).worktree
     assert kept_at is not None
     assert Path(kept_at).is_dir()
+
+
+async def test_a_repository_sessions_threads_work_in_worktrees_of_the_same_repository(
+    client: AsyncDaemon, tmp_path: Path
+) -> None:
+    remote = bare_repository(tmp_path)
+    settings = {"repository": f"file://{remote}", "checkout_dir": str(tmp_path / "checkouts")}
+    coordinator = await client.session((await open_with(client, placement_settings=settings)).id)
+    reply = await coordinator.asend("thread write helper.txt from the thread\nwait 60")
+    (thread,) = [s for s in await client.sessions() if s.info.kind == "thread"]
+    assert thread.info.root == f"file://{remote}"
+    assert thread.info.placement == "worktree"
+    made = await where_of(thread)
+    assert made.worktree is not None
+    assert made.worktree != (await where_of(coordinator)).worktree  # a worktree of its own
+    assert (Path(made.worktree) / "helper.txt").read_text() == "from the thread"
+    assert thread.id in reply.text
+    with pytest.raises(Conflict, match="a side chat of it is not built"):
+        await coordinator.aside("what did the thread do?")
