@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
 
 import ray
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned, ray_request, tree_rss
@@ -123,6 +123,10 @@ class AgentActor:
 
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
+
+    def call(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """A function of ours run on this node (`RayMachine.call`, while this actor lives)."""
+        return function(*args)
 
     def memory(self) -> int | None:
         return tree_rss(self.proc.pid)
@@ -295,17 +299,24 @@ def _on_node(function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 
 class RayMachine:
-    """A node of the cluster, reached by its id (not through an agent's actor, so that it can be
-    reached after the process that ran there is gone: to take a session's work along, to remove
-    its worktree)."""
+    """A node of the cluster, as a worktree made there uses it. A call goes through the agent's
+    actor on the node while it lives (an actor call: a millisecond or two), else in a task pinned
+    to the node by its id (several), so that the node is reached after the process that ran there
+    is gone: to take a session's work along, to remove its worktree."""
 
-    def __init__(self, node_id: str, name: str) -> None:
+    def __init__(self, node_id: str, name: str, actor: Any = None) -> None:
         self.id = node_id
         self.name: str | None = name
+        self._actor = actor
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:
-        there = NodeAffinitySchedulingStrategy(self.id, soft=False)
         try:
+            if self._actor is not None:
+                try:
+                    return await self._actor.call.remote(function, args)
+                except RayActorError:
+                    self._actor = None  # its process ended (or its node went): the node itself, then
+            there = NodeAffinitySchedulingStrategy(self.id, soft=False)
             return await _on_node.options(scheduling_strategy=there).remote(function, args)
         except RayTaskError as exc:
             cause = exc.cause
@@ -323,7 +334,7 @@ class RayProc:
         self._actor = actor
         self.pid: int | None = int(where["pid"])
         self.node: str | None = f"Ray node {str(where['node'])[:12]} ({where['address']})"
-        self._machine = RayMachine(str(where["node"]), self.node)
+        self._machine = RayMachine(str(where["node"]), self.node, actor)
         self.lost: str | None = None
         self.stdout = asyncio.StreamReader(limit=STDOUT_LIMIT)
         protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
