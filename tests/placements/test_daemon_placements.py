@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,17 +13,6 @@ from placement_helpers import PROBE_PYTHON, Sshd, bwrap_problem, git, merged, pr
 from bench.harness import Daemon
 from sessiond.client import AsyncDaemon, InvalidParams, SessiondError, aconnect
 from sessiond.protocol.models import SessionInfo, SessionOpenResult
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[AsyncDaemon]:
-    daemon = Daemon().start()
-    try:
-        async with aconnect(daemon.socket, start=False) as connected:
-            yield connected
-    finally:
-        assert daemon.stop() == 0
-        shutil.rmtree(daemon.home, ignore_errors=True)
 
 
 async def open_session(client: AsyncDaemon, root: Path, placement: str, **settings: Any) -> SessionInfo:

@@ -5,28 +5,14 @@ reached by a file:// URL."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from placement_helpers import bare_repository, git, merged
 
-from bench.harness import Daemon
-from sessiond.client import AsyncDaemon, AsyncSession, Conflict, InvalidParams, PlacementFailed, aconnect
+from sessiond.client import AsyncDaemon, AsyncSession, Conflict, InvalidParams, PlacementFailed
 from sessiond.protocol.models import SessionInfo, SessionOpenResult, Where
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[AsyncDaemon]:
-    daemon = Daemon().start()
-    try:
-        async with aconnect(daemon.socket, start=False) as connected:
-            yield connected
-    finally:
-        assert daemon.stop() == 0
-        shutil.rmtree(daemon.home, ignore_errors=True)
 
 
 async def where_of(session: AsyncSession) -> Where:
