@@ -34,6 +34,8 @@ from sessiond.daemon.agent_types import (
     SessionSetup,
     TerminalResult,  # noqa: F401 (re-exported)
 )
+from sessiond.daemon.placements.base import Machine
+from sessiond.daemon.placements.repository import LOCAL
 from sessiond.daemon.terminals import Terminals
 
 log = logging.getLogger("sessiond.acp")
@@ -641,6 +643,10 @@ class AgentProcess:
     def terminals(self) -> Terminals | None:
         """Terminals running commands where the process runs (None: the placement's own)."""
         return self._proc.terminals() if self._proc is not None else None
+
+    def machine(self) -> Machine:
+        """The machine it runs on, for a placement made there (a worktree of a repository)."""
+        return self._proc.machine() if self._proc is not None else LOCAL
 
     def memory(self) -> int | None:
         """Resident bytes of the process and its children (None: not known)."""

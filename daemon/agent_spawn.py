@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from sessiond.daemon.agent_types import AgentExited
+from sessiond.daemon.placements.base import Machine
+from sessiond.daemon.placements.repository import LOCAL
 from sessiond.protocol.models import RaySettings
 
 if TYPE_CHECKING:
@@ -63,6 +65,9 @@ class AgentProc(Protocol):
         """Terminals whose commands run where the process runs, for a session opened there; None:
         the session's placement runs them (on this machine, or its ssh target)."""
 
+    def machine(self) -> Machine:
+        """The machine it runs on, for a placement made there (a worktree of a repository)."""
+
     def memory(self) -> int | None:
         """Resident bytes of the process and its children (None: not known)."""
 
@@ -95,6 +100,9 @@ class LocalProc:
 
     def terminals(self) -> Terminals | None:
         return None
+
+    def machine(self) -> Machine:
+        return LOCAL
 
     def memory(self) -> int | None:
         return tree_rss(self._proc.pid)

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import json
 import logging
 import os
 import secrets
@@ -52,6 +53,31 @@ def _in_git(root: str) -> bool:
         ).returncode
         == 0
     )
+
+
+def _repository_of(session: SessionRecord) -> m.PlacementSettings | None:
+    """The settings of a session working in a worktree of a repository: its threads and tasks
+    work in worktrees of the same repository (its root here is that repository, no directory)."""
+    options = json.loads(session.placement_options or "{}")
+    if session.placement != "worktree" or not options.get("repository"):
+        return None
+    return m.PlacementSettings(
+        repository=options["repository"], checkout_dir=options.get("checkout_dir"), base=options.get("base")
+    )
+
+
+async def _helper_params(
+    source: SessionRecord | None, agent: str, root: str, placement: str | None, title: str | None
+) -> m.SessionOpenParams:
+    """How a helper of `source` (a thread, a task) opens: in `root` (in a worktree when no placement
+    is asked and the root is in git, else here), or, where `source` works in a worktree of a
+    repository and the helper asks for no other root or placement, in a worktree of the same."""
+    like = _repository_of(source) if source is not None and root == source.root else None
+    if like is not None and placement in (None, "worktree"):
+        return m.SessionOpenParams(agent=agent, placement="worktree", placement_settings=like, title=title)
+    if placement is None:
+        placement = "worktree" if await asyncio.to_thread(_in_git, root) else "here"
+    return m.SessionOpenParams(agent=agent, root=root, placement=placement, title=title)
 
 
 class AroundPort(Protocol):
@@ -290,6 +316,14 @@ class Around:
 
     async def side(self, params: m.SideParams) -> m.SideResult:
         main = self.core.get_session(params.session)
+        if (like := _repository_of(main)) is not None:
+            raise RpcError(
+                ErrorCode.CONFLICT,
+                f"session {main.id!r} works in a worktree of {like.repository} made where its agent runs, "
+                "and a side chat reads its main session's root on this machine; a side chat of it is not "
+                "built: ask the session itself, or start a thread (it works in a worktree of the same "
+                "repository)",
+            )
         if params.question:
             check_prompt_size(params.question, self.core.get_agent(main.agent).spec, "question")
         (side,) = await self.core.open_sessions(
@@ -381,8 +415,8 @@ class Around:
 
     async def _start(self, task: TaskRecord) -> None:
         assert task.root is not None
-        placement = task.placement or ("worktree" if await asyncio.to_thread(_in_git, task.root) else "here")
         source = self.core.sessions.get(task.from_session) if task.from_session else None
+        opening = await _helper_params(source, task.agent, task.root, task.placement, task.title)
         if source is not None and (reason := self.over_budget(source)) is not None:
             task.status, task.reason = "failed", reason  # it would never get a turn: say so now
             self.tasks.save(task)
@@ -390,7 +424,7 @@ class Around:
             return
         try:
             (session,) = await self.core.open_sessions(
-                m.SessionOpenParams(agent=task.agent, root=task.root, placement=placement, title=task.title),
+                opening,
                 source.run if source is not None else None,
                 kind="task",
                 parent=task.from_session,
@@ -451,16 +485,10 @@ class Around:
             raise RpcError(ErrorCode.LIMIT_REACHED, reason)
         if options.helper_policy == "ask" and not await self._user_allows(parent, params.prompt):
             raise RpcError(ErrorCode.LIMIT_REACHED, "the user declined to start this thread")
-        placement = params.placement or (
-            "worktree" if await asyncio.to_thread(_in_git, parent.root) else "here"
-        )
+        title = params.title or params.prompt[:80]
+        opening = await _helper_params(parent, parent.agent, parent.root, params.placement, title)
         (thread,) = await self.core.open_sessions(  # the thread belongs to its coordinator's run
-            m.SessionOpenParams(
-                agent=parent.agent,
-                root=parent.root,
-                placement=placement,
-                title=params.title or params.prompt[:80],
-            ),
+            opening,
             parent.run,
             kind="thread",
             parent=parent.id,

@@ -22,6 +22,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from sessiond.daemon.child_env import DEFAULT_RULES, child_environment
 from sessiond.protocol import models as m
@@ -73,6 +74,15 @@ def count_lines(old: str | None, new: str | None) -> tuple[int, int]:
         elif line.startswith("- "):
             removed += 1
     return added, removed
+
+
+class CountsChanges(Protocol):
+    """What counts a session's changed files: a `ChangeTracker` on this machine's files, or one
+    that counts them where they are (a worktree made on the agent's node)."""
+
+    @property
+    def base(self) -> str | None: ...
+    async def changes(self, extra: list[tuple[str, str | None, str]] | None = None) -> m.Changes: ...
 
 
 @dataclass

@@ -22,10 +22,10 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiond.daemon import store as st
 from sessiond.daemon.agent_host import AgentHost
@@ -42,6 +42,8 @@ from sessiond.daemon.permissions import Permissions
 from sessiond.daemon.placements import (
     PlacementError,
     PlacementOptions,
+    as_repository,
+    as_worktree,
     make_placement,
     validate_placement,
 )
@@ -65,7 +67,6 @@ from sessiond.protocol.models import EventKind, SessionStatus
 
 if TYPE_CHECKING:  # the ACP SDK is imported on the first turn that starts an agent
     from sessiond.daemon.acp_backend import AgentProcess
-    from sessiond.daemon.placements.worktree import WorktreePlacement  # loaded by the first worktree
 
 ACP_BACKEND = "sessiond.daemon.acp_backend"
 RAY_RUNNER = "sessiond.daemon.ray_runner"
@@ -628,26 +629,16 @@ class Core:
         parent: str | None = None,
     ) -> list[SessionRecord]:
         runtime = self.get_agent(params.agent)
-        root = params.root or runtime.spec.options.default_root
-        if root is None:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"root: no root given and agent {runtime.name!r} has no default_root; "
-                "pass an absolute directory",
-                {"field": "root"},
-            )
-        if not os.path.isdir(root):
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"root: {root!r} is not an existing directory; create it or choose another",
-                {"field": "root"},
-            )
-        placement = params.placement or runtime.spec.options.default_placement
+        asked = params.placement_settings
+        # A repository asked for is a worktree of it, unless another placement is asked (and refused).
+        implied = "worktree" if asked is not None and asked.repository is not None else None
+        placement = params.placement or implied or runtime.spec.options.default_placement
         settings = runtime.spec.options.placement_settings.model_dump()
-        if params.placement_settings is not None:
-            settings |= params.placement_settings.model_dump(
-                include=params.placement_settings.model_fields_set
-            )
+        if placement != "worktree" and settings.get("repository"):
+            settings["repository"] = None  # the agent's default repository is for its worktree sessions
+        if asked is not None:
+            settings |= asked.model_dump(include=asked.model_fields_set)
+        root = self._root_to_open(runtime, params, settings.get("repository"))
         try:
             options = PlacementOptions.from_mapping(settings)
             await validate_placement(placement, root=root, options=options)
@@ -709,6 +700,34 @@ class Core:
                 parent=record.parent,
             )
         return created
+
+    @staticmethod
+    def _root_to_open(runtime: AgentRuntime, params: m.SessionOpenParams, repository: str | None) -> str:
+        """The root a session is opened with: a directory here, or the repository it is cloned from."""
+        if repository is not None:
+            if params.root is not None:
+                raise RpcError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"root: a session with a repository works in a clone of {repository!r} made where its "
+                    "agent runs, not in a directory here; leave root out, or leave repository out",
+                    {"field": "root"},
+                )
+            return repository
+        root = params.root or runtime.spec.options.default_root
+        if root is None:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"root: no root given and agent {runtime.name!r} has no default_root; "
+                "pass an absolute directory",
+                {"field": "root"},
+            )
+        if not os.path.isdir(root):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"root: {root!r} is not an existing directory; create it or choose another",
+                {"field": "root"},
+            )
+        return root
 
     def list_sessions(self, params: m.SessionListParams) -> m.SessionPage:
         after = 0
@@ -817,7 +836,8 @@ class Core:
         if s.runtime is None:
             return None
         placement = s.runtime.placement
-        worktree = cast("WorktreePlacement", placement) if placement.kind == "worktree" else None
+        worktree = as_worktree(placement)
+        repository = as_repository(placement)
         return m.Where(
             placement=s.placement,
             root=placement.root,
@@ -825,6 +845,7 @@ class Core:
             description=placement.describe(),
             worktree=worktree.worktree if worktree else None,
             branch=worktree.branch if worktree else None,
+            repository=repository.repository if repository else None,
         )
 
     @staticmethod
@@ -1216,6 +1237,7 @@ class Core:
             slot = agent.place(session.id, near=session.fork_from)
             try:
                 process = await self._process_for(agent, slot, session, turn)
+                await self._make_where_the_agent_runs(session, process)
                 agent_session_id = await self._ensure_live(agent, slot, process, session)
             except BaseException:
                 if session.id not in slot.live:
@@ -1658,8 +1680,27 @@ class Core:
 
     async def _prepare_placement(self, session: SessionRecord) -> None:
         rt = self.runtime_of(session)
-        try:
+        with self._placement_failures(session):
             await rt.placement.prepare()
+
+    async def _make_where_the_agent_runs(self, session: SessionRecord, process: AgentProcess) -> None:
+        """A worktree of a repository is made (or moved) where the agent's process runs, now that it
+        is known; its changes are counted there from then on."""
+        rt = self.runtime_of(session)
+        repository = as_repository(rt.placement)
+        if repository is None:
+            return
+        with self._placement_failures(session):
+            notice = await repository.make_at(process.machine())
+        if notice is not None and rt.running is not None:
+            rt.running.notice = notice if rt.running.notice is None else f"{rt.running.notice}; {notice}"
+        await self.feed.start_tracking(session)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _placement_failures(session: SessionRecord) -> Iterator[None]:
+        try:
+            yield
         except PlacementError as exc:
             raise RpcError(
                 ErrorCode.PLACEMENT_FAILED,

@@ -33,6 +33,7 @@ from sessiond.daemon.insight import (
     TranscriptBuilder,
     transcript_pieces,
 )
+from sessiond.daemon.placements import Placement, as_repository, as_worktree
 from sessiond.daemon.placements.collisions import Collisions
 from sessiond.daemon.records import SAVE_SESSION, AgentRuntime, SessionRecord, SessionRuntime
 from sessiond.daemon.session_table import SessionTable
@@ -299,7 +300,7 @@ class InsightFeed:
     def _shared_tracker(session: SessionRecord) -> ChangeTracker | None:
         """The session's change tracker when its working copy is shared (not a worktree)."""
         rt = session.runtime
-        if rt is None or rt.tracker is None or rt.placement.kind == "worktree":
+        if rt is None or not isinstance(rt.tracker, ChangeTracker) or _own_copy(rt.placement):
             return None
         return rt.tracker
 
@@ -439,7 +440,7 @@ class InsightFeed:
         except Exception as exc:  # git can fail on a broken repository: the turn goes on
             log.warning("could not compute the changes of %s: %s", session.id, exc)
             return
-        if rt.placement.kind != "worktree":
+        if isinstance(rt.tracker, ChangeTracker) and not _own_copy(rt.placement):
             changes = self._own(session.id, rt.tracker, changes)
         if changes != ins.changes:
             ins.changes = changes
@@ -467,20 +468,27 @@ class InsightFeed:
 
     async def start_tracking(self, session: SessionRecord) -> None:
         rt = session.runtime
-        if rt is None or rt.tracker is not None or rt.placement.host is not None:
+        if rt is None or rt.tracker is not None:
+            return
+        repository = as_repository(rt.placement)
+        if repository is not None:
+            if repository.made is not None:  # counted where it was made, against where it started
+                rt.tracker = repository.tracker()
+            return
+        if rt.placement.host is not None:
             return  # changes on an ssh target come from the tool calls' diffs only
         ins = self.of(session)
         base = ins.changes.base if ins.changes else None
         try:
-            rt.tracker = await ChangeTracker.start(rt.placement.root, base)
+            tracker = rt.tracker = await ChangeTracker.start(rt.placement.root, base)
         except Exception as exc:
             log.warning("could not record the starting state of %s: %s", session.id, exc)
             return
-        if ins.changes and rt.placement.kind != "worktree":
+        if ins.changes and not _own_copy(rt.placement):
             # After a restart: what it counted as its own before is still its own.
             for f in ins.changes.files:
                 if not f.outside_root:
-                    self.attribution.claim(session.id, rt.tracker, f.path, f.shared_with or ())
+                    self.attribution.claim(session.id, tracker, f.path, f.shared_with or ())
 
     async def load_transcript(self, session: SessionRecord, before: int) -> None:
         """After a restart, number the transcript on from what the store holds before this turn."""
@@ -582,3 +590,8 @@ class InsightFeed:
 
     def fleet_soon(self) -> None:
         self.throttle.request("fleet", lambda: self.events.emit(EventKind.FLEET, **self.fleet().wire()))
+
+
+def _own_copy(placement: Placement) -> bool:
+    """Whether the session has its working copy to itself (a worktree): its changes are all its own."""
+    return as_worktree(placement) is not None

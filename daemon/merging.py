@@ -1,6 +1,8 @@
 """`merge/request` and `merge/list`: a worktree session's branch into its base, through
 the per-repository merge queue (placements/merge_queue.py), with the steps as events
-and, when asked, the outcome handed back to the session as a prompt.
+and, when asked, the outcome handed back to the session as a prompt. A session whose worktree
+was made from a repository where its agent runs pushes its branch there, and is merged in the
+daemon's own clone of the repository (under the state directory's `repositories/`).
 
 What it reads of the core and asks of it is `MergingPort`. The queue (and the worktree
 placement under it) loads with the first merge asked for.
@@ -10,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sessiond.daemon.events import EventLog
-from sessiond.daemon.placements import PlacementError
+from sessiond.daemon.placements import PlacementError, as_repository
 from sessiond.daemon.records import SessionRecord, SessionRuntime
 from sessiond.daemon.session_table import SessionTable
 from sessiond.protocol import models as m
@@ -32,6 +35,8 @@ class MergingPort(Protocol):
     def events(self) -> EventLog: ...
     @property
     def sessions(self) -> SessionTable: ...
+    @property
+    def state_dir(self) -> Path: ...
     def get_session(self, session_id: str) -> SessionRecord: ...
     def runtime_of(self, session: SessionRecord) -> SessionRuntime: ...
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
@@ -77,21 +82,32 @@ class Merging:
                 f"session {session.id!r} has a turn running or queued; "
                 "merge it once it is idle (or cancel it)",
             )
-        from sessiond.daemon.placements.merge_queue import request_for
+        from sessiond.daemon.placements.merge_queue import request_for, request_for_repository
         from sessiond.daemon.placements.worktree import WorktreePlacement
 
         placement = rt.placement
-        assert isinstance(placement, WorktreePlacement)
+        repository = as_repository(placement)
         try:
-            if placement.worktree is None and session.turns:
-                await placement.prepare()  # a worktree made before a restart is found again
-            request = request_for(
-                placement,
-                strategy=params.strategy,
-                gate=params.gate,
-                keep=params.keep,
-                base_branch=params.base_branch,
-            )
+            if repository is not None:
+                request = await request_for_repository(
+                    repository,
+                    str(self.core.state_dir / "repositories"),
+                    strategy=params.strategy,
+                    gate=params.gate,
+                    keep=params.keep,
+                    base_branch=params.base_branch,
+                )
+            else:
+                assert isinstance(placement, WorktreePlacement)
+                if placement.worktree is None and session.turns:
+                    await placement.prepare()  # a worktree made before a restart is found again
+                request = request_for(
+                    placement,
+                    strategy=params.strategy,
+                    gate=params.gate,
+                    keep=params.keep,
+                    base_branch=params.base_branch,
+                )
             entry = await self.queues.submit(request)
         except PlacementError as exc:
             raise RpcError(ErrorCode.CONFLICT, f"cannot merge session {session.id!r}: {exc}") from None

@@ -11,10 +11,12 @@ the node, and the agent's running turns fail saying so, as with a crashed local 
 turn starts a new actor wherever Ray finds room and restores its sessions (`session/resume` or
 `session/load`) as eviction does.
 
-What the agent reads and writes through ACP (fs, terminals) is served by the daemon at the
-session's placement, so a session's root must be the same path on every node: a filesystem the
-nodes share (docs/scale.md says what that means). Only an agent with runner `ray` imports this
-module, and with it Ray.
+A session's ACP commands run on the node (`NodeTerminals`); its ACP file reads and writes are
+served by the daemon at the session's placement, so its root must be the same path on every node:
+a filesystem the nodes share (docs/scale.md says what that means). The other honest case is a
+worktree made on the node from a repository the session names (placements/repository.py): its
+files are the node's alone, and everything done on them runs there (`RayMachine`). Only an agent
+with runner `ray` imports this module, and with it Ray.
 """
 
 from __future__ import annotations
@@ -27,23 +29,26 @@ import signal as signals
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 # Ray's own fatal-signal handler would print a stack trace on the SIGTERM that stops the daemon.
 os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
 
 import ray
-from ray.exceptions import RayError
+from ray.exceptions import RayActorError, RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sessiond.daemon.agent_spawn import STDOUT_LIMIT, Spawned, ray_request, tree_rss
 from sessiond.daemon.agent_types import AgentExited
 from sessiond.daemon.child_env import child_environment
-from sessiond.daemon.placements.base import PlacementError
+from sessiond.daemon.placements.base import Machine, MachineUnreachable, PlacementError
 from sessiond.daemon.terminals import Terminal, Terminals
 from sessiond.protocol.models import RaySettings
 
 log = logging.getLogger("sessiond.ray")
+T = TypeVar("T")
 
 READ_SIZE = 1 << 16  # the most one chunk of the agent's stdout carries
 # The daemon waits for its writes to the agent (drain) only past this many bytes in flight.
@@ -118,6 +123,10 @@ class AgentActor:
 
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
+
+    def call(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """A function of ours run on this node (`RayMachine.call`, while this actor lives)."""
+        return function(*args)
 
     def memory(self) -> int | None:
         return tree_rss(self.proc.pid)
@@ -282,6 +291,42 @@ class NodeTerminals(Terminals):
             await asyncio.gather(terminal.reader, return_exceptions=True)
 
 
+# A function of ours run on a chosen node, in a worker of its own (no CPU taken from the node's
+# agents): what a worktree made there from a repository needs done on its files.
+@ray.remote(num_cpus=0, max_retries=0)
+def _on_node(function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    return function(*args)
+
+
+class RayMachine:
+    """A node of the cluster, as a worktree made there uses it. A call goes through the agent's
+    actor on the node while it lives (an actor call: a millisecond or two), else in a task pinned
+    to the node by its id (several), so that the node is reached after the process that ran there
+    is gone: to take a session's work along, to remove its worktree."""
+
+    def __init__(self, node_id: str, name: str, actor: Any = None) -> None:
+        self.id = node_id
+        self.name: str | None = name
+        self._actor = actor
+
+    async def call(self, function: Callable[..., T], *args: Any) -> T:
+        try:
+            if self._actor is not None:
+                try:
+                    return await self._actor.call.remote(function, args)
+                except RayActorError:
+                    self._actor = None  # its process ended (or its node went): the node itself, then
+            there = NodeAffinitySchedulingStrategy(self.id, soft=False)
+            return await _on_node.options(scheduling_strategy=there).remote(function, args)
+        except RayTaskError as exc:
+            cause = exc.cause
+            if isinstance(cause, PlacementError):
+                raise PlacementError(str(cause)) from None
+            raise PlacementError(f"{function.__name__} failed on {self.name}: {cause!r}") from None
+        except RayError as exc:
+            raise MachineUnreachable(f"{self.name} cannot be reached ({type(exc).__name__})") from None
+
+
 class RayProc:
     """An agent process in an `AgentActor`, as the ACP side sees a process."""
 
@@ -289,6 +334,7 @@ class RayProc:
         self._actor = actor
         self.pid: int | None = int(where["pid"])
         self.node: str | None = f"Ray node {str(where['node'])[:12]} ({where['address']})"
+        self._machine = RayMachine(str(where["node"]), self.node, actor)
         self.lost: str | None = None
         self.stdout = asyncio.StreamReader(limit=STDOUT_LIMIT)
         protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
@@ -315,6 +361,9 @@ class RayProc:
 
     def terminals(self) -> Terminals:
         return NodeTerminals(self._actor, self.node)
+
+    def machine(self) -> Machine:
+        return self._machine
 
     async def root_problem(self, root: str) -> str | None:
         if root in self._roots_seen:

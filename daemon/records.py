@@ -13,7 +13,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sessiond.daemon.changes import ChangeTracker
+from sessiond.daemon.changes import CountsChanges
 from sessiond.daemon.controls import Choices, Offer
 from sessiond.daemon.insight import Insight
 from sessiond.daemon.placements import Placement
@@ -176,7 +176,7 @@ class SessionRuntime:
     running: Turn | None = None
     permissions: dict[str, PendingPermission] = field(default_factory=dict)
     loading: bool = False
-    tracker: ChangeTracker | None = None
+    tracker: CountsChanges | None = None
     changes_wanted: bool = False
     changes_task: asyncio.Task[None] | None = None
     changes_sleeping: bool = False  # the changes task waits out its interval (a turn's end cuts it short)

@@ -58,7 +58,25 @@ Placement = Literal["here", "worktree", "sandbox", "container", "ssh"]
 class PlacementSettings(Params):
     """How a placement is set up; each field matters to one kind."""
 
-    base: str | None = Field(None, description="worktree: the ref to branch from (default: HEAD).")
+    base: str | None = Field(
+        None,
+        description="worktree: the ref to branch from (default: HEAD; with repository, the repository's "
+        "default branch).",
+    )
+    repository: str | None = Field(
+        None,
+        description="worktree: a git repository to clone where the agent runs (https://, ssh://, "
+        "git://, file:// URL, user@host:path, or an absolute path there) instead of using the root's: the "
+        "session's worktree is made there on the first turn, its files read and written and its "
+        "commands run there, and merging pushes its branch back. The session then has no root here "
+        "(its root is the repository).",
+    )
+    checkout_dir: str | None = Field(
+        None,
+        description="worktree with repository: the folder where the agent runs (a Ray node, or this "
+        "machine) that holds the clone and the sessions' worktrees; absolute or ~/... (default: "
+        "~/.cache/sessiond/checkouts there).",
+    )
     sandbox_rw_binds: list[str] = Field(
         default_factory=list, description="sandbox: more paths bound read-write."
     )
@@ -450,7 +468,9 @@ class McpServerSpec(Params):
 class SessionOpenParams(Params):
     agent: AgentName = "demo"
     root: AbsolutePath | None = Field(
-        None, description="Directory the session works in; must exist. Default: the agent's default_root."
+        None,
+        description="Directory the session works in; must exist. Default: the agent's default_root. "
+        "Left out with placementSettings.repository (the session works in a clone of it).",
     )
     placement: Placement | None = Field(None, description="Default: the agent's default_placement.")
     placement_settings: PlacementSettings | None = Field(
@@ -493,16 +513,23 @@ class Where(Result):
 
     placement: Placement
     root: str = Field(description="Where the agent works: the worktree, or the directory on the ssh target.")
-    host: str | None = Field(None, description="user@host:port for ssh; None on this machine.")
+    host: str | None = Field(
+        None,
+        description="user@host:port for ssh; the Ray node for a worktree made there from a repository; "
+        "None on this machine.",
+    )
     description: str = ""
     worktree: str | None = None
     branch: str | None = None
+    repository: str | None = Field(None, description="The repository its worktree was made from, if any.")
 
 
 class SessionInfo(Result):
     id: str
     agent: str
-    root: str
+    root: str = Field(
+        description="The directory it was opened in; for a worktree made from a repository, the repository."
+    )
     placement: Placement
     title: str | None = None
     status: SessionStatus

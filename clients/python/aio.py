@@ -1068,13 +1068,20 @@ class AsyncAgent:
         return self._info
 
     async def session(
-        self, root: StrPath | None = None, *, placement: str | None = None, title: str | None = None
+        self,
+        root: StrPath | None = None,
+        *,
+        placement: str | None = None,
+        title: str | None = None,
+        repository: str | None = None,
     ) -> AsyncSession:
-        """Open a session rooted at ``root`` (default: the agent's ``default_root``).
+        """Open a session rooted at ``root`` (default: the agent's ``default_root``); or, with
+        ``repository`` (a git URL) and no root, in a worktree of that repository cloned where the
+        agent runs (placement ``worktree``).
 
         Costs nothing: the agent hears of it on its first turn.
         """
-        (session,) = await self.sessions(1, root, placement=placement, title=title)
+        (session,) = await self.sessions(1, root, placement=placement, title=title, repository=repository)
         return session
 
     async def sessions(
@@ -1084,6 +1091,7 @@ class AsyncAgent:
         *,
         placement: str | None = None,
         title: str | None = None,
+        repository: str | None = None,
     ) -> list[AsyncSession]:
         """Open ``count`` sessions alike in one call."""
         opened = await self._daemon._call(
@@ -1092,6 +1100,7 @@ class AsyncAgent:
             agent=self.name,
             root=_absolute(root),
             placement=placement,
+            placement_settings={"repository": repository} if repository is not None else None,
             title=title,
             count=count,
         )

@@ -307,8 +307,10 @@ def cmd_new(args: argparse.Namespace) -> int:
         raise UsageError(f"--count must be at least 1, got {args.count}")
     with _daemon(args, start=True) as daemon:
         agent = daemon.agent(args.agent)
+        # A session with a repository works in a clone of it, not in a directory here.
+        root = args.root or (os.getcwd() if args.repository is None else None)
         sessions = agent.sessions(
-            args.count, args.root or os.getcwd(), placement=args.placement, title=args.title
+            args.count, root, placement=args.placement, title=args.title, repository=args.repository
         )
     if args.json:
         _emit_json([s.info for s in sessions])
@@ -1003,6 +1005,11 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     new.add_argument("--root", metavar="DIR", help="the session's directory (default: the current one)")
     new.add_argument("--title", metavar="T")
     new.add_argument("--placement", choices=PLACEMENTS, help="where its work lands (default: the agent's)")
+    new.add_argument(
+        "--repository",
+        metavar="URL",
+        help="work in a worktree of this git repository, cloned where the agent runs (placement worktree)",
+    )
     new.add_argument("--count", metavar="N", type=int, default=1, help="open N sessions alike")
 
     ls = command("ls", cmd_ls, "list sessions (open ones, unless --all)", as_json)

@@ -663,7 +663,12 @@ class Agent(_Twin[AsyncAgent]):
 
     @twin(AsyncAgent.session)
     def session(
-        self, root: StrPath | None = None, *, placement: str | None = None, title: str | None = None
+        self,
+        root: StrPath | None = None,
+        *,
+        placement: str | None = None,
+        title: str | None = None,
+        repository: str | None = None,
     ) -> Session: ...
 
     @twin(AsyncAgent.sessions)
@@ -674,6 +679,7 @@ class Agent(_Twin[AsyncAgent]):
         *,
         placement: str | None = None,
         title: str | None = None,
+        repository: str | None = None,
     ) -> list[Session]: ...
 
     @overload

@@ -9,6 +9,8 @@ a session first asks for it: a daemon whose sessions work here loads none.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sessiond.daemon.placements.base import (
     KINDS,
     PathOutsideRoot,
@@ -18,6 +20,11 @@ from sessiond.daemon.placements.base import (
     UnknownTerminal,
 )
 from sessiond.daemon.placements.local import LocalPlacement
+from sessiond.daemon.placements.repository_url import check_checkout_dir, check_repository
+
+if TYPE_CHECKING:  # each loads with the first session that works in one
+    from sessiond.daemon.placements.repository import RepositoryPlacement
+    from sessiond.daemon.placements.worktree import WorktreePlacement
 
 __all__ = [
     "KINDS",
@@ -26,6 +33,8 @@ __all__ = [
     "PlacementError",
     "PlacementOptions",
     "UnknownTerminal",
+    "as_repository",
+    "as_worktree",
     "make_placement",
     "validate_placement",
 ]
@@ -46,6 +55,10 @@ def make_placement(
     """
     if kind == "here":
         return LocalPlacement(root=root, session_id=session_id, options=options)
+    if kind == "worktree" and options.repository is not None:
+        from sessiond.daemon.placements.repository import RepositoryPlacement
+
+        return RepositoryPlacement(root=root, session_id=session_id, options=options)
     if kind == "worktree":
         from sessiond.daemon.placements.worktree import WorktreePlacement
 
@@ -70,10 +83,36 @@ async def validate_placement(kind: str, *, root: str, options: PlacementOptions)
     """What can be told at session open without bringing anything up (PlacementError if not).
 
     The settings must fit the kind (an image for container, a target for ssh), and a
-    worktree's root must be in a git working copy (one git call per root, remembered).
+    worktree's root must be in a git working copy (one git call per root, remembered); a
+    worktree's repository, cloned where the agent runs, must be a URL git takes as it is.
     """
+    if options.repository is not None:
+        if kind != "worktree":
+            raise PlacementError(
+                f"repository is a setting of placement worktree (a worktree made from it where the agent "
+                f"runs), not of {kind}; open the session with placement worktree, or leave repository out"
+            )
+        check_repository(options.repository)
+        if options.checkout_dir is not None:
+            check_checkout_dir(options.checkout_dir)
+        return
     make_placement(kind, root=root, session_id="validate", options=options)
     if kind == "worktree":
         from sessiond.daemon.placements.worktree import validate as validate_worktree
 
         await validate_worktree(root, options)
+
+
+def as_worktree(placement: Placement) -> WorktreePlacement | RepositoryPlacement | None:
+    """The placement as a worktree of the session's own (made from its root's repository here, or
+    from a repository where its agent runs), else None: its working copy is not shared."""
+    return placement if placement.kind == "worktree" else None  # type: ignore[return-value]
+
+
+def as_repository(placement: Placement) -> RepositoryPlacement | None:
+    """The placement as a worktree of a repository made where the agent runs, else None."""
+    if placement.kind != "worktree":
+        return None
+    from sessiond.daemon.placements.repository import RepositoryPlacement
+
+    return placement if isinstance(placement, RepositoryPlacement) else None

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from sessiond.daemon import confine, terminals
 
@@ -19,6 +19,7 @@ KINDS = ("here", "worktree", "sandbox", "container", "ssh")
 
 # What terminal_output returns: output, truncated, exit code, signal name.
 TerminalOutput = tuple[str, bool, int | None, str | None]
+T = TypeVar("T")  # what a function run on a Machine returns
 
 
 class PlacementError(Exception):
@@ -34,6 +35,27 @@ class PathOutsideRoot(PlacementError, confine.PathOutsideRoot):
 
 class UnknownTerminal(PlacementError, terminals.TerminalNotFound):
     """A terminal id this placement does not hold (never created, or released already)."""
+
+
+class MachineUnreachable(PlacementError):
+    """The machine a placement's files are on cannot be reached (its Ray node is gone)."""
+
+
+class Machine(Protocol):
+    """The machine an agent's process runs on, as a placement whose files are made there uses it
+    (a worktree made from a repository): plain functions of ours, run there on its files."""
+
+    @property
+    def id(self) -> str:
+        """The same machine, the same id (a Ray node's id; "local" for this one)."""
+
+    @property
+    def name(self) -> str | None:
+        """A sentence's worth (the node and its address); None for this machine."""
+
+    async def call(self, function: Callable[..., T], *args: Any) -> T:
+        """`function(*args)` run there: what it returns, or the PlacementError it raised (its
+        sentence kept); MachineUnreachable when the machine is gone."""
 
 
 # Options once stored and now ignored: sessions opened before keep working.
@@ -56,8 +78,13 @@ def is_within(path: str, folder: str) -> bool:
 class PlacementOptions:
     """The settings of a placement; each kind reads its own and ignores the rest."""
 
-    # worktree: the ref the session's branch starts from; None is the HEAD of the root's repository.
+    # worktree: the ref the session's branch starts from; None is the HEAD of the root's repository
+    # (of `repository`, its default branch).
     base: str | None = None
+    # worktree: a repository cloned where the agent runs (a Ray node, or here) instead of the root's;
+    # the folder there holding the clone and the worktrees (None: ~/.cache/sessiond/checkouts).
+    repository: str | None = None
+    checkout_dir: str | None = None
     # sandbox: more paths bound at their own path, read-write or read-only; and whether its
     # commands may reach the network (off by default: no network, not even the daemon's TCP port).
     sandbox_rw_binds: tuple[str, ...] = ()

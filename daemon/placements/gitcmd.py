@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 
 from sessiond.daemon.child_env import DEFAULT_RULES, child_environment
@@ -34,9 +35,12 @@ class GitFailed(PlacementError):
     pass
 
 
+NO_GIT = "git is not installed; install git, or open the session with placement here"
+
+
 async def run_git(*args: str, cwd: str) -> GitResult:
     if shutil.which("git") is None:
-        raise PlacementError("git is not installed; install git, or open the session with placement here")
+        raise PlacementError(NO_GIT)
     process = await asyncio.create_subprocess_exec(
         "git",
         *args,
@@ -49,6 +53,26 @@ async def run_git(*args: str, cwd: str) -> GitResult:
     out, err = await process.communicate()
     assert process.returncode is not None
     return GitResult(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def run_git_blocking(*args: str, cwd: str) -> GitResult:
+    """`run_git` for code that runs where a session's files are (a thread here, a task on a Ray
+    node), without an event loop."""
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=child_environment(_ENV, DEFAULT_RULES),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
+    except FileNotFoundError as exc:
+        if exc.filename == cwd:
+            raise PlacementError(f"{cwd} does not exist (git was to run there)") from None
+        raise PlacementError(NO_GIT) from None
+    return GitResult(
+        done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+    )
 
 
 async def git(*args: str, cwd: str) -> str:

@@ -45,6 +45,19 @@ def write_local(path: str, content: str) -> None:
         raise PlacementError(f"cannot write {path}: {exc.strerror}") from None
 
 
+async def start_command(
+    terminals: Terminals, command: str, argv: list[str], env: dict[str, str], cwd: str, limit: int | None
+) -> str:
+    """Starts `argv` (which runs the agent's `command`) as one of `terminals`; its id."""
+    program, *rest = argv
+    try:
+        return await terminals.create(program, rest, env, cwd, limit)
+    except FileNotFoundError:
+        raise PlacementError(f"command not found: {command!r}") from None
+    except PermissionError:
+        raise PlacementError(f"command {command!r} is not executable") from None
+
+
 class LocalPlacement(TerminalCalls):
     kind = "here"
     host: str | None = None
@@ -100,12 +113,9 @@ class LocalPlacement(TerminalCalls):
     ) -> str:
         directory = self.resolve(cwd) if cwd else os.path.realpath(self.root)
         program, *rest = self.command_line(command, args, env, directory)
-        try:
-            return await self.terminals.create(program, rest, env, directory, output_byte_limit)
-        except FileNotFoundError:
-            raise PlacementError(f"command not found: {command!r}") from None
-        except PermissionError:
-            raise PlacementError(f"command {command!r} is not executable") from None
+        return await start_command(
+            self.terminals, command, [program, *rest], env, directory, output_byte_limit
+        )
 
     async def close(self) -> str | None:
         await self.terminals.close()

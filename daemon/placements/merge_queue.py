@@ -1,5 +1,9 @@
 """Merging worktree sessions back into their base branch, one at a time per repository.
 
+A session whose worktree was made elsewhere from a repository (placement `worktree` with
+`repository`) pushes its branch there; the merge is then done in the daemon's own clone of that
+repository, as below, and lands by pushing the base branch to it (`MergeRequest.remote`).
+
 One entry at a time, in the order submitted:
 
 1. Uncommitted work in the session's worktree is committed (agents edit files;
@@ -28,12 +32,14 @@ import asyncio
 import contextlib
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sessiond.daemon.placements import checkout
 from sessiond.daemon.placements.base import PlacementError
 from sessiond.daemon.placements.gitcmd import find_repo, git, has_branch, run_git
+from sessiond.daemon.placements.repository import LOCAL, RepositoryPlacement
 from sessiond.daemon.placements.worktree import WorktreePlacement, remove_worktree
 from sessiond.daemon.terminals import Terminals
 
@@ -57,6 +63,17 @@ class MergeRequest:
     gate_timeout: float = 1800.0
     keep: bool = False  # keep the worktree and branch after the merge (the session goes on there)
     message: str | None = None  # the merge commit's message
+    # The remote of the worktree's repository the work goes back to, by push (a session's worktree
+    # made elsewhere from a repository, merged here in a clone of it): the base is fetched from it
+    # first, the result pushed to it, and this worktree is only the place where the merge is done.
+    remote: str | None = None
+    # Then, once landed: the session's own worktree (elsewhere) follows; why something of it was kept.
+    follow: Callable[[MergeEntry], Awaitable[str | None]] | None = field(default=None, compare=False)
+
+    @property
+    def base_ref(self) -> str:
+        """How the session's own git names the base: the remote's branch when it is a remote's."""
+        return f"{self.remote}/{self.base_branch}" if self.remote else self.base_branch
 
 
 @dataclass
@@ -104,9 +121,12 @@ class MergeEntry:
         r = self.request
         if self.conflicts:
             files = "\n".join(f"- {f}" for f in self.conflicts)
+            bring = (
+                f"git fetch {r.remote} && git merge {r.base_ref}" if r.remote else f"git merge {r.base_ref}"
+            )
             return (
                 f"Merging your branch {r.branch} into {r.base_branch} stopped on conflicts in:\n{files}\n"
-                f"Bring {r.base_branch} into your branch (git merge {r.base_branch}), resolve these files, "
+                f"Bring {r.base_branch} into your branch ({bring}), resolve these files, "
                 "commit, and ask for the merge again."
             )
         if self.gate_output is not None:
@@ -147,6 +167,58 @@ def request_for(
         strategy=strategy,
         gate=gate,
         keep=keep,
+    )
+
+
+async def request_for_repository(
+    placement: RepositoryPlacement,
+    clones: str,
+    *,
+    strategy: Strategy = "merge",
+    gate: str | None = None,
+    keep: bool = False,
+    base_branch: str | None = None,
+) -> MergeRequest:
+    """The merge request of a session whose worktree was made elsewhere from a repository: what
+    is pending there is committed and its branch pushed to the repository, then fetched into the
+    daemon's own clone of it (under `clones`), where the merge is done and from which it lands."""
+    _, made = placement.at()
+    target = base_branch or made.base_branch
+    if target is None:
+        raise PlacementError(
+            f"session {placement.session_id} was branched from a commit of {placement.repository}, not a "
+            "branch; name the branch to merge into"
+        )
+    pushed = await placement.push()
+    worktree = await LOCAL.call(
+        checkout.merge_worktree,
+        placement.repository,
+        clones,
+        placement.session_id,
+        pushed,
+        "on the daemon's machine",
+    )
+
+    async def follow(entry: MergeEntry) -> str | None:
+        try:
+            if not keep:
+                await placement.merged()
+            elif entry.commit is not None and not await placement.follow(pushed, entry.commit):
+                return f"the session's worktree {made.worktree} changed meanwhile: it stays as it was"
+        except PlacementError as exc:
+            return str(exc)
+        return None
+
+    return MergeRequest(
+        session_id=placement.session_id,
+        worktree=worktree,
+        branch=placement.branch,
+        base_branch=target,
+        strategy=strategy,
+        gate=gate,
+        keep=keep,
+        remote="origin",
+        follow=follow,
     )
 
 
@@ -255,6 +327,8 @@ class MergeQueue:
         original: str | None = None
         try:
             ident = await _identity(wt)
+            if r.remote is not None:
+                await _fetch_base(r)
             await self._check(r)
             await self._commit_pending(entry, ident)
             original = await git("rev-parse", "HEAD", cwd=wt)
@@ -284,7 +358,9 @@ class MergeQueue:
             if original is not None:
                 await asyncio.shield(_restore(wt, original))
             raise
-        if r.keep:
+        if r.remote is not None:
+            entry.kept = await self._hand_back_branch(entry)
+        elif r.keep:
             entry.kept = True
         else:
             # From the repository itself: the worktree's own folder is going away.
@@ -295,6 +371,26 @@ class MergeQueue:
         entry.status = "merged"
         self._step(entry, "merged", base=r.base_branch, commit=entry.commit)
         self._finish(entry, "merged")
+
+    async def _hand_back_branch(self, entry: MergeEntry) -> bool | str:
+        """A remote's merge is landed: the session's branch there follows the result (keep) or goes,
+        and so does the session's worktree wherever it is; the worktree here, only where the merge
+        was done, goes either way. True or False as kept or removed, or why something was kept."""
+        r = entry.request
+        assert r.remote is not None
+        why_kept: str | None = None
+        if r.keep:
+            branch = f"{r.branch}:refs/heads/{r.branch}"
+            moved = await run_git("push", "--quiet", "--force", r.remote, branch, cwd=r.worktree)
+            if not moved.ok:
+                why_kept = f"branch {r.branch} was not moved to the result there ({moved.reason()})"
+        else:
+            await run_git("push", "--quiet", r.remote, "--delete", r.branch, cwd=r.worktree)
+        await asyncio.to_thread(checkout.remove, r.worktree, r.branch)
+        if why_kept is None and r.follow is not None:
+            why_kept = await r.follow(entry)
+        self._step(entry, "cleaned" if why_kept is None else "kept", reason=why_kept)
+        return why_kept if why_kept is not None else r.keep
 
     async def _check(self, r: MergeRequest) -> None:
         if not os.path.isdir(r.worktree):
@@ -380,6 +476,19 @@ class MergeQueue:
 
     async def _land(self, entry: MergeEntry, base_tip: str, result: str) -> None:
         r = entry.request
+        if r.remote is not None:
+            # The repository itself refuses what is not a fast-forward of its base as it is now.
+            pushed = await run_git(
+                "push", "--quiet", r.remote, f"{result}:refs/heads/{r.base_branch}", cwd=r.worktree
+            )
+            if not pushed.ok:
+                url = await _url_of(r)
+                raise _Failed(
+                    f"could not push the result to {r.base_branch} of {url} ({pushed.reason()}); it moved "
+                    f"while merging, or refuses pushes: submit the merge again once it lets you"
+                )
+            await run_git("update-ref", f"refs/heads/{r.base_branch}", result, cwd=r.worktree)
+            return
         checked_out = await _worktree_of(r.base_branch, r.worktree)
         if checked_out is not None:
             # Updates the user's files too; refuses (changing nothing) if their edits are in the way
@@ -441,6 +550,22 @@ class MergeQueues:
 def _conflict_reason(r: MergeRequest, conflicts: list[str], detail: str) -> str:
     files = ", ".join(conflicts) if conflicts else detail or "unknown files"
     return f"{r.branch} conflicts with {r.base_branch} in {files}"
+
+
+async def _fetch_base(r: MergeRequest) -> None:
+    """A remote's base as it is there now (the merge is computed against it, and landed on it)."""
+    assert r.remote is not None
+    ref = f"refs/heads/{r.base_branch}"
+    fetched = await run_git("fetch", "--quiet", r.remote, f"+{ref}:{ref}", cwd=r.worktree)
+    if not fetched.ok:
+        raise _Failed(f"could not fetch {r.base_branch} from {await _url_of(r)}: {fetched.reason()}")
+
+
+async def _url_of(r: MergeRequest) -> str:
+    """The repository a remote names, for a sentence."""
+    assert r.remote is not None
+    url = await run_git("remote", "get-url", r.remote, cwd=r.worktree)
+    return url.out.strip() if url.ok else r.remote
 
 
 async def _is_ancestor(commit: str, of: str, cwd: str) -> bool:

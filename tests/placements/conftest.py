@@ -1,4 +1,4 @@
-"""Fixtures of the placement tests: git repositories, and a real OpenSSH server on 127.0.0.1."""
+"""Fixtures of the placement tests: a daemon, git repositories, and a real OpenSSH server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,13 +9,28 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from placement_helpers import Sshd, free_port, git
 
+from bench.harness import Daemon
+from sessiond.client import AsyncDaemon, aconnect
+
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[AsyncDaemon]:
+    """A daemon of the test's own (the placements' tests change its agents and repositories)."""
+    daemon = Daemon().start()
+    try:
+        async with aconnect(daemon.socket, start=False) as connected:
+            yield connected
+    finally:
+        assert daemon.stop() == 0
+        shutil.rmtree(daemon.home, ignore_errors=True)
 
 
 @pytest.fixture

@@ -10,8 +10,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from sessiond.client import AsyncDaemon
 from sessiond.daemon.placements import PlacementOptions
+from sessiond.protocol.models import MergeEntry, MergeList
 
 
 def group_alive(pgid: int) -> bool:
@@ -133,6 +136,34 @@ def git(cwd: Path | str, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}
     ).stdout.strip()
+
+
+def bare_repository(folder: Path) -> Path:
+    """A bare repository on `main` with one commit (README), as a server would hold it."""
+    remote = folder / "remote.git"
+    git(folder, "init", "-q", "--bare", "-b", "main", str(remote))
+    seed = folder / "seed"
+    git(folder, "clone", "-q", str(remote), str(seed))
+    git(seed, "config", "user.name", "Tester")
+    git(seed, "config", "user.email", "tester@example.invalid")
+    (seed / "README").write_text("hello\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "initial")
+    git(seed, "push", "-q", "origin", "main")
+    shutil.rmtree(seed)
+    return remote
+
+
+async def merged(client: AsyncDaemon, session: str, **params: Any) -> MergeEntry:
+    async with client.events(sessions=[session], kinds=["merge.step"]) as events:
+        entry = await client._call("merge/request", MergeEntry, session=session, **params)
+        assert entry.status != "queued" or entry.position is not None, "a queued merge says its place"
+        async with asyncio.timeout(120):
+            async for event in events:
+                if event.data.get("step") in ("merged", "failed"):
+                    break
+    (done,) = [e for e in (await client._call("merge/list", MergeList)).entries if e.branch == entry.branch]
+    return done
 
 
 def free_port() -> int:

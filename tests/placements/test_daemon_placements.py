@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from placement_helpers import PROBE_PYTHON, Sshd, bwrap_problem, git, probe_results, write_probe
+from placement_helpers import PROBE_PYTHON, Sshd, bwrap_problem, git, merged, probe_results, write_probe
 
 from bench.harness import Daemon
 from sessiond.client import AsyncDaemon, InvalidParams, SessiondError, aconnect
-from sessiond.protocol.models import MergeEntry, MergeList, SessionInfo, SessionOpenResult
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[AsyncDaemon]:
-    daemon = Daemon().start()
-    try:
-        async with aconnect(daemon.socket, start=False) as connected:
-            yield connected
-    finally:
-        assert daemon.stop() == 0
-        shutil.rmtree(daemon.home, ignore_errors=True)
+from sessiond.protocol.models import SessionInfo, SessionOpenResult
 
 
 async def open_session(client: AsyncDaemon, root: Path, placement: str, **settings: Any) -> SessionInfo:
@@ -37,18 +25,6 @@ async def open_session(client: AsyncDaemon, root: Path, placement: str, **settin
 
 async def prompt(client: AsyncDaemon, session: str, text: str) -> str:
     return (await (await client.session(session)).asend(text)).text
-
-
-async def merged(client: AsyncDaemon, session: str, **params: Any) -> MergeEntry:
-    async with client.events(sessions=[session], kinds=["merge.step"]) as events:
-        entry = await client._call("merge/request", MergeEntry, session=session, **params)
-        assert entry.status != "queued" or entry.position is not None, "a queued merge says its place"
-        async with asyncio.timeout(120):
-            async for event in events:
-                if event.data.get("step") in ("merged", "failed"):
-                    break
-    (done,) = [e for e in (await client._call("merge/list", MergeList)).entries if e.branch == entry.branch]
-    return done
 
 
 async def test_a_worktree_session_works_apart_and_merges_back(client: AsyncDaemon, repo: Path) -> None:

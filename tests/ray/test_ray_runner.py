@@ -6,58 +6,24 @@ What is not real here: the nodes are processes of one machine, not machines."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray.cluster_utils as ray_cluster_utils  # the test extra installs ray
+from ray._private import ray_constants
 
-from bench.harness import Daemon, checked
+from bench.harness import Daemon
 from sessiond.client import AgentUnavailable, AsyncDaemon, PlacementFailed
+from sessiond.protocol.models import SessionOpenResult
 from tests.daemon.events import next_matching
+from tests.placements.placement_helpers import bare_repository
+from tests.ray.nodes import demo_on_ray, node_without
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """A head (no resources for agents) and two workers, labelled node-a and node-b."""
-    running = ray_cluster_utils.Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
-    )
-    running.nodes = {
-        "a": running.add_node(num_cpus=1, resources={"agents": 1, "node-a": 1}),
-        "b": running.add_node(num_cpus=1, resources={"agents": 1, "node-b": 1}),
-    }
-    running.wait_for_nodes()
-    yield running
-    running.shutdown()
-
-
-@pytest.fixture(scope="module")
-def daemon(cluster: Any) -> Iterator[Daemon]:
-    """One daemon for the module, joined to the cluster through RAY_ADDRESS."""
-    previous = os.environ.get("RAY_ADDRESS")
-    os.environ["RAY_ADDRESS"] = cluster.address
-    try:
-        with checked(Daemon()) as running:
-            yield running
-    finally:
-        if previous is None:
-            os.environ.pop("RAY_ADDRESS", None)
-        else:
-            os.environ["RAY_ADDRESS"] = previous
-
-
-def demo_on_ray(state: Path) -> list[str]:
-    return [sys.executable, "-m", "sessiond.daemon.demo_agent", "--state-dir", str(state)]
 
 
 async def test_an_agent_runs_on_the_node_its_resources_choose(
@@ -125,7 +91,7 @@ async def test_sessions_spread_over_two_processes_on_two_nodes(
     await again.aremove()
 
 
-async def test_a_lost_node_fails_only_its_turn_and_the_next_turn_runs_elsewhere_with_history(
+async def test_a_killed_raylet_fails_only_its_nodes_turn_and_the_next_turn_runs_elsewhere_with_history(
     client: AsyncDaemon, cluster: Any, work: Path, tmp_path: Path
 ) -> None:
     spare = {
@@ -144,6 +110,17 @@ async def test_a_lost_node_fails_only_its_turn_and_the_next_turn_runs_elsewhere_
     first = (await agent.aget()).process.node
     assert first is not None
     lost = next(node for node in spare.values() if node.node_id[:12] in first)
+    # A session in a worktree of a repository, made on that node (here the nodes share this
+    # machine's filesystem, so the other node finds it where it was).
+    remote = bare_repository(tmp_path)
+    cloned = await client._call(
+        "session/open",
+        SessionOpenResult,
+        agent="spread",
+        placement_settings={"repository": f"file://{remote}", "checkout_dir": str(tmp_path / "checkouts")},
+    )
+    in_worktree = await client.session(cloned.sessions[0].id)
+    await in_worktree.asend("write kept.txt written on the lost node")
     bystander = await (await client.agent("demo")).session(work)
     async with client.events(sessions=[session.id, bystander.id], kinds=["turn.chunk"]) as chunks:
         turn = asyncio.create_task(session.asend("say waiting\nhang"))
@@ -154,18 +131,36 @@ async def test_a_lost_node_fails_only_its_turn_and_the_next_turn_runs_elsewhere_
                 seen.add(chunk.session)
                 if seen == {session.id, bystander.id}:
                     break
-        await asyncio.to_thread(cluster.remove_node, lost)
-        with pytest.raises(AgentUnavailable, match=rf"was lost with Ray node {lost.node_id[:12]}"):
-            await asyncio.wait_for(turn, 60)
+        # Abruptly: its raylet killed with SIGKILL, nothing told (the worker holding the agent's actor
+        # ends when its raylet goes, and the cluster finds the node gone by its missed health checks).
+        (raylet,) = lost.all_processes[ray_constants.PROCESS_TYPE_RAYLET]
+        os.kill(raylet.process.pid, signal.SIGKILL)
+        try:
+            with pytest.raises(AgentUnavailable, match=rf"was lost with Ray node {lost.node_id[:12]}"):
+                await asyncio.wait_for(turn, 90)
+        finally:
+            await asyncio.to_thread(cluster.remove_node, lost, False)  # what else ran on the node
     assert not other.done()  # a local agent's turn goes on
     await bystander.acancel()
     assert (await other).stop_reason == "cancelled"
-    history = await session.asend("history")  # restored on the other node from its saved state
-    assert history.text.startswith("1. say first\n2. say waiting")
+    # Restored on the other node from the state the agent saved: its turns that ended (the one its
+    # node took down mid-turn it never saved).
+    history = await session.asend("history")
+    assert history.text.startswith("1. say first")
     process = (await agent.aget()).process
     assert process.starts == 2
     assert process.node is not None
     assert lost.node_id[:12] not in process.node
+    async with client.events(sessions=[in_worktree.id], kinds=["turn.ended"]) as ended:
+        reply = await in_worktree.asend("read kept.txt")
+        event = await anext(ended)
+    assert "kept.txt has 1 line. First line: written on the lost node" in reply.text
+    assert event.data["notice"].startswith(
+        f"the session's worktree was on {first}, and its work could not be taken along ({first} cannot be"
+    ), event.data["notice"]
+    assert event.data["notice"].endswith(
+        f"; {process.node} has it at the same path, as it was (they share it)"
+    )
     await agent.aremove()
 
 
@@ -193,25 +188,6 @@ async def test_no_node_with_room_queues_the_turn_then_fails_it_saying_what_was_a
     )
     assert (await session.aget()).status_detail is None  # it waits no more
     await agent.aremove()
-
-
-@contextlib.contextmanager
-def node_without(cluster: Any, hidden: Path, resource: str) -> Iterator[None]:
-    """A worker node whose filesystem lacks what this machine has at `hidden`: `ray start` inside
-    bubblewrap, with an empty tmpfs over that folder (and a pid namespace, so that everything the
-    node started ends with it)."""
-    ray_cli = Path(sys.executable).parent / "ray"
-    sandbox = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", str(hidden), "--unshare-pid", "--die-with-parent"]
-    start = [str(ray_cli), "start", "--address", cluster.address, "--num-cpus", "1", "--block"]
-    start += ["--resources", json.dumps({resource: 1}), "--disable-usage-stats"]
-    node = subprocess.Popen(
-        sandbox + start, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    try:
-        yield
-    finally:
-        os.killpg(node.pid, signal.SIGKILL)
-        node.wait(30)
 
 
 async def test_a_root_missing_on_the_node_fails_the_turn_saying_so(

@@ -253,9 +253,13 @@ export interface AgentOptions {
  */
 export interface PlacementSettings {
   /**
-   * worktree: the ref to branch from (default: HEAD).
+   * worktree: the ref to branch from (default: HEAD; with repository, the repository's default branch).
    */
   base?: string | null;
+  /**
+   * worktree with repository: the folder where the agent runs (a Ray node, or this machine) that holds the clone and the sessions' worktrees; absolute or ~/... (default: ~/.cache/sessiond/checkouts there).
+   */
+  checkoutDir?: string | null;
   /**
    * container: docker or podman (default: the one that works).
    */
@@ -272,6 +276,10 @@ export interface PlacementSettings {
    * container: more `run` arguments.
    */
   containerRunArgs?: string[];
+  /**
+   * worktree: a git repository to clone where the agent runs (https://, ssh://, git://, file:// URL, user@host:path, or an absolute path there) instead of using the root's: the session's worktree is made there on the first turn, its files read and written and its commands run there, and merging pushes its branch back. The session then has no root here (its root is the repository).
+   */
+  repository?: string | null;
   /**
    * sandbox: let commands reach the network (off by default).
    */
@@ -733,6 +741,9 @@ export interface SessionInfo {
    * The last reply's last paragraph (what the agent concluded), cut at a sentence.
    */
   recap?: string | null;
+  /**
+   * The directory it was opened in; for a worktree made from a repository, the repository.
+   */
   root: string;
   /**
    * The run that opened it, if any.
@@ -796,10 +807,14 @@ export interface Where {
   branch?: string | null;
   description?: string;
   /**
-   * user@host:port for ssh; None on this machine.
+   * user@host:port for ssh; the Ray node for a worktree made there from a repository; None on this machine.
    */
   host?: string | null;
   placement: 'here' | 'worktree' | 'sandbox' | 'container' | 'ssh';
+  /**
+   * The repository its worktree was made from, if any.
+   */
+  repository?: string | null;
   /**
    * Where the agent works: the worktree, or the directory on the ssh target.
    */
@@ -945,9 +960,13 @@ export interface PermissionRequestResult {
  */
 export interface PlacementSettings1 {
   /**
-   * worktree: the ref to branch from (default: HEAD).
+   * worktree: the ref to branch from (default: HEAD; with repository, the repository's default branch).
    */
   base?: string | null;
+  /**
+   * worktree with repository: the folder where the agent runs (a Ray node, or this machine) that holds the clone and the sessions' worktrees; absolute or ~/... (default: ~/.cache/sessiond/checkouts there).
+   */
+  checkoutDir?: string | null;
   /**
    * container: docker or podman (default: the one that works).
    */
@@ -964,6 +983,10 @@ export interface PlacementSettings1 {
    * container: more `run` arguments.
    */
   containerRunArgs?: string[];
+  /**
+   * worktree: a git repository to clone where the agent runs (https://, ssh://, git://, file:// URL, user@host:path, or an absolute path there) instead of using the root's: the session's worktree is made there on the first turn, its files read and written and its commands run there, and merging pushes its branch back. The session then has no root here (its root is the repository).
+   */
+  repository?: string | null;
   /**
    * sandbox: let commands reach the network (off by default).
    */
@@ -1161,7 +1184,7 @@ export interface SessionOpenParams {
    */
   placementSettings?: PlacementSettings1 | null;
   /**
-   * Directory the session works in; must exist. Default: the agent's default_root.
+   * Directory the session works in; must exist. Default: the agent's default_root. Left out with placementSettings.repository (the session works in a clone of it).
    */
   root?: string | null;
   title?: string | null;
