@@ -89,8 +89,12 @@ if not vim.env.SESSIOND_UI_CHILD then
   if child("return vim.api.nvim_get_current_line()") ~= "hello world" then
     fail("the buffer changed")
   end
-  local shown = child("return require('sessiond').status({ raw = true })")
-  if not shown:find("1 needs you", 1, true) then
+  -- The request and the session's new state are two messages: the mark may come a moment later.
+  local shown
+  if not vim.wait(30000, function()
+    shown = child("return require('sessiond').status({ raw = true })")
+    return shown:find("1 needs you", 1, true) ~= nil
+  end, 20) then
     fail("the status line does not mark the request: " .. shown)
   end
   local failure = child("return _G.SESSIOND_TEST_FAILURE")

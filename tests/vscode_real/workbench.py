@@ -268,8 +268,12 @@ class Workbench:
             page.wait_for_selector(".monaco-workbench .part.statusbar", timeout=120_000)
             self.wait_status_text(r"open", timeout=60)
         if not self.row("demo").count():
-            page.locator(".activitybar .action-item:has(a.action-label[aria-label=sessiond])").click()
-            self.row("demo").wait_for()
+            # A window loaded again restores the view before its rows come: clicking its icon
+            # then would close the side bar, so only a view container not showing is clicked.
+            item = page.locator(".activitybar .action-item:has(a.action-label[aria-label=sessiond])")
+            if "checked" not in (item.get_attribute("class") or "").split():
+                item.click()
+            self.row("demo").wait_for(timeout=60_000)
 
     def rows(self, label: str) -> Any:
         name = self.page.locator(".label-name", has_text=re.compile("^" + re.escape(label) + "$"))
