@@ -70,13 +70,14 @@ BEHIND_THE_DOOR = (
 )
 
 
-def _endpoint_maker(tools: SessionTools) -> MakeEndpoint:
-    """How Around makes the daemon's MCP endpoint on first need (its SDK loads as it starts)."""
+def _endpoint_maker(tools: Callable[[], SessionTools]) -> MakeEndpoint:
+    """How Around makes the daemon's MCP endpoint on first need (its SDK loads as it starts);
+    the tools are made over Around, so they are asked for only then."""
 
     def make(session_of_token: Callable[[str], str | None]) -> McpEndpoint:
         from sessiond.daemon.mcp_http import McpEndpoint
 
-        return McpEndpoint(tools, session_of_token)
+        return McpEndpoint(tools(), session_of_token)
 
     return make
 
@@ -296,14 +297,14 @@ async def _serve(
             core.load([demo_spec(state_dir)], configured)
             # The edges over the core: a session's own tools (the server's handlers and the MCP
             # endpoint both call them), and the endpoint, made by Around on first need.
-            tools = SessionTools(core)
             core.around = Around(
                 core,
                 TaskBook(store),
                 state_dir,
                 ask_person=core.permissions.ask,
-                make_endpoint=_endpoint_maker(tools),
+                make_endpoint=_endpoint_maker(lambda: tools),
             )
+            tools = SessionTools(core.around, get_session=core.get_session, describe=core.session_info)
             core.socket_path = str(socket_path)
             core.daemon_dirs = (str(socket_path.parent), str(state_dir), str(paths.config_dir()))
             runs = RunBook(store)

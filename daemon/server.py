@@ -3,7 +3,7 @@
 This is the only module that knows pygls. The door (`door.py`) reads each
 connection, passes every message through the gate and answers `initialize`;
 then each initialized connection gets a fresh `LanguageServer` built by
-`_build_server`, all of them sharing one `Core`; the handlers are registered
+`_build_server`, all of them sharing one core (seen through `ServerPort`); the handlers are registered
 from the method table in `sessiond.protocol.methods`, validate their params
 with pydantic, and delegate to the core.
 """
@@ -18,7 +18,8 @@ import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lsprotocol import types as lsp
 from pydantic import BaseModel, ValidationError
@@ -28,10 +29,9 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCRequestMessage, JsonRPCResponseMessage
 
 from sessiond.daemon import gate, handshake, wire
-from sessiond.daemon.core import Core
 from sessiond.daemon.door import Door, Link
-from sessiond.daemon.events import Event, Filter, Subscriber, SubscriberOverflow
-from sessiond.daemon.records import PendingPermission, SessionRecord
+from sessiond.daemon.events import Event, EventLog, Filter, Subscriber, SubscriberOverflow
+from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord
 from sessiond.daemon.runs import RunBook
 from sessiond.daemon.session_tools import SessionTools
 from sessiond.daemon.wire import Kind
@@ -40,7 +40,64 @@ from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
 from sessiond.protocol.methods import METHODS
 
+if TYPE_CHECKING:
+    from sessiond.daemon.around import Around
+    from sessiond.daemon.insight_feed import InsightFeed
+    from sessiond.daemon.merging import Merging
+    from sessiond.daemon.permissions import Permissions
+    from sessiond.daemon.session_table import LazyIndex, SessionTable
+    from sessiond.daemon.store import Store
+
 log = logging.getLogger("sessiond.server")
+
+
+class ServerPort(Protocol):
+    """What the handlers use of the core: its operations, one per method family, and the
+    collaborators whose methods a handler calls as they are (the insight feed, Around, the
+    merge queue, permissions). The core satisfies it (mypy checks that where serve hands it over);
+    the server imports nothing of core.py."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def events(self) -> EventLog: ...
+    @property
+    def state_dir(self) -> Path: ...
+    @property
+    def agents(self) -> dict[str, AgentRuntime]: ...
+    @property
+    def sessions(self) -> SessionTable: ...
+    @property
+    def by_run(self) -> LazyIndex: ...
+    @property
+    def feed(self) -> InsightFeed: ...
+    @property
+    def around(self) -> Around: ...
+    @property
+    def merging(self) -> Merging: ...
+    @property
+    def permissions(self) -> Permissions: ...
+
+    async def create_agent(self, spec: m.AgentSpec) -> m.AgentInfo: ...
+    async def update_agent(self, params: m.AgentUpdateParams) -> m.AgentInfo: ...
+    async def remove_agent(self, name: str) -> None: ...
+    def get_agent(self, name: str) -> AgentRuntime: ...
+    def agent_info(self, runtime: AgentRuntime) -> m.AgentInfo: ...
+    async def open_sessions(
+        self, params: m.SessionOpenParams, run: str | None = None
+    ) -> list[SessionRecord]: ...
+    def list_sessions(self, params: m.SessionListParams) -> m.SessionPage: ...
+    def get_session(self, session_id: str) -> SessionRecord: ...
+    def session_info(self, s: SessionRecord, *, brief: bool = False) -> m.SessionInfo: ...
+    async def close_session(self, session_id: str) -> SessionRecord: ...
+    async def set_mode(self, params: m.SessionSetModeParams) -> m.SessionControls: ...
+    async def set_config_option(self, params: m.SessionSetConfigParams) -> m.SessionControls: ...
+    async def prompt(
+        self, params: m.SessionPromptParams, listener: Callable[[str, dict[str, Any]], None] | None = None
+    ) -> m.TurnResult: ...
+    async def cancel(self, params: m.SessionCancelParams) -> int: ...
+    def cancel_turn(self, turn_id: str) -> bool: ...
+
 
 # A replay reads and writes at most this many events, or about this many bytes of them, at a time,
 # each page drained before the next.
@@ -81,7 +138,7 @@ class Connection:
         self._protocol: SessiondProtocol | None = None
 
     @property
-    def core(self) -> Core:
+    def core(self) -> ServerPort:
         return self.daemon.core
 
     @property
@@ -643,7 +700,7 @@ class DaemonServer:
 
     def __init__(
         self,
-        core: Core,
+        core: ServerPort,
         runs: RunBook,
         tools: SessionTools,
         door: Door,

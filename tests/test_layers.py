@@ -109,9 +109,13 @@ def imports(root: Path) -> list[Import]:
     found: list[Import] = []
     for name, path in paths.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        constants = _string_constants(tree)
+        for node in ast.walk(tree):
             targets: list[str] = []
-            if isinstance(node, ast.Import):
+            if (loaded := _imported_by_call(node, constants)) is not None:
+                targets = [loaded]
+            elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
@@ -128,6 +132,38 @@ def imports(root: Path) -> list[Import]:
                 if target and target != name:
                     found.append(Import(name, target, path, node.lineno))
     return found
+
+
+def _string_constants(tree: ast.Module) -> dict[str, str]:
+    """The module's top-level `NAME = "text"` assignments."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            found[node.targets[0].id] = node.value.value
+    return found
+
+
+def _imported_by_call(node: ast.AST, constants: dict[str, str]) -> str | None:
+    """The module an `importlib.import_module(...)` call loads, when its argument is a string or
+    a module constant holding one (a lazy import is an import all the same)."""
+    if not (isinstance(node, ast.Call) and node.args):
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if name != "import_module":
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.Name):
+        return constants.get(arg.id)
+    return None
 
 
 def layer_of(module: str) -> int | None:
@@ -245,6 +281,23 @@ def _in(found: Iterable[Import], *prefixes: str) -> Iterator[Import]:
 def test_every_module_of_the_daemon_and_the_protocol_has_a_layer() -> None:
     unplaced = [name for name in module_paths(ROOT) if layer_of(name) is None]
     assert not unplaced, f"place these modules in a layer of tests/test_layers.py: {unplaced}"
+
+
+def test_an_import_by_importlib_counts_like_any_other(tmp_path: Path) -> None:
+    """A lazy import named by a string, or by a module constant holding one, is seen: a climb
+    hidden in `importlib.import_module` fails the test as a plain import would."""
+    (tmp_path / "protocol").mkdir()
+    (tmp_path / "protocol" / "__init__.py").write_text(
+        'import importlib\nSERVER = "sessiond.daemon.server"\n'
+        "def late():\n"
+        "    return importlib.import_module(SERVER), importlib.import_module('sessiond.daemon.core')\n"
+    )
+    (tmp_path / "daemon").mkdir()
+    for name in ("__init__", "server", "core"):
+        (tmp_path / "daemon" / f"{name}.py").write_text("")
+    found = {(i.importer, i.imported) for i in climbs(imports(tmp_path))}
+    up = "sessiond.protocol"
+    assert found == {(up, "sessiond.daemon.server"), (up, "sessiond.daemon.core")}
 
 
 def test_no_import_climbs_a_layer() -> None:
