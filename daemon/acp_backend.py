@@ -783,6 +783,11 @@ class AgentProcess:
         options = getattr(response, "config_options", None) or []
         return [option.model_dump(mode="json", by_alias=True, exclude_none=True) for option in options]
 
+    def log_reader(self) -> Callable[[], str | None]:
+        """Its log's last line that speaks of an error or a retry, written after this call."""
+        start = _size(self.log_path)
+        return lambda: _last_relevant_line(self.log_path, start, "", limit=64 * 1024)
+
     async def prompt(self, session_id: str, text: str) -> PromptOutcome:
         log_start = _size(self.log_path)
         try:

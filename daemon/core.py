@@ -83,6 +83,18 @@ def _now() -> float:
     return time.time()
 
 
+def _silence(session: SessionRecord, running: Turn) -> str | None:
+    """What a working session's status says while its agent is silent (flagged agent_silent): since
+    when, and the last error or retry line of the agent's log since the turn was sent."""
+    ins = session.insight
+    if m.Attention.AGENT_SILENT not in session.flags or ins is None or ins.last_activity is None:
+        return None
+    since = time.strftime("%H:%M:%S", time.localtime(ins.last_activity))
+    said = running.log_says() if running.log_says is not None else None
+    heard = f"; its log: {said}" if said else ""
+    return f"no word from the agent since {since}{heard}; wait, or cancel the turn"
+
+
 def _index(runtime: AgentRuntime, slot: ProcessRuntime) -> dict[str, Any]:
     """An agent.process event's `process` (which of the agent's processes), when it has (or had) several."""
     return {"process": slot.index} if len(runtime.processes) > 1 or slot.index else {}
@@ -139,7 +151,10 @@ class Core:
         # each); what one needs of another is handed over here. `around` is built later (by
         # serve, with its task inbox), so the budget and side-chat rules reach it when called.
         self.feed = InsightFeed(
-            self, state_rate=state_rate, enforce_budget=lambda session: self.around.enforce_budget(session)
+            self,
+            state_rate=state_rate,
+            enforce_budget=lambda session: self.around.enforce_budget(session),
+            on_silence=lambda session: self.set_status(session),
         )
         self.permissions = Permissions(
             self, decide_for_side=lambda session, tool_call: self.around.decide_for_side(session, tool_call)
@@ -932,7 +947,13 @@ class Core:
             queued=bool(rt and (rt.queue or waiting)),
             last=session.last_outcome,
         )
-        detail = running.waiting_for if running is not None and status is SessionStatus.QUEUED else None
+        detail = (
+            running.waiting_for
+            if running is not None and status is SessionStatus.QUEUED
+            else _silence(session, running)
+            if running is not None and status is SessionStatus.WORKING
+            else None
+        )
         old = session.status
         if status is old and detail == session.status_detail:
             self.feed.refresh_flags(session)
@@ -1248,6 +1269,7 @@ class Core:
             if session.preface is not None and not session.forked:
                 text = f"{session.preface}\n\n{turn.prompt}"
             session.preface = None
+            turn.log_says = process.log_reader()
             prompting = asyncio.ensure_future(process.prompt(agent_session_id, text))
             try:
                 outcome = await asyncio.wait_for(asyncio.shield(prompting), timeout)

@@ -174,6 +174,7 @@ class Insight:
     turn_started: float | None = None
     last_activity: float | None = None
     tools: dict[str, ToolCall] = field(default_factory=dict)
+    turn_tools: set[str] = field(default_factory=set)  # the tool calls of the turn under way
     changes: m.Changes | None = None
     transcript: TranscriptBuilder = field(default_factory=TranscriptBuilder)
     transcript_loaded: bool = False
@@ -226,6 +227,7 @@ class Insight:
     def tool_update(self, payload: dict[str, Any]) -> ToolCall:
         tool_id = str(payload.get("toolCallId", ""))
         call = self.tools.setdefault(tool_id, ToolCall(tool_id))
+        self.turn_tools.add(tool_id)
         if payload.get("title"):
             call.title = str(payload["title"])
         if payload.get("kind"):
@@ -243,6 +245,7 @@ class Insight:
 
     def turn_began(self, now: float) -> None:
         self.turn_started = now
+        self.turn_tools.clear()
         self.touch(now)
 
     def turn_ended(self, now: float, usage: dict[str, int] | None) -> None:
@@ -304,7 +307,7 @@ class Insight:
         return 0.0
 
     def attention(
-        self, *, now: float, needs_you: bool, plan_stall: float, turn_timeout: float
+        self, *, now: float, needs_you: bool, plan_stall: float, turn_timeout: float, silence: float
     ) -> list[m.Attention]:
         flags: list[m.Attention] = []
         if needs_you:
@@ -316,4 +319,15 @@ class Insight:
             flags.append(m.Attention.CONTEXT_HIGH)
         if self.turn_started is not None and now - self.turn_started > turn_timeout / 2:
             flags.append(m.Attention.TURN_LONG)
+        if self.silent_for(now, needs_you=needs_you) > silence:
+            flags.append(m.Attention.AGENT_SILENT)
         return flags
+
+    def silent_for(self, now: float, *, needs_you: bool) -> float:
+        """Seconds the agent has said nothing in the turn under way (0 when none is, when a person
+        was asked, or while a tool of it runs: a long command is work, not silence)."""
+        if self.turn_started is None or needs_you or self.last_activity is None:
+            return 0.0
+        if any(self.tools[t].status in ("pending", "in_progress") for t in self.turn_tools):
+            return 0.0
+        return max(now - self.last_activity, 0.0)

@@ -103,10 +103,17 @@ class FeedPort(Protocol):
 
 class InsightFeed:
     def __init__(
-        self, core: FeedPort, *, state_rate: float, enforce_budget: Callable[[SessionRecord], None]
+        self,
+        core: FeedPort,
+        *,
+        state_rate: float,
+        enforce_budget: Callable[[SessionRecord], None],
+        on_silence: Callable[[SessionRecord], None],
     ) -> None:
         self.core = core
         self._enforce_budget = enforce_budget  # past a budget, the session's tree stops (usage grew)
+        # A turn's agent fell silent, or spoke again: the core says so in the session's status.
+        self._on_silence = on_silence
         self.store = core.store
         self.events = core.events
         # A session's state events go out at most state_rate times a second each.
@@ -174,10 +181,13 @@ class InsightFeed:
         if flags == session.flags:
             return
         self.tally.flagged(session.flags, flags)
+        silence_moved = (m.Attention.AGENT_SILENT in flags) != (m.Attention.AGENT_SILENT in session.flags)
         session.flags = flags
         if announce:
             self.state(session, EventKind.SESSION_ATTENTION)
             self.fleet_soon()
+        if silence_moved:
+            self._on_silence(session)
 
     def controls(self, session: SessionRecord) -> m.SessionControls:
         """What the session's agent offers it and what was chosen: as the agent said for this session,
@@ -554,6 +564,7 @@ class InsightFeed:
             needs_you=needs_you,
             plan_stall=options.plan_stall_seconds,
             turn_timeout=options.turn_timeout,
+            silence=options.silence_seconds,
         )
 
     async def watch(self) -> None:
@@ -566,6 +577,8 @@ class InsightFeed:
                     ins.turn_started is not None or ins.in_progress_since or session.flags
                 ):
                     self.refresh_flags(session)
+                    if m.Attention.AGENT_SILENT in session.flags:
+                        self._on_silence(session)  # what the agent's log says may have grown
                 else:
                     del self.watched[session_id]  # back when `of` hands out its insight again
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +146,8 @@ class Turn:
     waiting_for: str | None = None  # the limit it waits on (an agent slot, a live-session slot)
     cancel_reason: str | None = None  # who or what cancelled it ("by a client", "the session was closed")
     notice: str | None = None  # what a person should know of how it ran (its session could not be restored)
+    # What the agent's log says since the turn was sent (the process's reader), for a silent turn.
+    log_says: Callable[[], str | None] | None = None
 
     @property
     def text(self) -> str:

@@ -31,6 +31,7 @@ class Attention(StrEnum):
     PLAN_STALLED = "plan_stalled"
     CONTEXT_HIGH = "context_high"
     TURN_LONG = "turn_long"
+    AGENT_SILENT = "agent_silent"
 
 
 class EventKind(StrEnum):

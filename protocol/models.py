@@ -192,6 +192,13 @@ class AgentOptions(Params):
     plan_stall_seconds: float = Field(
         600.0, gt=0, description="A plan entry in progress for longer than this flags the session."
     )
+    silence_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="A turn whose agent has said nothing for this long (no tool of it running, "
+        "no person asked) flags the session `agent_silent`; its statusDetail says for how long "
+        "and the last error or retry line of the agent's log since the turn began.",
+    )
     max_threads: int | None = Field(
         None, ge=0, description="Threads a session tree may start; 0: use no helpers. None: no cap."
     )

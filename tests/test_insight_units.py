@@ -77,11 +77,38 @@ def test_attention_flags() -> None:
     insight.set_plan([{"content": "slow step", "status": "in_progress"}], now=1000.0)
     insight.set_context({"used": 90, "size": 100})
     insight.turn_began(1000.0)
-    flags = insight.attention(now=1700.0, needs_you=True, plan_stall=600.0, turn_timeout=1200.0)
+    flags = insight.attention(now=1700.0, needs_you=True, plan_stall=600.0, turn_timeout=1200.0, silence=20.0)
     assert flags == [Attention.NEEDS_YOU, Attention.PLAN_STALLED, Attention.CONTEXT_HIGH, Attention.TURN_LONG]
-    assert insight.attention(now=1001.0, needs_you=False, plan_stall=600.0, turn_timeout=1200.0) == [
-        Attention.CONTEXT_HIGH
-    ]
+    assert insight.attention(
+        now=1001.0, needs_you=False, plan_stall=600.0, turn_timeout=1200.0, silence=20.0
+    ) == [Attention.CONTEXT_HIGH]
+
+
+def test_an_agent_is_silent_only_with_a_turn_under_way_and_nothing_else_to_wait_on() -> None:
+    def flagged(ins: Insight, now: float, *, needs_you: bool = False) -> bool:
+        flags = ins.attention(
+            now=now, needs_you=needs_you, plan_stall=600.0, turn_timeout=1200.0, silence=20.0
+        )
+        return Attention.AGENT_SILENT in flags
+
+    insight = Insight()
+    insight.touch(1000.0)
+    assert not flagged(insight, 1100.0)  # no turn under way: idle, not silent
+    insight.turn_began(1000.0)
+    assert not flagged(insight, 1019.0)
+    assert flagged(insight, 1021.0)
+    assert not flagged(insight, 1021.0, needs_you=True)  # a person was asked: the wait is theirs
+    insight.touch(1021.0)  # the agent speaks again
+    assert not flagged(insight, 1030.0)
+    insight.tool_update({"toolCallId": "t1", "title": "make", "status": "in_progress"})
+    assert not flagged(insight, 1100.0)  # its command runs: work, not silence
+    insight.tool_update({"toolCallId": "t1", "status": "completed"})
+    assert flagged(insight, 1100.0)
+    # A tool left running by an earlier turn (cancelled mid-call) does not hide a later silence.
+    insight.tool_update({"toolCallId": "t2", "status": "in_progress"})
+    insight.turn_ended(1100.0, None)
+    insight.turn_began(1200.0)
+    assert flagged(insight, 1221.0)
 
 
 def test_a_plan_entry_keeps_its_start_while_it_stays_in_progress() -> None:

@@ -39,7 +39,11 @@ def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
         ("root", info.root),
         ("placement", placement_text(info)),
         ("title", info.title or "-"),
-        ("status", f"{info.status.value} since {when(info.status_since)}"),
+        (
+            "status",
+            f"{info.status.value} since {when(info.status_since)}"
+            + (f": {info.status_detail}" if info.status_detail else ""),
+        ),
         ("turns", f"{info.turns} ended, {info.queued_turns} queued"),
     ]
     if info.kind != "main" or info.parent:

@@ -12,10 +12,12 @@ the daemon adds from the failure's words (and the agent's log).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from events import next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AsyncAgent, AsyncDaemon
@@ -104,4 +106,34 @@ async def test_an_unreachable_api_fails_the_turn_fast_saying_why_and_what_to_do(
     message = await fails_fast(session, "say hello")
     assert "ECONNREFUSED" in message
     assert "could not reach its model API" in message
+    await agent.aremove()
+
+
+async def test_an_agent_retrying_its_api_in_silence_shows_so_within_seconds_and_carries_on(
+    client: AsyncDaemon, work: Path, standin: AnthropicStandIn, tmp_path: Path
+) -> None:
+    """With its own retries left as they are (ten, ~3 minutes, and nothing said meanwhile), the
+    session is flagged agent_silent and its status says since when, a few seconds in; the API
+    back, the agent's next retry answers and the flag goes."""
+    env = _env(standin.base_url, tmp_path / "claude")
+    del env["CLAUDE_CODE_MAX_RETRIES"]
+    agent = await client.agent("claude-retrying", command=[str(AGENT)], env=env, silence_seconds=2)
+    session = await agent.session(work)
+    standin.push("Warm.")
+    assert (await session.asend("warm up")).text == "Warm."
+    standin.fail_with(500)
+    try:
+        async with client.events(sessions=[session.id], kinds=["session.status"]) as events:
+            turn = asyncio.ensure_future(session.asend("say hello"))
+            said = await next_matching(events, lambda e: "detail" in e.data, timeout=60)
+            assert said.data["status"] == "working"
+            assert said.data["detail"].startswith("no word from the agent since ")
+            assert "agent_silent" in [a.value for a in (await session.aget()).attention]
+    finally:
+        standin.fail_with(None)
+    standin.push("Back.")
+    assert (await asyncio.wait_for(turn, 240)).text.endswith("Back.")
+    info = await session.aget()
+    assert "agent_silent" not in [a.value for a in info.attention]
+    assert info.status_detail is None
     await agent.aremove()

@@ -235,3 +235,26 @@ async def test_an_agent_that_cannot_restore_keeps_its_sessions_open_and_says_so(
     assert info.process.live_sessions == 2
     assert info.process.note is not None
     assert "stay open" in info.process.note
+
+
+async def test_an_agent_silent_in_its_turn_flags_the_session_and_says_since_when(
+    client: AsyncDaemon, work: Path
+) -> None:
+    demo = (await client.agent("demo")).info.command
+    agent = await client.agent("demo-quiet", command=demo, silence_seconds=1)
+    session = await agent.session(work)
+    async with client.events(sessions=[session.id], kinds=["session.status", "session.attention"]) as events:
+        turn = asyncio.create_task(session.asend("hang"))  # says nothing, ever
+        said = await next_matching(events, lambda e: e.kind == "session.status" and "detail" in e.data)
+        assert said.data["status"] == "working"
+        assert said.data["detail"].startswith("no word from the agent since ")
+        assert said.data["detail"].endswith("wait, or cancel the turn")
+        info = await session.aget()
+        assert "agent_silent" in [a.value for a in info.attention]
+        assert info.status_detail == said.data["detail"]
+        await session.acancel()
+        assert (await turn).stop_reason == "cancelled"
+    info = await session.aget()
+    assert "agent_silent" not in [a.value for a in info.attention]
+    assert info.status_detail is None
+    await agent.aremove()

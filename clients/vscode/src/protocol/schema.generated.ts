@@ -3,7 +3,7 @@
 /* eslint-disable */
 
 export type AgentProcessState = 'stopped' | 'starting' | 'running' | 'crashed';
-export type Attention = 'needs_you' | 'plan_stalled' | 'context_high' | 'turn_long';
+export type Attention = 'needs_you' | 'plan_stalled' | 'context_high' | 'turn_long' | 'agent_silent';
 export type EventKind =
   | 'agent.created'
   | 'agent.updated'
@@ -239,6 +239,10 @@ export interface AgentOptions {
    * Model option for side chats (a cheaper one, say).
    */
   sideModel?: string | null;
+  /**
+   * A turn whose agent has said nothing for this long (no tool of it running, no person asked) flags the session `agent_silent`; its statusDetail says for how long and the last error or retry line of the agent's log since the turn began.
+   */
+  silenceSeconds?: number;
   /**
    * Tokens a session tree may use, threads included.
    */
