@@ -65,6 +65,15 @@ test('plan, usage, changes and attention events set the session state, in either
   assert.deepEqual(unknown.staleSessions, ['s1'], 'a payload it cannot read makes the session stale, to be refetched');
 });
 
+test("a status event's detail (an agent silent, a limit queued on) is kept, and goes with the next status", () => {
+  const model = modelWith([session('s1', { status: 'working' })], 0);
+  const detail = 'no word from the agent since 14:02:07; wait, or cancel the turn';
+  model.apply(event('session.status', { session: 's1', data: { status: 'working', since: 1, detail } }));
+  assert.equal(model.sessions.get('s1')?.statusDetail, detail);
+  model.apply(event('session.status', { session: 's1', data: { status: 'working', since: 1 } }));
+  assert.equal(model.sessions.get('s1')?.statusDetail, null);
+});
+
 test('permissions come and go with their events and with the session leaving needs_you', () => {
   const model = modelWith([session('s1', { status: 'working' })], 0);
   const added: string[] = [];

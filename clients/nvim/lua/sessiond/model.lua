@@ -174,6 +174,7 @@ local session_handlers = {
   ["session.status"] = function(info, event)
     info.status = event.data.status
     info.statusSince = event.time
+    info.statusDetail = event.data.detail
   end,
   ["turn.queued"] = function(info)
     info.queuedTurns = (info.queuedTurns or 0) + 1

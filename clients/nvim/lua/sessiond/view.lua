@@ -68,6 +68,9 @@ function M.header(info)
     state = state .. (" · %d queued"):format(info.queuedTurns)
   end
   add(state)
+  if type(info.statusDetail) == "string" then
+    add("  " .. info.statusDetail) -- why it waits: a limit it is queued on, an agent silent
+  end
   for _, ask in ipairs(model():pending_permissions(info.id)) do
     add(
       ("Needs you: %s (press %s)"):format(

@@ -332,6 +332,7 @@ export class FleetModel {
         if (session && isStatus(data.status)) {
           session.status = data.status;
           session.statusSince = timeOf(data.since) ?? event.time;
+          session.statusDetail = typeof data.detail === 'string' ? data.detail : null;
           if (data.status !== 'needs_you') this.dropPermissionsOf(session.id);
         } else {
           stale();

@@ -222,6 +222,7 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
         sessionName(session),
         kind && session.parent ? `${kind} of ${session.parent}` : undefined,
         `${STATUS_LABELS[session.status]} since ${ago(session.statusSince, now)}`,
+        session.statusDetail ?? undefined,
         session.lastActivity ? `last activity ${ago(session.lastActivity, now)}` : undefined,
         `${session.placement} in ${session.root}`,
         merge ? mergeTooltip(merge) : undefined,
