@@ -139,6 +139,16 @@ def _process_text(process: dict[str, Any], *, live: bool = False) -> str:
     return str(process["state"]) + (f" ({', '.join(details)})" if details else "")
 
 
+def _auth_text(process: dict[str, Any]) -> str:
+    """ "openai-api-key" (the method the daemon authenticated with); "none (offers a, b)" when
+    the agent offers ways to sign in and none was used; "-" when it offers none, or has not
+    started yet (it says at its first start)."""
+    if process.get("authenticated"):
+        return str(process["authenticated"])
+    methods = [str(m.get("id")) for m in process.get("authMethods") or []]
+    return f"none (offers {', '.join(methods)})" if methods else "-"
+
+
 def _agent_rows(agent: dict[str, Any]) -> list[list[str]]:
     """The agent's row (as the daemon sends it); with several processes, the processes taken
     together, then one row each."""
@@ -148,6 +158,7 @@ def _agent_rows(agent: dict[str, Any]) -> list[list[str]]:
         "",
         str(agent.get("openSessions", 0)),
         str(agent.get("turns", 0)),
+        _auth_text(agent["process"]),
         short(" ".join(agent["command"])),
     ]
     if len(processes) <= 1:
@@ -155,7 +166,7 @@ def _agent_rows(agent: dict[str, Any]) -> list[list[str]]:
         return [head]
     running = sum(p["state"] == "running" for p in processes)
     head[1] = f"{running} of {len(processes)} processes running"
-    return [head] + [[f"  #{p.get('index')}", _process_text(p, live=True), "", "", ""] for p in processes]
+    return [head] + [[f"  #{p.get('index')}", _process_text(p, live=True), "", "", "", ""] for p in processes]
 
 
 # ---------------------------------------------------------------- commands
@@ -296,7 +307,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
         _emit_json(agents)
     else:
         _table(
-            ["NAME", "PROCESS", "SESSIONS", "TURNS", "COMMAND"],
+            ["NAME", "PROCESS", "SESSIONS", "TURNS", "AUTH", "COMMAND"],
             [row for a in agents for row in _agent_rows(a)],
         )
     return EXIT_OK

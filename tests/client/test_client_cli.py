@@ -96,8 +96,8 @@ def test_new_ls_show_close(
 
 def test_agents_table_and_json(fake: FakeDaemon, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "agents")
-    assert out.splitlines()[0].split() == ["NAME", "PROCESS", "SESSIONS", "TURNS", "COMMAND"]
-    assert out.splitlines()[1].split() == ["demo", "stopped", "0", "0", "demo"]
+    assert out.splitlines()[0].split() == ["NAME", "PROCESS", "SESSIONS", "TURNS", "AUTH", "COMMAND"]
+    assert out.splitlines()[1].split() == ["demo", "stopped", "0", "0", "-", "demo"]
     code, out, _ = run(capsys, "agents", "--json")
     assert code == 0
     assert [a["name"] for a in json_lines(out)] == ["demo"]

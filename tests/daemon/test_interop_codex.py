@@ -11,6 +11,8 @@ config.toml in a CODEX_HOME of the test's own.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,8 +63,29 @@ def standin(running_standin: OpenAIResponsesStandIn) -> OpenAIResponsesStandIn:
     return running_standin
 
 
+def agents_table(daemon: Daemon) -> dict[str, str]:
+    """`sessiond agents` as a person runs it: each agent's AUTH column."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiond.client", "agents"],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    header, *rows = done.stdout.splitlines()
+    start = header.index("AUTH")
+    end = header.index("COMMAND")
+    return {row.split()[0]: row[start:end].strip() for row in rows if not row.startswith(" ")}
+
+
 async def test_codex_authenticates_with_the_key_in_its_env_and_does_a_text_turn(
-    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+    client: AsyncDaemon,
+    daemon: Daemon,
+    work: Path,
+    tmp_path: Path,
+    codex_command: list[str],
+    standin: OpenAIResponsesStandIn,
 ) -> None:
     # /tmp is refused for its helper binaries (a warning only); keep its home short and private.
     home = standin.codex_home(tmp_path / "codex")
@@ -84,6 +107,7 @@ async def test_codex_authenticates_with_the_key_in_its_env_and_does_a_text_turn(
     assert methods["codex-api-key"]["satisfied"] is False  # set, but empty
     assert methods["chatgpt"]["satisfied"] is False
     assert process.authenticated == "openai-api-key"
+    assert agents_table(daemon)["codex-key"] == "openai-api-key"
     info = await session.aget()
     assert info.context is not None
     assert not info.context.estimated  # codex reports its context fill
@@ -91,7 +115,12 @@ async def test_codex_authenticates_with_the_key_in_its_env_and_does_a_text_turn(
 
 
 async def test_codex_without_credentials_fails_saying_what_each_way_needs(
-    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+    client: AsyncDaemon,
+    daemon: Daemon,
+    work: Path,
+    tmp_path: Path,
+    codex_command: list[str],
+    standin: OpenAIResponsesStandIn,
 ) -> None:
     home = standin.codex_home(tmp_path / "codex")
     env = {"CODEX_HOME": str(home), "OPENAI_API_KEY": "", "CODEX_API_KEY": ""}
@@ -106,6 +135,7 @@ async def test_codex_without_credentials_fails_saying_what_each_way_needs(
     process = (await codex.aget()).process
     assert process.authenticated is None
     assert not any(m["satisfied"] for m in process.auth_methods)
+    assert agents_table(daemon)["codex-none"] == "none (offers chatgpt, codex-api-key, openai-api-key)"
     await codex.aremove()
 
 
