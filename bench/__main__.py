@@ -248,7 +248,7 @@ def main() -> None:
     print()
     print(table("Hostile and careless clients: daemon memory", asyncio.run(limits.run())))
     print()
-    print(table("A real agent (claude-agent-acp) against its stand-in", asyncio.run(real_agents.run())))
+    print(table("Real agents against their stand-ins", asyncio.run(real_agents.run())))
     print()
     print(table("The demo agent on a Ray node (a local cluster)", asyncio.run(ray_agents.run(args.turns))))
     from bench import acp_face, timeline

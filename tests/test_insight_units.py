@@ -171,7 +171,8 @@ def test_a_first_usage_update_without_used_gives_the_window_and_the_cost_beside_
     view = ins.context_view()
     assert view is not None
     assert (view.used, view.size, view.estimated) == (100, 150_000, True)
-    assert view.cost is not None and view.cost.amount == 0.000105
+    assert view.cost is not None
+    assert view.cost.amount == 0.000105
 
 
 def test_the_recap_is_the_last_paragraph_cut_at_a_sentence() -> None:

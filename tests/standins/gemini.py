@@ -203,7 +203,7 @@ class GeminiStandIn:
         with self.lock:
             if main and self.script:
                 return True, self.script.popleft()
-        return main, Reply.text(self.default if main else "ok", chunks=1)
+        return main, Reply((Text(self.default if main else "ok", chunks=1),))
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         standin = self
