@@ -274,19 +274,19 @@ class Insight:
         )
 
     def context_view(self) -> m.ContextFill | None:
-        # The cost the agent reported counts even when its fill does not come with it.
-        reported_cost = (self.context or {}).get("cost") if self.context_reported else None
-        cost = m.Cost.model_validate(reported_cost) if reported_cost else None
         if self.context_reported and self.context and "used" in self.context and "size" in self.context:
             used, size = int(self.context["used"]), int(self.context["size"])
             return m.ContextFill(
-                used=used, size=size, cost=cost, percent=round(100 * used / size, 1) if size else None
+                used=used,
+                size=size,
+                cost=m.Cost.model_validate(self.context["cost"]) if self.context.get("cost") else None,
+                percent=round(100 * used / size, 1) if size else None,
             )
-        if self.transcript_chars == 0 and cost is None:
+        if self.transcript_chars == 0:
             return None
         used = self.transcript_chars // CHARS_PER_TOKEN
         return m.ContextFill(
-            used=used, size=self.window, cost=cost, percent=round(100 * used / self.window, 1), estimated=True
+            used=used, size=self.window, percent=round(100 * used / self.window, 1), estimated=True
         )
 
     def usage_view(self) -> m.SessionUsage | None:

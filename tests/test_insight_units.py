@@ -162,19 +162,6 @@ def test_a_usage_update_without_used_keeps_the_last_reported_fill_and_counts_the
     assert ins.cost() == 0.5
 
 
-def test_a_first_usage_update_without_used_gives_the_window_and_the_cost_beside_an_estimate() -> None:
-    """claude-agent-acp's `used: null` (an API usage without cache fields): the fill is estimated
-    from the transcript, in the window it names, and the cost it reports is shown with it."""
-    ins = Insight()
-    ins.add_text("x" * 400)
-    ins.set_context({"used": None, "size": 150_000, "cost": {"amount": 0.000105, "currency": "USD"}})
-    view = ins.context_view()
-    assert view is not None
-    assert (view.used, view.size, view.estimated) == (100, 150_000, True)
-    assert view.cost is not None
-    assert view.cost.amount == 0.000105
-
-
 def test_the_recap_is_the_last_paragraph_cut_at_a_sentence() -> None:
     assert recap_of("Looked around.\n\nFixed the bug.\nAll tests pass.\n") == "Fixed the bug. All tests pass."
     long = "Done. " + "x" * 300
