@@ -158,9 +158,10 @@ def test_a_click_right_after_an_update_opens_the_transcript(
     whole tree was redrawn on every change, and a click landing then collapsed the agent node)."""
     wb = workbench
     busy = wb.cli("new", "--root", str(wb.ws), "--title", "Chatty")
-    steps = "\n".join(f"progress {1 + i % 3} in_progress\nsleep 0.1" for i in range(60))
+    # ~30 s of updates: long enough to be seen working on a busy machine, and to click through.
+    steps = "\n".join(f"progress {1 + i % 3} in_progress\nsleep 0.1" for i in range(300))
     wb.send(busy, f"plan A | B | C\n{steps}\nsay quiet now")
-    wb.wait_description("Chatty", "working")
+    wb.wait_description("Chatty", "working", timeout=60)
     for attempt in range(5):
         wb.row("Add a CLI").click()
         wb.page.locator(".tabs-container .tab.active", has_text="Add a CLI.transcript").wait_for(timeout=5000)
@@ -175,7 +176,7 @@ def test_a_click_right_after_an_update_opens_the_transcript(
             f"click {attempt + 1} collapsed the agent"
         )
     wb.shot("click-during-updates")
-    wb.wait_status(busy, "idle", timeout=60)
+    wb.wait_status(busy, "idle", timeout=120)
 
 
 def test_restart_command(workbench: Workbench, ids: dict[str, str]) -> None:
@@ -199,8 +200,7 @@ def test_restart_command(workbench: Workbench, ids: dict[str, str]) -> None:
     assert "1 running or queued turn was cancelled" in message, message
     wb.wait_status_text(r"^(?!.*working).*4 open", timeout=30)
     wb.wait_description("Long refactor", r"· stopped · plan")
-    wb.row("Long refactor").click()
-    wb.page.locator(".tabs-container .tab.active", has_text="Long refactor.transcript").wait_for()
+    wb.open_transcript("Long refactor")
     deadline = time.monotonic() + 20
     while "■ turn cancelled" not in wb.editor_text() and time.monotonic() < deadline:
         time.sleep(0.3)
@@ -366,11 +366,9 @@ def test_a_turn_s_progress_says_needs_you_while_it_waits(workbench: Workbench) -
 def test_a_failed_turn_is_marked_in_its_open_transcript(workbench: Workbench) -> None:
     wb = workbench
     wb.open()
-    page = wb.page
     title = "Fails on purpose"
     sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
-    wb.wait_row(title, "idle").click()
-    page.locator(".tabs-container .tab.active", has_text=f"{title}.transcript").wait_for()
+    wb.open_transcript(title, row=wb.wait_row(title, "idle"))
     wb.send(sid, "say trying once\nfail the demo agent gives up")
     text = wb.wait_editor_text("■ turn failed", timeout=60)
     mark = next(line for line in text.splitlines() if line.startswith("■ turn failed"))
@@ -567,12 +565,10 @@ def test_an_interrupted_turn(workbench: Workbench) -> None:
     open transcript and the row show the turn interrupted."""
     wb = workbench
     wb.open()
-    page = wb.page
     killed = wb.cli("new", "--root", str(wb.ws), "--title", "Killed mid-turn")
     wb.send(killed, "plan Wait | Never\nprogress 1 in_progress\nsleep 300")
     wb.wait_row("Killed mid-turn", "working")
-    wb.row("Killed mid-turn").click()
-    page.locator(".tabs-container .tab.active", has_text="Killed mid-turn.transcript").wait_for()
+    wb.open_transcript("Killed mid-turn")
     wb.wait_editor_text("> sleep 300")
     pid = json.loads(wb.cli("status", "--json"))["pid"]
     os.kill(pid, signal.SIGKILL)

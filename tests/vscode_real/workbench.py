@@ -267,13 +267,32 @@ class Workbench:
             page.goto(self.url, timeout=120_000)  # type: ignore[attr-defined]
             page.wait_for_selector(".monaco-workbench .part.statusbar", timeout=120_000)
             self.wait_status_text(r"open", timeout=60)
-        if not self.row("demo").count():
-            # A window loaded again restores the view before its rows come: clicking its icon
-            # then would close the side bar, so only a view container not showing is clicked.
-            item = page.locator(".activitybar .action-item:has(a.action-label[aria-label=sessiond])")
-            if "checked" not in (item.get_attribute("class") or "").split():
-                item.click()
-            self.row("demo").wait_for(timeout=60_000)
+        # The view's own focus command shows it whatever the side bar was doing: its icon in the
+        # activity bar toggles (a window loaded again, restoring the view as the click came,
+        # closed the side bar instead).
+        for attempt in range(3):
+            if self.row("demo").count():
+                return
+            self.run_command("sessiond: Focus on Sessions View")
+            try:
+                self.row("demo").wait_for(timeout=30_000)
+                return
+            except Exception:
+                if attempt == 2:
+                    raise
+
+    def open_transcript(self, label: str, row: Any = None) -> None:
+        """Click a session's row and see its transcript's tab come up. On a busy machine a click
+        can land as the row is drawn anew and only select it: a person clicks again, once."""
+        tab = self.page.locator(".tabs-container .tab.active", has_text=f"{label}.transcript")
+        for attempt in range(2):
+            (row if row is not None else self.row(label)).click()
+            try:
+                tab.wait_for(timeout=30_000)
+                return
+            except Exception:
+                if attempt == 1:
+                    raise
 
     def rows(self, label: str) -> Any:
         name = self.page.locator(".label-name", has_text=re.compile("^" + re.escape(label) + "$"))
@@ -340,7 +359,13 @@ class Workbench:
         for attempt in range(2):
             self.dismiss()
             (row or self.row(label)).click(button="right")
-            self.page.locator(".monaco-menu .action-item", has_text=item).first.click()
+            entry = self.page.locator(".monaco-menu .action-item", has_text=item).first
+            entry.click()
+            with contextlib.suppress(Exception):
+                # A click that only highlighted the item (the menu still open): Enter chooses it.
+                entry.wait_for(state="hidden", timeout=2_000)
+            if entry.is_visible():
+                self.page.keyboard.press("Enter")
             if then is None:
                 return
             try:
