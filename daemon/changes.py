@@ -101,7 +101,7 @@ class ChangeTracker:
             tracker.base = base if base and base != "snapshot" else await tracker._write_tree()
         else:
             tracker.base = "snapshot"
-            tracker.snapshot = await asyncio.to_thread(_read_texts, root)
+            tracker.snapshot = await read_texts(root)
         return tracker
 
     async def _write_tree(self) -> str:
@@ -122,7 +122,7 @@ class ChangeTracker:
         """The root's state now: a git tree, or a snapshot of its text files outside git."""
         if self.top is not None:
             return await self._write_tree()
-        return await asyncio.to_thread(_read_texts, self.root)
+        return await read_texts(self.root)
 
     async def changed_between(self, before: str | dict[str, str], after: str | dict[str, str]) -> set[str]:
         """The paths (relative to the root) that differ between two states `state` gave."""
@@ -280,6 +280,58 @@ class _Texts:
 
 
 _TEXTS = _Texts()
+
+
+@dataclass
+class _Reads:
+    """One root's reads of its texts: at most one running, and one asked for behind it."""
+
+    loop: asyncio.AbstractEventLoop
+    running: asyncio.Future[dict[str, str]] | None = None
+    queued: asyncio.Future[dict[str, str]] | None = None
+
+
+_READS: dict[str, _Reads] = {}  # (a loop closed meanwhile leaves its reads behind: not shared)
+
+
+async def read_texts(root: str) -> dict[str, str]:
+    """The root's text files now, as `_read_texts` gives them, read on a thread. Every read
+    begins after its callers asked; those who ask while one runs share the next one (two hundred
+    sessions of one root starting at once cost two reads and two thread hops, not two hundred).
+    The dict is shared with them: read it, do not change it."""
+    loop = asyncio.get_running_loop()
+    reads = _READS.get(root)
+    if reads is None or reads.loop is not loop:
+        reads = _READS[root] = _Reads(loop)
+    if reads.queued is None:
+        reads.queued = loop.create_future()
+        if reads.running is None:
+            _begin(root, reads)
+    return await asyncio.shield(reads.queued if reads.queued is not None else reads.running)
+
+
+def _begin(root: str, reads: _Reads) -> None:
+    assert reads.queued is not None
+    result, reads.running, reads.queued = reads.queued, reads.queued, None
+    thread = asyncio.ensure_future(asyncio.to_thread(_read_texts, root))
+
+    def done(thread: asyncio.Future[dict[str, str]]) -> None:
+        if not result.done():
+            if thread.cancelled():
+                result.cancel()
+            elif (error := thread.exception()) is not None:
+                result.set_exception(error)
+            else:
+                result.set_result(thread.result())
+        if not result.cancelled():
+            result.exception()  # (retrieved: each caller is told through its shield)
+        reads.running = None
+        if reads.queued is not None:
+            _begin(root, reads)
+        elif _READS.get(root) is reads:
+            del _READS[root]
+
+    thread.add_done_callback(done)
 
 
 def _read_texts(root: str) -> dict[str, str]:
