@@ -11,12 +11,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import re
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, Literal, cast, get_args, get_origin
 
 import acp
 from acp import schema as s
@@ -119,6 +120,152 @@ def _partial(model: type[BaseModel]) -> type[BaseModel]:
     return partial
 
 
+# ---------------------------------------------------------------- the common shapes, read fast
+#
+# Most updates are a few shapes (a text chunk, usage, a plan, a tool call's progress) that need no
+# pydantic: `_fast_payload` builds what validating and dumping them gives, field for field in the
+# model's order, and gives up (None) on anything else (a field it does not know, a value of another
+# type, an unknown enum value), which then goes the whole way. A test holds the two to each other.
+
+
+class _Slow(Exception):
+    """This value is not one of the plain shapes: let pydantic read it."""
+
+
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise _Slow
+    return value
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise _Slow
+    return value
+
+
+def _one_of(values: Any) -> Callable[[Any], str]:
+    allowed = frozenset(str(v) for v in values)
+
+    def check(value: Any) -> str:
+        if type(value) is not str or value not in allowed:
+            raise _Slow
+        return value
+
+    return check
+
+
+def _literals(model: type[BaseModel], name: str) -> tuple[Any, ...]:
+    """The values of a field typed `Literal[...]` or `Literal[...] | None`."""
+    annotation = model.model_fields[name].annotation
+    members = [annotation] if get_origin(annotation) is Literal else get_args(annotation)
+    return tuple(value for member in members if get_origin(member) is Literal for value in get_args(member))
+
+
+def _text_block(value: Any) -> dict[str, Any]:
+    if type(value) is not dict or value.keys() != {"type", "text"} or value["type"] != "text":
+        raise _Slow
+    return {"text": _str(value["text"]), "type": "text"}
+
+
+def _cost(value: Any) -> dict[str, Any]:
+    if type(value) is not dict or value.keys() != {"amount", "currency"}:
+        raise _Slow
+    amount = value["amount"]
+    if type(amount) is not float or not math.isfinite(amount):
+        raise _Slow
+    return {"amount": amount, "currency": _str(value["currency"])}
+
+
+_PRIORITY = _one_of(_literals(s.PlanEntry, "priority"))
+_ENTRY_STATUS = _one_of(_literals(s.PlanEntry, "status"))
+
+
+def _plan_entries(value: Any) -> list[dict[str, Any]]:
+    if type(value) is not list:
+        raise _Slow
+    entries = []
+    for entry in value:
+        if type(entry) is not dict or entry.keys() != {"content", "priority", "status"}:
+            raise _Slow
+        entries.append(
+            {
+                "content": _str(entry["content"]),
+                "priority": _PRIORITY(entry["priority"]),
+                "status": _ENTRY_STATUS(entry["status"]),
+            }
+        )
+    return entries
+
+
+def _tool_fields(model: type[BaseModel]) -> dict[str, Callable[[Any], Any]]:
+    return {
+        "tool_call_id": _str,
+        "title": _str,
+        "kind": _one_of(_literals(model, "kind")),
+        "status": _one_of(_literals(model, "status")),
+    }
+
+
+_CHUNK: dict[str, Callable[[Any], Any]] = {"content": _text_block, "message_id": _str}
+# Per kind: the fields read fast, by field name, each with what reads it; the session_update
+# field is the kind itself. A field not named here, present in the update, means the whole way.
+_FAST_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
+    "agent_message_chunk": _CHUNK,
+    "agent_thought_chunk": _CHUNK,
+    "user_message_chunk": _CHUNK,
+    "usage_update": {"used": _int, "size": _int, "cost": _cost},
+    "plan": {"entries": _plan_entries},
+    "tool_call": _tool_fields(s.ToolCallStart),
+    "tool_call_update": _tool_fields(s.ToolCallProgress),
+}
+
+
+def _fast_plan(kind: str) -> tuple[tuple[str, bool, Callable[[Any], Any] | None], ...] | None:
+    """The model's fields in its order: (wire key, required, reader; None for the tag)."""
+    readers = _FAST_FIELDS.get(kind)
+    model = _UPDATE_MODELS.get(kind)
+    if readers is None or model is None:
+        return None
+    return tuple(
+        (
+            info.alias or name,
+            info.is_required(),
+            None if name == "session_update" else readers.get(name, _slow),
+        )
+        for name, info in model.model_fields.items()
+    )
+
+
+def _slow(value: Any) -> Any:
+    raise _Slow
+
+
+_FAST_PLANS = {kind: plan for kind in _FAST_FIELDS if (plan := _fast_plan(kind)) is not None}
+_FAST_KEYS = {kind: frozenset(key for key, _, _ in plan) for kind, plan in _FAST_PLANS.items()}
+
+
+def _fast_payload(kind: str, raw: dict[str, Any]) -> dict[str, Any] | None:
+    """What validating `raw` with its kind's model and dumping it (JSON, by alias, without
+    nulls) gives, for the plain shapes; None for anything else."""
+    plan = _FAST_PLANS.get(kind)
+    if plan is None or not raw.keys() <= _FAST_KEYS[kind]:
+        return None
+    payload: dict[str, Any] = {}
+    try:
+        for key, required, read in plan:
+            value = raw.get(key)
+            if read is None:
+                payload[key] = kind
+            elif value is not None:
+                payload[key] = read(value)
+            elif required:
+                return None
+    except _Slow:
+        return None
+    return payload
+
+
 def read_update(raw: Any) -> ReadUpdate:
     """Read one `session/update`'s `update` field field by field: what fits the schema is kept
     (validated and dumped), what does not is dropped and named in `unreadable`."""
@@ -127,6 +274,13 @@ def read_update(raw: Any) -> ReadUpdate:
     kind = raw.get("sessionUpdate")
     if not isinstance(kind, str):
         return ReadUpdate("unknown", None, ["sessionUpdate: missing"])
+    if (payload := _fast_payload(kind, raw)) is not None:
+        return ReadUpdate(kind, payload)
+    return _read_validated(kind, raw)
+
+
+def _read_validated(kind: str, raw: dict[str, Any]) -> ReadUpdate:
+    """`read_update` by the schema's models: validated whole, else salvaged field by field."""
     model = _UPDATE_MODELS.get(kind)
     if model is None:
         return ReadUpdate(kind, None, [f"sessionUpdate: {kind!r} is not a kind this daemon knows"])
@@ -513,7 +667,8 @@ class AgentProcess:
         self._auth_lock = asyncio.Lock()
         self.capabilities = Capabilities()
         self.agent_info: dict[str, Any] | None = None
-        self.exited = asyncio.Event()
+        self.exited = asyncio.Event()  # set through _set_exited, which wakes the calls waiting
+        self._wakers: set[Callable[..., None]] = set()  # each call's, while it waits
         self.exit_code: int | None = None
         self.started_at: float | None = None
         self.stopping = False
@@ -535,7 +690,7 @@ class AgentProcess:
             try:
                 spawned = await spawn_agent(self.name, self.command, environment, self.log_path)
             except AgentExited:
-                self.exited.set()
+                self._set_exited()
                 raise
         self._proc = spawned.proc
         self.started_at = spawned.started_at
@@ -595,25 +750,43 @@ class AgentProcess:
     async def _watch(self) -> None:
         assert self._proc is not None
         self.exit_code = await self._proc.wait()
-        self.exited.set()
+        self._set_exited()
         if self._conn is not None:
             # Rejects every request still waiting for the agent.
             await self._conn.close()
 
+    def _set_exited(self) -> None:
+        self.exited.set()
+        for wake in list(self._wakers):
+            wake()
+
     async def _call(self, awaitable: Any, *, timeout: float | None = None, what: str = "request") -> Any:
         """Await a request to the agent, racing the process's exit, with an optional timeout."""
         request = asyncio.ensure_future(awaitable)
-        exited = asyncio.ensure_future(self.exited.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {request, exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        except BaseException:
-            request.cancel()
-            raise
-        finally:
-            exited.cancel()
-        if request in done:
+        if not request.done() and not self.exited.is_set():
+            # One future woken by whichever comes first (the answer, the exit, the timeout): a call
+            # per request costs no task of its own for the race, as `asyncio.wait` would.
+            loop = asyncio.get_running_loop()
+            woken = loop.create_future()
+
+            def wake(_: Any = None) -> None:
+                if not woken.done():
+                    woken.set_result(None)
+
+            request.add_done_callback(wake)
+            self._wakers.add(wake)
+            timer = loop.call_later(timeout, wake) if timeout is not None else None
+            try:
+                await woken
+            except BaseException:
+                request.cancel()
+                raise
+            finally:
+                request.remove_done_callback(wake)
+                self._wakers.discard(wake)
+                if timer is not None:
+                    timer.cancel()
+        if request.done():
             try:
                 return request.result()
             except acp.RequestError as exc:

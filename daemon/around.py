@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import hmac
 import json
 import logging
@@ -151,7 +150,7 @@ class Around:
 
     def token(self, session_id: str) -> str:
         """A secret that lets its holder act for this session alone: its id, then an HMAC of it."""
-        digest = hmac.new(self._secret, session_id.encode(), hashlib.sha256).hexdigest()
+        digest = hmac.digest(self._secret, session_id.encode(), "sha256").hex()  # (one call, in C)
         return f"{session_id}.{digest}"
 
     def session_of_token(self, token: str) -> str | None:

@@ -14,12 +14,14 @@ Outside git the first turn takes a snapshot of the root's text files
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import os
 import shutil
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -101,7 +103,7 @@ class ChangeTracker:
             tracker.base = base if base and base != "snapshot" else await tracker._write_tree()
         else:
             tracker.base = "snapshot"
-            tracker.snapshot = await asyncio.to_thread(_read_texts, root)
+            tracker.snapshot = await read_texts(root)
         return tracker
 
     async def _write_tree(self) -> str:
@@ -122,7 +124,7 @@ class ChangeTracker:
         """The root's state now: a git tree, or a snapshot of its text files outside git."""
         if self.top is not None:
             return await self._write_tree()
-        return await asyncio.to_thread(_read_texts, self.root)
+        return await read_texts(self.root)
 
     async def changed_between(self, before: str | dict[str, str], after: str | dict[str, str]) -> set[str]:
         """The paths (relative to the root) that differ between two states `state` gave."""
@@ -257,7 +259,9 @@ class _Texts:
         self._limit = limit
         self._lock = threading.Lock()
 
-    def get(self, path: Path) -> str | None:
+    def get(self, path: Path, *, cached_only: bool = False) -> str | None:
+        """The file's text (None: too big, or not UTF-8); with `cached_only`, raises _TooBig
+        rather than read a file whose text is not held already."""
         stat = path.stat()
         if stat.st_size > SNAPSHOT_FILE_LIMIT:
             return None
@@ -266,6 +270,8 @@ class _Texts:
             if key in self._texts:
                 self._texts.move_to_end(key)
                 return self._texts[key]
+        if cached_only:
+            raise _TooBig
         try:
             text: str | None = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
@@ -282,17 +288,110 @@ class _Texts:
 _TEXTS = _Texts()
 
 
-def _read_texts(root: str) -> dict[str, str]:
+@dataclass
+class _Reads:
+    """One root's reads of its texts: at most one running, and one asked for behind it."""
+
+    loop: asyncio.AbstractEventLoop
+    running: asyncio.Future[dict[str, str]] | None = None
+    queued: asyncio.Future[dict[str, str]] | None = None
+
+
+_READS: dict[str, _Reads] = {}  # (a loop closed meanwhile leaves its reads behind: not shared)
+
+
+async def read_texts(root: str) -> dict[str, str]:
+    """The root's text files now, as `_read_texts` gives them. A small root whose files are held
+    already is read here (a thread hop costs more); any other on a thread, each read begun after
+    its callers asked, and those who ask while one runs share the next one (two hundred sessions
+    of one root starting at once cost two reads and two thread hops, not two hundred). The dict
+    may be shared with them: read it, do not change it."""
+    with contextlib.suppress(_TooBig):
+        return _read_texts(root, inline=True)
+    loop = asyncio.get_running_loop()
+    reads = _READS.get(root)
+    if reads is None or reads.loop is not loop:
+        reads = _READS[root] = _Reads(loop)
+    if reads.queued is None:
+        reads.queued = loop.create_future()
+        if reads.running is None:
+            _begin(root, reads)
+    return await asyncio.shield(reads.queued if reads.queued is not None else reads.running)
+
+
+def _begin(root: str, reads: _Reads) -> None:
+    assert reads.queued is not None
+    result, reads.running, reads.queued = reads.queued, reads.queued, None
+    thread = asyncio.ensure_future(asyncio.to_thread(_read_texts, root))
+
+    def done(thread: asyncio.Future[dict[str, str]]) -> None:
+        if not result.done():
+            if thread.cancelled():
+                result.cancel()
+            elif (error := thread.exception()) is not None:
+                result.set_exception(error)
+            else:
+                result.set_result(thread.result())
+        if not result.cancelled():
+            result.exception()  # (retrieved: each caller is told through its shield)
+        reads.running = None
+        if reads.queued is not None:
+            _begin(root, reads)
+        elif _READS.get(root) is reads:
+            del _READS[root]
+
+    thread.add_done_callback(done)
+
+
+INLINE_ENTRIES = 64  # files and folders a root may hold to be read on the loop's thread
+
+
+class _TooBig(Exception):
+    """A root read in place turned out bigger than INLINE_ENTRIES, or holds a file not read yet."""
+
+
+def _walk(root: str, limit: int | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk(root)` (top down, into no linked folder, errors passed over), raising _TooBig
+    once more than `limit` entries have been listed."""
+    listed = 0
+    stack = [root]
+    while stack:
+        top = stack.pop()
+        dirs: list[str] = []
+        names: list[str] = []
+        try:
+            with os.scandir(top) as entries:
+                for entry in entries:
+                    listed += 1
+                    if limit is not None and listed > limit:
+                        raise _TooBig
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    (dirs if is_dir else names).append(entry.name)
+        except OSError:
+            continue  # (os.walk passes over a folder it cannot list whole)
+        yield top, dirs, names  # (the caller may cut dirs down, as os.walk's may)
+        for name in reversed(dirs):
+            path = os.path.join(top, name)
+            if not os.path.islink(path):
+                stack.append(path)
+
+
+def _read_texts(root: str, *, inline: bool = False) -> dict[str, str]:
+    """The root's text files by relative path; `inline` (on the loop's thread) raises _TooBig
+    past INLINE_ENTRIES entries or at a file whose text is not held already."""
     texts: dict[str, str] = {}
     total = 0
-    for directory, dirs, names in os.walk(root):
+    for directory, dirs, names in _walk(root, INLINE_ENTRIES if inline else None):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         for name in sorted(names):
             path = Path(directory, name)
             try:
                 if path.is_symlink():
                     continue
-                text = _TEXTS.get(path)
+                text = _TEXTS.get(path, cached_only=inline)
             except OSError:
                 continue
             if text is None:

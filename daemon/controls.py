@@ -15,8 +15,9 @@ session; nothing here talks to an agent.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sessiond.daemon.agent_types import SessionSetup
 from sessiond.protocol import models as m
@@ -168,3 +169,28 @@ def controls_info(offer: Offer | None, source: m.ControlsSource, choices: Choice
         ],
         chosen=m.ChosenControls(mode=choices.mode, config=dict(choices.config)),
     )
+
+
+_WIRES: OrderedDict[str, str] = OrderedDict()  # what controls_wire made, by what it was made from
+WIRE_CACHE = 256
+
+
+def controls_wire(offer: Offer | None, source: m.ControlsSource, choices: Choices) -> dict[str, Any]:
+    """`controls_info(...).wire()`, made once for each set of inputs (every session an agent opens
+    is offered the same, and says so in an event): a fresh copy each time."""
+    try:
+        key = json.dumps(
+            [source, choices.mode, choices.config]
+            + ([offer.modes, offer.mode, offer.options, offer.commands] if offer is not None else []),
+            separators=(",", ":"),
+        )
+    except (TypeError, ValueError):
+        return controls_info(offer, source, choices).wire()
+    wire = _WIRES.get(key)
+    if wire is None:
+        wire = _WIRES[key] = json.dumps(controls_info(offer, source, choices).wire())
+        while len(_WIRES) > WIRE_CACHE:
+            _WIRES.popitem(last=False)
+    else:
+        _WIRES.move_to_end(key)
+    return cast(dict[str, Any], json.loads(wire))

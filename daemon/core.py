@@ -1102,7 +1102,8 @@ class Core:
 
     def runtime_of(self, session: SessionRecord) -> SessionRuntime:
         if session.runtime is None:
-            options = PlacementOptions.from_mapping(json.loads(session.placement_options or "{}"))
+            stored = session.placement_options
+            options = PlacementOptions.from_mapping(json.loads(stored) if stored and stored != "{}" else {})
             placement = make_placement(
                 session.placement,
                 root=session.root,

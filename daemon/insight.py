@@ -273,20 +273,27 @@ class Insight:
             updated_at=self.plan_updated,
         )
 
-    def context_view(self) -> m.ContextFill | None:
+    def _fill(self) -> tuple[int, int, bool] | None:
+        """Tokens used, the window's size, and whether that is estimated; None: nothing known yet."""
         if self.context_reported and self.context and "used" in self.context and "size" in self.context:
-            used, size = int(self.context["used"]), int(self.context["size"])
-            return m.ContextFill(
-                used=used,
-                size=size,
-                cost=m.Cost.model_validate(self.context["cost"]) if self.context.get("cost") else None,
-                percent=round(100 * used / size, 1) if size else None,
-            )
+            return int(self.context["used"]), int(self.context["size"]), False
         if self.transcript_chars == 0:
             return None
-        used = self.transcript_chars // CHARS_PER_TOKEN
+        return self.transcript_chars // CHARS_PER_TOKEN, self.window, True
+
+    def context_view(self) -> m.ContextFill | None:
+        fill = self._fill()
+        if fill is None:
+            return None
+        used, size, estimated = fill
+        if estimated:
+            return m.ContextFill(used=used, size=size, percent=round(100 * used / size, 1), estimated=True)
+        assert self.context is not None
         return m.ContextFill(
-            used=used, size=self.window, percent=round(100 * used / self.window, 1), estimated=True
+            used=used,
+            size=size,
+            cost=m.Cost.model_validate(self.context["cost"]) if self.context.get("cost") else None,
+            percent=round(100 * used / size, 1) if size else None,
         )
 
     def usage_view(self) -> m.SessionUsage | None:
@@ -314,8 +321,9 @@ class Insight:
             flags.append(m.Attention.NEEDS_YOU)
         if any(now - since > plan_stall for since in self.in_progress_since.values()):
             flags.append(m.Attention.PLAN_STALLED)
-        context = self.context_view()
-        if context is not None and context.size and context.used / context.size > CONTEXT_HIGH:
+        # The fill without its model: this runs on every update and status change.
+        fill = self._fill()
+        if fill is not None and fill[1] and fill[0] / fill[1] > CONTEXT_HIGH:
             flags.append(m.Attention.CONTEXT_HIGH)
         if self.turn_started is not None and now - self.turn_started > turn_timeout / 2:
             flags.append(m.Attention.TURN_LONG)

@@ -24,7 +24,7 @@ import msgpack
 from sessiond.daemon import store as st
 from sessiond.daemon.attribution import Attribution
 from sessiond.daemon.changes import ChangeTracker
-from sessiond.daemon.controls import UPDATE_KINDS, Choices, Offer, controls_info
+from sessiond.daemon.controls import UPDATE_KINDS, Choices, Offer, controls_info, controls_wire
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.insight import (
     TRANSCRIPT_KINDS,
@@ -192,20 +192,23 @@ class InsightFeed:
     def controls(self, session: SessionRecord) -> m.SessionControls:
         """What the session's agent offers it and what was chosen: as the agent said for this session,
         else as it offered its last one, else nothing yet."""
+        return controls_info(*self._controls_of(session))
+
+    def _controls_of(self, session: SessionRecord) -> tuple[Offer | None, m.ControlsSource, Choices]:
         choices = session.choices or Choices()
         if session.offer is not None:
-            return controls_info(session.offer, "session", choices)
+            return session.offer, "session", choices
         agent = self.core.agents.get(session.agent)
         if agent is not None and agent.offer is not None:
-            return controls_info(agent.offer, "agent", choices)
-        return controls_info(None, "none", choices)
+            return agent.offer, "agent", choices
+        return None, "none", choices
 
     def controls_changed(self, session: SessionRecord) -> None:
         self.events.emit(
             EventKind.SESSION_CONTROLS,
             agent=session.agent,
             session=session.id,
-            controls=self.controls(session).wire(),
+            controls=controls_wire(*self._controls_of(session)),
         )
 
     def on_update(self, session: SessionRecord, kind: str, payload: dict[str, Any]) -> None:

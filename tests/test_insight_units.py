@@ -180,3 +180,26 @@ def test_a_turn_that_did_not_complete_ends_its_transcript_with_a_line() -> None:
     ]
     pieces = list(transcript_pieces([("turn.ended", "t1", {"error": "boom"})]))
     assert pieces == [("status", "t1", "failed: boom\n"), ("end", "t1", "")]
+
+
+def test_controls_made_once_per_offer_are_what_the_model_gives_and_a_fresh_copy_each_time() -> None:
+    from sessiond.daemon.controls import Choices, Offer, controls_info, controls_wire
+
+    offer = Offer(
+        modes=[{"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan", "description": "p"}],
+        mode="default",
+        options=[{"id": "model", "name": "Model", "type": "select", "currentValue": "a", "options": []}],
+        commands=[{"name": "compact", "description": "c", "input": {"hint": "h"}}],
+    )
+    for source, shown, choices in [
+        ("session", offer, Choices()),
+        ("agent", offer, Choices(mode="plan", config={"model": "b"})),
+        ("none", None, Choices(mode="plan")),
+    ]:
+        first = controls_wire(shown, source, choices)  # type: ignore[arg-type]
+        assert first == controls_info(shown, source, choices).wire()  # type: ignore[arg-type]
+        first["modes"] = "changed by whoever got it"
+        again = controls_wire(shown, source, choices)  # type: ignore[arg-type]
+        assert again == controls_info(shown, source, choices).wire()  # type: ignore[arg-type]
+    offer.mode = "plan"  # what it was made from changed: made again
+    assert controls_wire(offer, "session", Choices())["mode"] == "plan"

@@ -8,6 +8,7 @@ agent sees (its message is a sentence meant for the agent and the user).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -109,9 +110,11 @@ class PlacementOptions:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> PlacementOptions:
         """Options from stored or configured values (snake_case keys); unknown keys are refused."""
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        if not values:
+            return _DEFAULT_OPTIONS  # (frozen: one for every session that sets none)
+        fields = _option_names()
         values = {key: value for key, value in values.items() if key not in RETIRED}
-        unknown = sorted(set(values) - set(fields))
+        unknown = sorted(set(values) - fields)
         if unknown:
             raise PlacementError(
                 f"unknown placement option(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}"
@@ -129,6 +132,14 @@ class PlacementOptions:
             for f in dataclasses.fields(self)
             if getattr(self, f.name) != getattr(defaults, f.name)
         }
+
+
+_DEFAULT_OPTIONS = PlacementOptions()
+
+
+@functools.cache
+def _option_names() -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(PlacementOptions))
 
 
 @runtime_checkable
