@@ -228,7 +228,7 @@ def main() -> None:
     )
     print()
     sizes = [int(size) for size in args.scale.split(",")]
-    print(table(scale.TITLE, scale.rows(sizes, 50, 3)))
+    print(table(scale.TITLE, scale.rows(sizes)))
     print()
     print(table("Opening sessions", asyncio.run(open_many(args.sessions))))
     print()

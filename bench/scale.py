@@ -4,9 +4,10 @@ Each size is a store seeded with that many sessions: all but 2,000 written idle 
 the store with the daemon's own records code (`SessionRecord.row()`, `Store`), then 2,000 opened
 through a real daemon and given a turn each (their usage stored, 100 of them with a context so
 full that they are flagged), so a restart has events to read back. Every figure is measured
-through a real daemon over raw JSON-RPC, and each size is reported against the smallest.
+through a real daemon over raw JSON-RPC, the sizes taking turns round by round (the daemons of
+all sizes run at once), and each size is reported against the smallest.
 
-python -m bench.scale [--sizes 1000,10000,100000] [--turns 50] [--rounds 3]
+python -m bench.scale [--sizes 1000,10000,100000] [--turns 50] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,78 +100,104 @@ def seeded(size: int) -> Iterator[Path]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-async def _page_ms(raw: Raw, params: dict[str, Any], rounds: int = PAGES) -> tuple[float, float]:
-    """The first call's time and the median of the rest (ms), each page checked."""
-    times = []
-    for _ in range(rounds + 1):
-        started = time.perf_counter()
-        page = await raw.call("session/list", {"limit": PAGE, **params})
-        times.append((time.perf_counter() - started) * 1000)
-        assert len(page["sessions"]) == (FLAGGED if params.get("attention") else PAGE), page["total"]
-    return times[0], statistics.median(times[1:])
+KINDS: list[tuple[str, dict[str, Any]]] = [
+    ("activity", {"sort": "activity"}),  # first: a fresh daemon has read nothing for it
+    ("created", {}),
+    ("attention", {"attention": True}),
+]
 
 
-async def _figures(daemon: Daemon, turns: int, rounds: int) -> dict[str, float]:
-    raw = await Raw.open(daemon.socket)
+async def _page_ms(raw: Raw, params: dict[str, Any]) -> float:
+    """One page's time (ms), the page checked."""
+    started = time.perf_counter()
+    page = await raw.call("session/list", {"limit": PAGE, **params})
+    elapsed = (time.perf_counter() - started) * 1000
+    assert len(page["sessions"]) == (FLAGGED if params.get("attention") else PAGE), page["total"]
+    return elapsed
+
+
+async def _deep_cursor(raw: Raw) -> str:
+    """The cursor of the fifth page by activity."""
+    cursor = None
+    for _ in range(4):
+        page = await raw.call("session/list", {"limit": PAGE, "sort": "activity", "cursor": cursor})
+        cursor = page["nextCursor"]
+    assert cursor is not None
+    return cursor
+
+
+async def _turns_s(daemon: Daemon, raw: Raw, turns: int) -> float:
+    """`turns` turns at once, on fresh sessions, each from a connection of its own."""
+    opened = await raw.call("session/open", {"agent": "demo", "root": str(daemon.home), "count": turns})
+    ids = [s["id"] for s in opened["sessions"]]
+    conns = [await Raw.open(daemon.socket) for _ in ids]
+    started = time.perf_counter()
+    await asyncio.gather(
+        *(
+            c.call("session/prompt", {"session": i, "prompt": "say done"})
+            for c, i in zip(conns, ids, strict=True)
+        )
+    )
+    elapsed = time.perf_counter() - started
+    for c in conns:
+        await c.close()
+    return elapsed
+
+
+async def _figures(daemons: dict[int, Daemon], turns: int, rounds: int) -> dict[int, dict[str, list[float]]]:
+    """Each figure of each size, the sizes taking turns round by round, so that what else the
+    machine does weighs on them alike."""
+    raws = {size: await Raw.open(d.socket) for size, d in daemons.items()}
+    got: dict[int, dict[str, list[float]]] = {size: defaultdict(list) for size in daemons}
     try:
-        figures: dict[str, float] = {}
-        for name, params in [
-            ("activity", {"sort": "activity"}),  # first: a fresh daemon has loaded nothing for it
-            ("created", {}),
-            ("attention", {"attention": True}),
-        ]:
-            figures[f"{name}-first"], figures[name] = await _page_ms(raw, params)
-        page = await raw.call("session/list", {"limit": PAGE, "sort": "activity"})
-        for _ in range(3):  # a page deep in the order
-            page = await raw.call(
-                "session/list", {"limit": PAGE, "sort": "activity", "cursor": page["nextCursor"]}
-            )
-        deep = page["nextCursor"]
-        _, figures["activity-deep"] = await _page_ms(raw, {"sort": "activity", "cursor": deep})
-        figures["rss"] = daemon.rss_kib() / 1024
-        warm = (await raw.call("session/open", {"agent": "demo", "root": str(daemon.home)}))["sessions"][0]
-        await raw.call("session/prompt", {"session": warm["id"], "prompt": "say warm"})  # the agent is up
-        times = []
-        for _ in range(rounds):
-            opened = await raw.call(
-                "session/open", {"agent": "demo", "root": str(daemon.home), "count": turns}
-            )
-            ids = [s["id"] for s in opened["sessions"]]
-            conns = [await Raw.open(daemon.socket) for _ in ids]
-            started = time.perf_counter()
-            await asyncio.gather(
-                *(
-                    c.call("session/prompt", {"session": i, "prompt": "say done"})
-                    for c, i in zip(conns, ids, strict=True)
+        for name, params in KINDS:
+            for size, raw in raws.items():
+                got[size][f"{name}-first"].append(await _page_ms(raw, params))
+        deep = {size: await _deep_cursor(raw) for size, raw in raws.items()}
+        for _ in range(PAGES):
+            for name, params in KINDS:
+                for size, raw in raws.items():
+                    got[size][name].append(await _page_ms(raw, params))
+            for size, raw in raws.items():
+                got[size]["activity-deep"].append(
+                    await _page_ms(raw, {"sort": "activity", "cursor": deep[size]})
                 )
-            )
-            times.append(time.perf_counter() - started)
-            for c in conns:
-                await c.close()
-        figures["turns"] = statistics.median(times)
-        return figures
+        for size, d in daemons.items():
+            got[size]["rss"].append(d.rss_kib() / 1024)
+            warm = (await raws[size].call("session/open", {"agent": "demo", "root": str(d.home)}))["sessions"]
+            await raws[size].call("session/prompt", {"session": warm[0]["id"], "prompt": "say warm"})
+        for _ in range(rounds):
+            for size, d in daemons.items():
+                got[size]["turns"].append(await _turns_s(d, raws[size], turns))
+        return got
     finally:
-        await raw.close()
+        for raw in raws.values():
+            await raw.close()
 
 
-def rows(sizes: list[int], turns: int = 50, rounds: int = 3) -> list[Row]:
-    results: dict[int, dict[str, float]] = {}
+def rows(sizes: list[int], turns: int = 50, rounds: int = 5) -> list[Row]:
+    with contextlib.ExitStack() as stack:
+        homes = {size: stack.enter_context(seeded(size)) for size in sizes}
+        restarts: dict[int, list[float]] = {size: [] for size in sizes}
+        for _ in range(rounds):
+            for size, home in homes.items():
+                restarts[size].append(restart_first_answer(home)[1])
+        daemons = {size: Daemon(home=home).start() for size, home in homes.items()}
+        try:
+            got = asyncio.run(_figures(daemons, turns, rounds))
+        finally:
+            for d in daemons.values():
+                d.stop()
+    results = {size: {key: statistics.median(values) for key, values in got[size].items()} for size in sizes}
     for size in sizes:
-        with seeded(size) as home:
-            restarts = [restart_first_answer(home)[1] for _ in range(rounds)]
-            daemon = Daemon(home=home).start()
-            try:
-                results[size] = asyncio.run(_figures(daemon, turns, rounds))
-            finally:
-                daemon.stop()
-            results[size]["restart"] = statistics.median(restarts)
+        results[size]["restart"] = statistics.median(restarts[size])
     base = results[sizes[0]]
     out: list[Row] = []
     for key, what, unit in [
         ("created", f"session/list sort=created, a page of {PAGE} (median of {PAGES})", "ms"),
         ("activity-first", "session/list sort=activity, the first page after a start", "ms"),
         ("activity", f"session/list sort=activity, a page of {PAGE} (median of {PAGES})", "ms"),
-        ("activity-deep", "session/list sort=activity, the fifth page (median)", "ms"),
+        ("activity-deep", f"session/list sort=activity, the fifth page (median of {PAGES})", "ms"),
         ("attention-first", "session/list attention, the first page after a start", "ms"),
         ("attention", f"session/list attention ({FLAGGED} flagged, median of {PAGES})", "ms"),
         ("turns", f"{turns} demo turns at once (median of {rounds})", "s"),
@@ -196,7 +224,7 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--turns", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(table(TITLE, rows(sizes, args.turns, args.rounds)))
