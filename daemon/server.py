@@ -3,9 +3,10 @@
 This is the only module that knows pygls. The door (`door.py`) reads each
 connection, passes every message through the gate and answers `initialize`;
 then each initialized connection gets a fresh `LanguageServer` built by
-`_build_server`, all of them sharing one `Core`; the handlers are registered
-from the method table in `sessiond.protocol.methods`, validate their params
-with pydantic, and delegate to the core.
+`_build_server`, all of them sharing one `Core`, one converter and one handler
+per method of the table in `sessiond.protocol.methods` (made once, called with
+the connection that asked), which validates its params with pydantic and
+delegates to the core.
 """
 
 from __future__ import annotations
@@ -405,6 +406,14 @@ class SessiondProtocol(LanguageServerProtocol):
             return
         super()._send_response(msg_id, result, error)
 
+    def _get_handler(self, feature_name: str) -> Any:
+        # The daemon's methods are not registered with each connection's server: found here,
+        # with this connection put first.
+        runner = _RUNNERS.get(feature_name)
+        if runner is not None:
+            return functools.partial(runner, self.connection)
+        return super()._get_handler(feature_name)
+
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         if self.connection.cancel_request(msg_id):
             return
@@ -441,22 +450,21 @@ def _build_server(conn: Connection) -> LanguageServer:
         if turn_id is not None:
             daemon.core.cancel_turn(turn_id)
 
-    for method, handler in _handlers(conn).items():
-        server.feature(method)(_wrap(conn, METHODS[method].params, handler))
-    return server
+    return server  # the daemon's own methods are found by SessiondProtocol._get_handler
 
 
-def _wrap(
-    conn: Connection, params_model: type[BaseModel], handler: Callable[[Any], Awaitable[BaseModel]]
-) -> Callable[[Any], Awaitable[Any]]:
-    async def run(raw: Any) -> Any:
+def _runner(params_model: type[BaseModel], handler: Handler) -> Callable[[Connection, Any], Awaitable[Any]]:
+    """A method's handler as pygls calls it (with the connection put first): its params
+    validated with pydantic, its errors made JSON-RPC ones, its result JSON."""
+
+    async def run(conn: Connection, raw: Any) -> Any:
         try:
             params = params_model.model_validate({} if raw is None else raw)
         except ValidationError as exc:
             raise _error(invalid_params(exc)) from None
         conn.link.in_flight += 1
         try:
-            result = await handler(params)
+            result = await handler(conn, params)
         except RpcError as exc:
             raise _error(exc) from None
         except Exception as exc:
@@ -473,188 +481,228 @@ def _wrap(
     return run
 
 
-def _handlers(conn: Connection) -> dict[str, Callable[[Any], Awaitable[BaseModel]]]:
-    core = conn.core
-    daemon = conn.daemon
+# The daemon's methods, each a function of the connection that asked and its params (made once,
+# not per connection: a connection's closures over itself were much of what it cost).
+Handler = Callable[[Connection, Any], Awaitable[BaseModel]]
 
-    async def agent_create(p: m.AgentSpec) -> m.AgentInfo:
-        return await core.create_agent(p)
 
-    async def agent_list(p: m.Empty) -> m.AgentList:
-        return m.AgentList(agents=[core.agent_info(a) for a in core.agents.values()])
+async def agent_create(conn: Connection, p: m.AgentSpec) -> m.AgentInfo:
+    return await conn.core.create_agent(p)
 
-    async def agent_get(p: m.AgentRef) -> m.AgentInfo:
-        return core.agent_info(core.get_agent(p.name))
 
-    async def agent_update(p: m.AgentUpdateParams) -> m.AgentInfo:
-        return await core.update_agent(p)
+async def agent_list(conn: Connection, p: m.Empty) -> m.AgentList:
+    return m.AgentList(agents=[conn.core.agent_info(a) for a in conn.core.agents.values()])
 
-    async def agent_remove(p: m.AgentRef) -> m.Removed:
-        await core.remove_agent(p.name)
-        return m.Removed()
 
-    async def session_open(p: m.SessionOpenParams) -> m.SessionOpenResult:
-        records = await core.open_sessions(p, run=conn.run)
-        return m.SessionOpenResult(sessions=[core.session_info(r) for r in records])
+async def agent_get(conn: Connection, p: m.AgentRef) -> m.AgentInfo:
+    return conn.core.agent_info(conn.core.get_agent(p.name))
 
-    async def session_list(p: m.SessionListParams) -> m.SessionPage:
-        return core.list_sessions(p)
 
-    async def session_get(p: m.SessionRef) -> m.SessionInfo:
-        return core.session_info(core.get_session(p.session))
+async def agent_update(conn: Connection, p: m.AgentUpdateParams) -> m.AgentInfo:
+    return await conn.core.update_agent(p)
 
-    async def session_prompt(p: m.SessionPromptParams) -> m.TurnResult:
-        return await conn.prompt(p)
 
-    async def session_cancel(p: m.SessionCancelParams) -> m.CancelResult:
-        return m.CancelResult(cancelled=await core.cancel(p))
+async def agent_remove(conn: Connection, p: m.AgentRef) -> m.Removed:
+    await conn.core.remove_agent(p.name)
+    return m.Removed()
 
-    async def session_close(p: m.SessionRef) -> m.SessionInfo:
-        return core.session_info(await core.close_session(p.session))
 
-    async def session_transcript(p: m.TranscriptParams) -> m.Transcript:
-        return await core.feed.transcript(p)
+async def session_open(conn: Connection, p: m.SessionOpenParams) -> m.SessionOpenResult:
+    records = await conn.core.open_sessions(p, run=conn.run)
+    return m.SessionOpenResult(sessions=[conn.core.session_info(r) for r in records])
 
-    async def session_controls(p: m.SessionRef) -> m.SessionControls:
-        return core.feed.controls(core.get_session(p.session))
 
-    async def session_set_mode(p: m.SessionSetModeParams) -> m.SessionControls:
-        return await core.set_mode(p)
+async def session_list(conn: Connection, p: m.SessionListParams) -> m.SessionPage:
+    return conn.core.list_sessions(p)
 
-    async def session_set_config(p: m.SessionSetConfigParams) -> m.SessionControls:
-        return await core.set_config_option(p)
 
-    async def fleet_summary(p: m.Empty) -> m.Fleet:
-        return core.feed.fleet()
+async def session_get(conn: Connection, p: m.SessionRef) -> m.SessionInfo:
+    return conn.core.session_info(conn.core.get_session(p.session))
 
-    async def session_side(p: m.SideParams) -> m.SideResult:
-        return await core.around.side(p)
 
-    async def session_tree(p: m.SessionRef) -> m.TreeNode:
-        return core.around.tree(core.get_session(p.session))
+async def session_prompt(conn: Connection, p: m.SessionPromptParams) -> m.TurnResult:
+    return await conn.prompt(p)
 
-    async def session_broadcast(p: m.BroadcastParams) -> m.BroadcastResult:
-        return m.BroadcastResult(sessions=core.around.broadcast(p))
 
-    async def task_suggest(p: m.TaskSuggestParams) -> m.TaskInfo:
-        return daemon.tools.suggest(p, conn.acting_for)
+async def session_cancel(conn: Connection, p: m.SessionCancelParams) -> m.CancelResult:
+    return m.CancelResult(cancelled=await conn.core.cancel(p))
 
-    async def task_list(p: m.TaskListParams) -> m.TaskList:
-        tasks = [
-            t.info()
-            for t in reversed(core.around.tasks.tasks.values())
-            if (p.agent is None or t.agent == p.agent) and (p.status is None or t.status in p.status)
-        ]
-        return m.TaskList(tasks=tasks)
 
-    async def task_accept(p: m.TaskRef) -> m.TaskInfo:
-        return (await core.around.accept(p.task)).info()
+async def session_close(conn: Connection, p: m.SessionRef) -> m.SessionInfo:
+    return conn.core.session_info(await conn.core.close_session(p.session))
 
-    async def task_dismiss(p: m.TaskDismissParams) -> m.TaskInfo:
-        return core.around.dismiss(p.task, p.reason).info()
 
-    async def thread_start(p: m.ThreadStartParams) -> m.SessionInfo:
-        return await daemon.tools.start_thread(p, conn.acting_for)
+async def session_transcript(conn: Connection, p: m.TranscriptParams) -> m.Transcript:
+    return await conn.core.feed.transcript(p)
 
-    async def thread_status(p: m.ThreadRef) -> m.ThreadReport:
-        return daemon.tools.status(p, conn.acting_for)
 
-    async def thread_wait(p: m.ThreadWaitParams) -> m.ThreadReports:
-        return await daemon.tools.wait(p, conn.acting_for)
+async def session_controls(conn: Connection, p: m.SessionRef) -> m.SessionControls:
+    return conn.core.feed.controls(conn.core.get_session(p.session))
 
-    async def merge_request(p: m.MergeParams) -> m.MergeEntry:
-        return await core.merging.merge(p)
 
-    async def merge_list(p: m.Empty) -> m.MergeList:
-        return core.merging.listing()
+async def session_set_mode(conn: Connection, p: m.SessionSetModeParams) -> m.SessionControls:
+    return await conn.core.set_mode(p)
 
-    async def run_declare(p: m.RunDeclareParams) -> m.RunInfo:
-        if conn.run is not None and daemon.runs.get(conn.run).outcome is None:
-            raise RpcError(
-                ErrorCode.CONFLICT,
-                f"this connection's run {conn.run!r} has not ended; end it with run/end first",
-            )
-        run = daemon.runs.declare(p)
-        conn.run = run.id
-        return daemon.runs.info(run, core.by_run.get(run.id, ()))
 
-    async def run_end(p: m.RunEndParams) -> m.RunInfo:
-        if conn.run is None:
-            raise RpcError(
-                ErrorCode.CONFLICT, "this connection declared no run; declare one with run/declare"
-            )
-        run = daemon.runs.end(conn.run, p.outcome)
-        conn.run = None
-        await core.store.flush()
-        return daemon.runs.info(run, core.by_run.get(run.id, ()))
+async def session_set_config(conn: Connection, p: m.SessionSetConfigParams) -> m.SessionControls:
+    return await conn.core.set_config_option(p)
 
-    async def run_list(p: m.Empty) -> m.RunList:
-        return m.RunList(
-            runs=[daemon.runs.info(r, core.by_run.get(r.id, ())) for r in daemon.runs.runs.values()]
+
+async def fleet_summary(conn: Connection, p: m.Empty) -> m.Fleet:
+    return conn.core.feed.fleet()
+
+
+async def session_side(conn: Connection, p: m.SideParams) -> m.SideResult:
+    return await conn.core.around.side(p)
+
+
+async def session_tree(conn: Connection, p: m.SessionRef) -> m.TreeNode:
+    return conn.core.around.tree(conn.core.get_session(p.session))
+
+
+async def session_broadcast(conn: Connection, p: m.BroadcastParams) -> m.BroadcastResult:
+    return m.BroadcastResult(sessions=conn.core.around.broadcast(p))
+
+
+async def task_suggest(conn: Connection, p: m.TaskSuggestParams) -> m.TaskInfo:
+    return conn.daemon.tools.suggest(p, conn.acting_for)
+
+
+async def task_list(conn: Connection, p: m.TaskListParams) -> m.TaskList:
+    tasks = [
+        t.info()
+        for t in reversed(conn.core.around.tasks.tasks.values())
+        if (p.agent is None or t.agent == p.agent) and (p.status is None or t.status in p.status)
+    ]
+    return m.TaskList(tasks=tasks)
+
+
+async def task_accept(conn: Connection, p: m.TaskRef) -> m.TaskInfo:
+    return (await conn.core.around.accept(p.task)).info()
+
+
+async def task_dismiss(conn: Connection, p: m.TaskDismissParams) -> m.TaskInfo:
+    return conn.core.around.dismiss(p.task, p.reason).info()
+
+
+async def thread_start(conn: Connection, p: m.ThreadStartParams) -> m.SessionInfo:
+    return await conn.daemon.tools.start_thread(p, conn.acting_for)
+
+
+async def thread_status(conn: Connection, p: m.ThreadRef) -> m.ThreadReport:
+    return conn.daemon.tools.status(p, conn.acting_for)
+
+
+async def thread_wait(conn: Connection, p: m.ThreadWaitParams) -> m.ThreadReports:
+    return await conn.daemon.tools.wait(p, conn.acting_for)
+
+
+async def merge_request(conn: Connection, p: m.MergeParams) -> m.MergeEntry:
+    return await conn.core.merging.merge(p)
+
+
+async def merge_list(conn: Connection, p: m.Empty) -> m.MergeList:
+    return conn.core.merging.listing()
+
+
+async def run_declare(conn: Connection, p: m.RunDeclareParams) -> m.RunInfo:
+    if conn.run is not None and conn.daemon.runs.get(conn.run).outcome is None:
+        raise RpcError(
+            ErrorCode.CONFLICT,
+            f"this connection's run {conn.run!r} has not ended; end it with run/end first",
         )
+    run = conn.daemon.runs.declare(p)
+    conn.run = run.id
+    return conn.daemon.runs.info(run, conn.core.by_run.get(run.id, ()))
 
-    async def run_get(p: m.RunRef) -> m.RunInfo:
-        return daemon.runs.info(daemon.runs.get(p.run), core.by_run.get(p.run, ()))
 
-    async def permission_answer(p: m.PermissionAnswerParams) -> m.Answered:
-        core.permissions.answer(p)
-        return m.Answered()
+async def run_end(conn: Connection, p: m.RunEndParams) -> m.RunInfo:
+    if conn.run is None:
+        raise RpcError(ErrorCode.CONFLICT, "this connection declared no run; declare one with run/declare")
+    run = conn.daemon.runs.end(conn.run, p.outcome)
+    conn.run = None
+    await conn.core.store.flush()
+    return conn.daemon.runs.info(run, conn.core.by_run.get(run.id, ()))
 
-    async def events_subscribe(p: m.EventsSubscribeParams) -> m.Subscription:
-        return await conn.subscribe(p)
 
-    async def events_unsubscribe(p: m.SubscriptionRef) -> m.Removed:
-        conn.unsubscribe(p.subscription)
-        return m.Removed()
+async def run_list(conn: Connection, p: m.Empty) -> m.RunList:
+    return m.RunList(
+        runs=[
+            conn.daemon.runs.info(r, conn.core.by_run.get(r.id, ())) for r in conn.daemon.runs.runs.values()
+        ]
+    )
 
-    async def daemon_status(p: m.Empty) -> m.DaemonStatus:
-        return daemon.status()
 
-    async def daemon_stop(p: m.Empty) -> m.StopResult:
-        return daemon.stop()
+async def run_get(conn: Connection, p: m.RunRef) -> m.RunInfo:
+    return conn.daemon.runs.info(conn.daemon.runs.get(p.run), conn.core.by_run.get(p.run, ()))
 
-    handlers: dict[str, Callable[[Any], Awaitable[BaseModel]]] = {
-        names.AGENT_CREATE: agent_create,
-        names.AGENT_LIST: agent_list,
-        names.AGENT_GET: agent_get,
-        names.AGENT_UPDATE: agent_update,
-        names.AGENT_REMOVE: agent_remove,
-        names.SESSION_OPEN: session_open,
-        names.SESSION_LIST: session_list,
-        names.SESSION_GET: session_get,
-        names.SESSION_PROMPT: session_prompt,
-        names.SESSION_CANCEL: session_cancel,
-        names.SESSION_CLOSE: session_close,
-        names.SESSION_TRANSCRIPT: session_transcript,
-        names.SESSION_CONTROLS: session_controls,
-        names.SESSION_SET_MODE: session_set_mode,
-        names.SESSION_SET_CONFIG: session_set_config,
-        names.FLEET_SUMMARY: fleet_summary,
-        names.PERMISSION_ANSWER: permission_answer,
-        names.SESSION_SIDE: session_side,
-        names.SESSION_TREE: session_tree,
-        names.SESSION_BROADCAST: session_broadcast,
-        names.TASK_SUGGEST: task_suggest,
-        names.TASK_LIST: task_list,
-        names.TASK_ACCEPT: task_accept,
-        names.TASK_DISMISS: task_dismiss,
-        names.THREAD_START: thread_start,
-        names.THREAD_STATUS: thread_status,
-        names.THREAD_WAIT: thread_wait,
-        names.MERGE_REQUEST: merge_request,
-        names.MERGE_LIST: merge_list,
-        names.RUN_DECLARE: run_declare,
-        names.RUN_END: run_end,
-        names.RUN_LIST: run_list,
-        names.RUN_GET: run_get,
-        names.EVENTS_SUBSCRIBE: events_subscribe,
-        names.EVENTS_UNSUBSCRIBE: events_unsubscribe,
-        names.DAEMON_STATUS: daemon_status,
-        names.DAEMON_STOP: daemon_stop,
-    }
-    missing = set(METHODS) - set(handlers)
-    assert not missing, f"methods without a handler: {missing}"
-    return handlers
+
+async def permission_answer(conn: Connection, p: m.PermissionAnswerParams) -> m.Answered:
+    conn.core.permissions.answer(p)
+    return m.Answered()
+
+
+async def events_subscribe(conn: Connection, p: m.EventsSubscribeParams) -> m.Subscription:
+    return await conn.subscribe(p)
+
+
+async def events_unsubscribe(conn: Connection, p: m.SubscriptionRef) -> m.Removed:
+    conn.unsubscribe(p.subscription)
+    return m.Removed()
+
+
+async def daemon_status(conn: Connection, p: m.Empty) -> m.DaemonStatus:
+    return conn.daemon.status()
+
+
+async def daemon_stop(conn: Connection, p: m.Empty) -> m.StopResult:
+    return conn.daemon.stop()
+
+
+HANDLERS: dict[str, Handler] = {
+    names.AGENT_CREATE: agent_create,
+    names.AGENT_LIST: agent_list,
+    names.AGENT_GET: agent_get,
+    names.AGENT_UPDATE: agent_update,
+    names.AGENT_REMOVE: agent_remove,
+    names.SESSION_OPEN: session_open,
+    names.SESSION_LIST: session_list,
+    names.SESSION_GET: session_get,
+    names.SESSION_PROMPT: session_prompt,
+    names.SESSION_CANCEL: session_cancel,
+    names.SESSION_CLOSE: session_close,
+    names.SESSION_TRANSCRIPT: session_transcript,
+    names.SESSION_CONTROLS: session_controls,
+    names.SESSION_SET_MODE: session_set_mode,
+    names.SESSION_SET_CONFIG: session_set_config,
+    names.FLEET_SUMMARY: fleet_summary,
+    names.PERMISSION_ANSWER: permission_answer,
+    names.SESSION_SIDE: session_side,
+    names.SESSION_TREE: session_tree,
+    names.SESSION_BROADCAST: session_broadcast,
+    names.TASK_SUGGEST: task_suggest,
+    names.TASK_LIST: task_list,
+    names.TASK_ACCEPT: task_accept,
+    names.TASK_DISMISS: task_dismiss,
+    names.THREAD_START: thread_start,
+    names.THREAD_STATUS: thread_status,
+    names.THREAD_WAIT: thread_wait,
+    names.MERGE_REQUEST: merge_request,
+    names.MERGE_LIST: merge_list,
+    names.RUN_DECLARE: run_declare,
+    names.RUN_END: run_end,
+    names.RUN_LIST: run_list,
+    names.RUN_GET: run_get,
+    names.EVENTS_SUBSCRIBE: events_subscribe,
+    names.EVENTS_UNSUBSCRIBE: events_unsubscribe,
+    names.DAEMON_STATUS: daemon_status,
+    names.DAEMON_STOP: daemon_stop,
+}
+_missing = set(METHODS) - set(HANDLERS)
+assert not _missing, f"methods without a handler: {_missing}"
+
+
+_RUNNERS = {method: _runner(METHODS[method].params, handler) for method, handler in HANDLERS.items()}
 
 
 class DaemonServer:
