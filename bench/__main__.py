@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import limits, ray_agents, real_agents, startup, streaming
+from bench import connections, limits, ray_agents, real_agents, scale, startup, streaming
 from bench.direct_acp import direct_agent, run_turns
 from bench.harness import children, daemon, rss_kib, table
 from sessiond.client import AsyncDaemon, aconnect
@@ -218,7 +218,9 @@ def main() -> None:
     parser.add_argument("--mcp", type=int, default=10, help="sessions calling an MCP tool")
     parser.add_argument("--startup-rounds", type=int, default=5, help="rounds of each spawn figure")
     parser.add_argument(
-        "--scale", default="1000,10000,100000", help="idle sessions beside a list page, turns, a restart"
+        "--scale",
+        default="1000,10000,100000",
+        help="sessions (2,000 with a turn) beside list pages, turns, a restart",
     )
     args = parser.parse_args()
     print(
@@ -226,12 +228,7 @@ def main() -> None:
     )
     print()
     sizes = [int(size) for size in args.scale.split(",")]
-    print(
-        table(
-            "Beside idle sessions (seeded in SQL, measured through the daemon)",
-            startup.scale_rows(sizes, 50, 3),
-        )
-    )
+    print(table(scale.TITLE, scale.rows(sizes)))
     print()
     print(table("Opening sessions", asyncio.run(open_many(args.sessions))))
     print()
@@ -245,6 +242,8 @@ def main() -> None:
     print(table("The fleet summary", asyncio.run(fleet(args.fleet))))
     print()
     print(table("The sessiond MCP tools", asyncio.run(mcp(args.mcp))))
+    print()
+    print(table(connections.TITLE, asyncio.run(connections.run())))
     print()
     print(table("Hostile and careless clients: daemon memory", asyncio.run(limits.run())))
     print()

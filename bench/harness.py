@@ -17,6 +17,9 @@ from pathlib import Path
 class Daemon:
     """A real daemon process in a SESSIOND_HOME of its own."""
 
+    # How Python is asked to run it (a test may run it under a wrapper of its own, with `-c`).
+    python_args: tuple[str, ...] = ("-m", "sessiond.daemon")
+
     def __init__(self, home: Path | None = None, *, extra_args: tuple[str, ...] = ()) -> None:
         # Short, under /tmp: a unix socket path must stay under 108 bytes.
         self.home = home or Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
@@ -37,7 +40,7 @@ class Daemon:
     def start(self, timeout: float = 30) -> Daemon:
         """Start and wait until it says it serves (its own line on stderr, not a sleep)."""
         process = subprocess.Popen(
-            [sys.executable, "-m", "sessiond.daemon", "--socket", str(self.socket), *self.extra_args],
+            [sys.executable, *self.python_args, "--socket", str(self.socket), *self.extra_args],
             env=self.env,
             stderr=subprocess.PIPE,
         )

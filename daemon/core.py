@@ -22,7 +22,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -699,6 +699,7 @@ class Core:
                 self._next_ordinal = first  # nobody took the ones after: no gap in the ids
             raise
         for record in created:
+            record.stored_activity = record.activity
             self.sessions[record.id] = record
             self._adopt(record)
         runtime.open_sessions += len(created)
@@ -745,30 +746,52 @@ class Core:
         return root
 
     def list_sessions(self, params: m.SessionListParams) -> m.SessionPage:
-        after = 0
-        if params.cursor:
-            try:
-                after = int(params.cursor)
-            except ValueError:
-                raise RpcError(
-                    ErrorCode.INVALID_PARAMS,
-                    f"cursor: {params.cursor!r} is not a cursor this daemon gave; "
-                    "pass nextCursor back as it came",
-                    {"field": "cursor"},
-                ) from None
+        """A page of sessions. Oldest first, the cursor is the last one's ordinal; by activity,
+        most recent first, it is the last one's activity and ordinal: both stable while sessions
+        come and go. A page costs the same beside ten sessions or a hundred thousand: it is read
+        from the store by an index (ordinal, activity) from the cursor on, with what memory knows
+        better (a session that worked since its row was stored); attention walks the flagged."""
         wanted = set(params.status) if params.status else None
-        if params.sort == "created" and not params.attention:
-            return self._page_from_store(params, wanted, after)
-        # Only a session in memory can be flagged; sorting by activity walks them all (read once).
-        source = (
-            sorted(self.sessions.loaded(), key=lambda s: s.ordinal)
-            if params.attention
-            else self.sessions.values()
-        )
-        matching = [
-            s
-            for s in source
-            if (params.agent is None or s.agent == params.agent)
+        after = self._cursor(params)
+        if params.attention:
+            return self._page_in_memory(params, wanted, after, self.feed.flagged.values())
+        if params.sort == "activity":
+            return self._page_by_activity(params, wanted, after)
+        return self._page_from_store(params, wanted, after)
+
+    @staticmethod
+    def _cursor(params: m.SessionListParams) -> tuple[float, int] | None:
+        """Where the page starts, from the cursor: after this sort key (see `_order`)."""
+        if not params.cursor:
+            return None
+        try:
+            if params.sort == "activity":
+                activity, _, ordinal = params.cursor.partition("/")
+                return -float(activity), int(ordinal)
+            return 0.0, int(params.cursor)
+        except ValueError:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"cursor: {params.cursor!r} is not a cursor this daemon gave for sort={params.sort}; "
+                "pass nextCursor back as it came, with the same sort",
+                {"field": "cursor"},
+            ) from None
+
+    @staticmethod
+    def _order(params: m.SessionListParams) -> Callable[[SessionRecord], tuple[float, int]]:
+        """The page's sort key: oldest first, or most recent activity first (then oldest)."""
+        if params.sort == "activity":
+            return lambda s: (-s.activity, s.ordinal)
+        return lambda s: (0.0, s.ordinal)
+
+    @staticmethod
+    def _next_cursor(params: m.SessionListParams, last: SessionRecord, key: tuple[float, int]) -> str:
+        return f"{-key[0]!r}/{key[1]}" if params.sort == "activity" else str(last.ordinal)
+
+    @staticmethod
+    def _matches(params: m.SessionListParams, wanted: set[SessionStatus] | None, s: SessionRecord) -> bool:
+        return (
+            (params.agent is None or s.agent == params.agent)
             and (wanted is None or s.status in wanted)
             and (
                 params.include_closed
@@ -777,29 +800,35 @@ class Core:
             )
             and (params.kind is None or s.kind in params.kind)
             and (params.run is None or s.run == params.run)
-            and (not params.attention or s.flags)
-        ]
-        if params.sort == "activity":
-            # Most recent first; the cursor is a position in this order.
-            matching.sort(key=lambda s: (-self._activity(s), s.ordinal))
-            page = matching[after : after + params.limit]
-            cursor = str(after + len(page)) if after + len(page) < len(matching) else None
-        else:
-            # Oldest first; the cursor is the last session's ordinal, stable while sessions come and go.
-            page = [s for s in matching if s.ordinal > after][: params.limit]
-            cursor = str(page[-1].ordinal) if page and page[-1].ordinal < matching[-1].ordinal else None
-        return m.SessionPage(
-            sessions=[self.session_info(s, brief=params.brief) for s in page],
-            total=len(matching),
-            next_cursor=cursor,
+            and (not params.attention or bool(s.flags))
         )
 
-    def _page_from_store(
-        self, params: m.SessionListParams, wanted: set[SessionStatus] | None, after: int
+    def _page_in_memory(
+        self,
+        params: m.SessionListParams,
+        wanted: set[SessionStatus] | None,
+        after: tuple[float, int] | None,
+        candidates: Iterable[SessionRecord],
     ) -> m.SessionPage:
-        """A page oldest first, read from the store's rows (an index on ordinal): its cost does not
-        grow with the number of sessions; the total comes from the fleet's tally when it can."""
-        with_closed = params.include_closed or (wanted is not None and SessionStatus.CLOSED in wanted)
+        """A page of sessions that are all in memory (the flagged ones)."""
+        order = self._order(params)
+        matching = sorted(
+            ((order(s), s) for s in candidates if self._matches(params, wanted, s)), key=lambda pair: pair[0]
+        )
+        rest = [pair for pair in matching if after is None or pair[0] > after]
+        page = rest[: params.limit]
+        return m.SessionPage(
+            sessions=[self.session_info(s, brief=params.brief) for _, s in page],
+            total=len(matching),
+            next_cursor=self._next_cursor(params, page[-1][1], page[-1][0])
+            if len(rest) > len(page)
+            else None,
+        )
+
+    def _conditions(
+        self, params: m.SessionListParams, wanted: set[SessionStatus] | None
+    ) -> tuple[list[str], list[Any]]:
+        """The SQL of the page's filters (but attention, which only memory knows)."""
         conditions: list[str] = []
         args: list[Any] = []
         if params.agent is not None:
@@ -808,7 +837,7 @@ class Core:
         if wanted is not None:
             conditions.append(f"status IN ({','.join('?' * len(wanted))})")
             args += [status.value for status in wanted]
-        if not with_closed:
+        if not self._with_closed(params, wanted):
             conditions.append("status != 'closed'")
         if params.kind is not None:
             conditions.append(f"kind IN ({','.join('?' * len(params.kind))})")
@@ -816,34 +845,96 @@ class Core:
         if params.run is not None:
             conditions.append("run = ?")
             args.append(params.run)
-        where = " AND ".join(conditions) or "1"
-        rows = self.store.lookup(
-            f"SELECT * FROM sessions WHERE ({where}) AND ordinal > ? ORDER BY ordinal LIMIT ?",
-            (*args, after, params.limit + 1),
-        )
-        more = len(rows) > params.limit
-        # A session in memory is as memory says (its row may not be committed yet).
-        page = [
-            s
-            for s in self.sessions.take_rows(rows[: params.limit])
-            if (wanted is None or s.status in wanted) and (with_closed or not s.closed)
-        ]
+        return conditions, args
+
+    @staticmethod
+    def _with_closed(params: m.SessionListParams, wanted: set[SessionStatus] | None) -> bool:
+        return params.include_closed or (wanted is not None and SessionStatus.CLOSED in wanted)
+
+    def _total(self, params: m.SessionListParams, wanted: set[SessionStatus] | None) -> int:
+        """How many sessions match: from the fleet's tally when it can, else counted in SQL."""
         if params.agent is None and params.kind is None and params.run is None:
             by_status = self.feed.tally.by_status
             if wanted is None:
                 total = sum(by_status.values())
             else:
                 total = sum(by_status[status] for status in wanted if status is not SessionStatus.CLOSED)
-            if with_closed:
+            if self._with_closed(params, wanted):
                 (row,) = self.store.lookup("SELECT COUNT(*) AS n FROM sessions")
                 total += row["n"] - sum(by_status.values())  # the closed ones
-        else:
-            (row,) = self.store.lookup(f"SELECT COUNT(*) AS n FROM sessions WHERE {where}", tuple(args))
-            total = row["n"]
+            return total
+        conditions, args = self._conditions(params, wanted)
+        (row,) = self.store.lookup(
+            f"SELECT COUNT(*) AS n FROM sessions WHERE {' AND '.join(conditions) or '1'}", tuple(args)
+        )
+        return int(row["n"])
+
+    def _page_from_store(
+        self, params: m.SessionListParams, wanted: set[SessionStatus] | None, after: tuple[float, int] | None
+    ) -> m.SessionPage:
+        """A page oldest first, read from the store's rows (an index on ordinal): its cost does not
+        grow with the number of sessions; the total comes from the fleet's tally when it can."""
+        conditions, args = self._conditions(params, wanted)
+        where = " AND ".join(conditions) or "1"
+        rows = self.store.lookup(
+            f"SELECT * FROM sessions WHERE ({where}) AND ordinal > ? ORDER BY ordinal LIMIT ?",
+            (*args, after[1] if after else 0, params.limit + 1),
+        )
+        more = len(rows) > params.limit
+        # A session in memory is as memory says (its row may not be committed yet).
+        page = [s for s in self.sessions.take_rows(rows[: params.limit]) if self._matches(params, wanted, s)]
         return m.SessionPage(
             sessions=[self.session_info(s, brief=params.brief) for s in page],
-            total=total,
+            total=self._total(params, wanted),
             next_cursor=str(page[-1].ordinal) if page and more else None,
+        )
+
+    def _page_by_activity(
+        self, params: m.SessionListParams, wanted: set[SessionStatus] | None, after: tuple[float, int] | None
+    ) -> m.SessionPage:
+        """A page most recent first: the store's rows down the activity index from the cursor,
+        merged with the sessions whose activity memory knows better than their row (they worked,
+        or their row waits for the next commit), which are few."""
+        order = self._order(params)
+        moving = self.feed.moving
+        for session_id, session in list(moving.items()):
+            if session.activity == session.stored_activity:
+                del moving[session_id]  # handed its insight, but did nothing its row does not say
+        ahead = {**moving, **self._unsaved}
+        mine = sorted(
+            (
+                (order(s), s)
+                for s in ahead.values()
+                if self._matches(params, wanted, s) and (after is None or order(s) > after)
+            ),
+            key=lambda pair: pair[0],
+        )[: params.limit + 1]
+        conditions, args = self._conditions(params, wanted)
+        conditions.append("id NOT IN (SELECT value FROM json_each(?))")
+        args.append(json.dumps(list(ahead)))
+        if after is not None:
+            conditions.append("(activity < ? OR (activity = ? AND ordinal > ?))")
+            args += [-after[0], -after[0], after[1]]
+        # Down the index from the cursor; but by the status or run index when one is asked for
+        # (few sessions are working, or of one run), which SQLite would not always choose.
+        walk = "INDEXED BY sessions_activity" if wanted is None and params.run is None else ""
+        rows = self.store.lookup(
+            f"SELECT * FROM sessions {walk} WHERE {' AND '.join(conditions)} "
+            "ORDER BY activity DESC, ordinal LIMIT ?",
+            (*args, params.limit + 1),
+        )
+        stored = [
+            ((-row["activity"], row["ordinal"]), s)
+            for row, s in zip(rows, self.sessions.take_rows(rows), strict=True)
+            if self._matches(params, wanted, s)
+        ]
+        merged = sorted([*mine, *stored], key=lambda pair: pair[0])
+        page = merged[: params.limit]
+        more = len(merged) > params.limit
+        return m.SessionPage(
+            sessions=[self.session_info(s, brief=params.brief) for _, s in page],
+            total=self._total(params, wanted),
+            next_cursor=self._next_cursor(params, page[-1][1], page[-1][0]) if page and more else None,
         )
 
     @staticmethod
@@ -862,12 +953,6 @@ class Core:
             branch=worktree.branch if worktree else None,
             repository=repository.repository if repository else None,
         )
-
-    @staticmethod
-    def _activity(s: SessionRecord) -> float:
-        if s.insight is not None and s.insight.last_activity is not None:
-            return s.insight.last_activity
-        return s.status_since
 
     async def close_session(self, session_id: str) -> SessionRecord:
         session = self.get_session(session_id)
@@ -932,6 +1017,9 @@ class Core:
                 taken.extend(self._unsaved.values())
                 self._unsaved.clear()
             conn.executemany(UPDATE_SESSION, [s.changes() for s in taken])
+            for s in taken:  # stored as memory knows it: a page by activity may read its row
+                s.stored_activity = s.activity
+                self.feed.moving.pop(s.id, None)
 
         self.store.write(save, wait=False)
 

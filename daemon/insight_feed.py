@@ -123,6 +123,12 @@ class InsightFeed:
         # The sessions whose flags may come with time (a turn or plan under way, or flagged): the
         # attention watch walks these, not every session (idle ones cost it nothing).
         self.watched: dict[str, SessionRecord] = {}
+        # The sessions with an attention flag: what an attention page walks.
+        self.flagged: dict[str, SessionRecord] = {}
+        # The sessions whose activity may have moved since their row was last stored (their
+        # insight was handed out): a page by activity takes these from memory, the rest from
+        # the store's index. The core drops a session from here as it stores its row.
+        self.moving: dict[str, SessionRecord] = {}
         self.attribution = Attribution(core.spawn, self._attributed)
 
     def load(self) -> None:
@@ -183,6 +189,10 @@ class InsightFeed:
         self.tally.flagged(session.flags, flags)
         silence_moved = (m.Attention.AGENT_SILENT in flags) != (m.Attention.AGENT_SILENT in session.flags)
         session.flags = flags
+        if flags:
+            self.flagged[session.id] = session
+        else:
+            self.flagged.pop(session.id, None)
         if announce:
             self.state(session, EventKind.SESSION_ATTENTION)
             self.fleet_soon()
@@ -374,10 +384,12 @@ class InsightFeed:
 
     def of(self, session: SessionRecord) -> Insight:
         """The session's insight, made on first need; whoever changes it goes through here, so
-        the attention watch looks at the session from now until it has nothing under way."""
+        the attention watch looks at the session from now until it has nothing under way, and
+        a page by activity takes it from memory until its row is stored again."""
         if session.insight is None:
             session.insight = Insight()
         self.watched[session.id] = session
+        self.moving[session.id] = session
         return session.insight
 
     def state(self, session: SessionRecord, kind: EventKind) -> None:

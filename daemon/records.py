@@ -27,14 +27,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond.core")
 
 # A session's stored row, in the sessions table's column order (row() below).
-SESSION_COLUMNS = 20
+SESSION_COLUMNS = 21
 INSERT_SESSIONS = f"INSERT INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 SAVE_SESSION = f"INSERT OR REPLACE INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 # A stored session's columns that change after it is opened (the others never do): an UPDATE of
 # these leaves the indexes on agent, parent and run alone, where a REPLACE rewrites the row.
 UPDATE_SESSION = (
     "UPDATE sessions SET title = ?, status = ?, status_since = ?, turns = ?, agent_session_id = ?, "
-    "last_stop_reason = ?, last_error = ?, recap = ?, choices = ? WHERE id = ?"
+    "last_stop_reason = ?, last_error = ?, recap = ?, choices = ?, activity = ? WHERE id = ?"
 )
 
 
@@ -73,10 +73,21 @@ class SessionRecord:
     choices: Choices | None = None  # the mode and config a person chose for it (stored)
     mcp_servers: str | None = None  # its client's own MCP servers, as JSON (stored; given at every open)
     offer: Offer | None = None  # what its agent offers it, as the agent last said (not stored)
+    stored_activity: float | None = None  # its activity as its stored row has it (None: not known)
 
     @property
     def closed(self) -> bool:
         return self.status is SessionStatus.CLOSED
+
+    @property
+    def activity(self) -> float:
+        """When it last did something: the later of its status's last change and its agent's last
+        word (or its turn's start or end). What sort=activity orders by; stored with its row, so
+        a restart finds it as it was."""
+        ins = self.insight
+        if ins is not None and ins.last_activity is not None and ins.last_activity > self.status_since:
+            return ins.last_activity
+        return self.status_since
 
     def changes(self) -> tuple[Any, ...]:
         """The values of UPDATE_SESSION."""
@@ -90,6 +101,7 @@ class SessionRecord:
             self.last_error,
             self.recap,
             self.choices.dumps() if self.choices else None,
+            self.activity,
             self.id,
         )
 
@@ -121,6 +133,7 @@ class SessionRecord:
             self.parent,
             self.choices.dumps() if self.choices else None,
             self.mcp_servers,
+            self.activity,
         )
 
 

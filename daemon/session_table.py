@@ -47,6 +47,7 @@ def record_of(row: Any) -> SessionRecord:
         choices=Choices.loads(row["choices"]) if row["choices"] else None,
         mcp_servers=row["mcp_servers"],
         last_outcome=outcome_of(status),
+        stored_activity=row["activity"],
     )
 
 

@@ -68,7 +68,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     kind TEXT NOT NULL DEFAULT 'main',
     parent TEXT,
     choices TEXT,
-    mcp_servers TEXT
+    mcp_servers TEXT,
+    activity REAL
 );
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
@@ -289,6 +290,7 @@ class Store:
                 ("parent", "TEXT"),
                 ("choices", "TEXT"),
                 ("mcp_servers", "TEXT"),
+                ("activity", "REAL"),
             ]
         }
         for table, columns in added.items():
@@ -296,9 +298,17 @@ class Store:
             for name, decl in columns:
                 if name not in present:
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+                    if (table, name) == ("sessions", "activity"):
+                        # What the sessions of an older store did last, as far as it kept: their
+                        # status's last change (what a restart showed for them before).
+                        self._conn.execute("UPDATE sessions SET activity = status_since")
         # On columns added since: a session's children and a run's sessions, read on first need.
         self._conn.execute("CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (parent)")
         self._conn.execute("CREATE INDEX IF NOT EXISTS sessions_run ON sessions (run)")
+        # sort=activity: a page is a walk down this index from the cursor, whatever the number of sessions.
+        self._conn.execute(
+            "CREATE INDEX IF NOT EXISTS sessions_activity ON sessions (activity DESC, ordinal)"
+        )
 
     # ------------------------------------------------------------ lifecycle
 
