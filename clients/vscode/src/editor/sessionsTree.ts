@@ -1,6 +1,9 @@
 import * as vscode from 'vscode';
 import type { Sessiond } from '../protocol/live';
-import { children, describe, nodeKey, parent, TreeRefresh, type DescribeOptions, type TreeNode } from '../ui/tree';
+import { children, describe, gone, nodeKey, parent, TreeRefresh, type DescribeOptions, type TreeNode } from '../ui/tree';
+
+// VS Code runs a view's refreshes at most every 200 ms: the second comes after the first is drawn.
+const REDRAW_AGAIN_MS = 500;
 
 /**
  * The "Sessions" view: a thin adapter from ui/tree's descriptions to TreeItems. Nodes are kept
@@ -13,6 +16,8 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   private readonly subscriptions: vscode.Disposable[] = [this.changed];
   private readonly nodes = new Map<string, TreeNode>();
   private readonly refresh = new TreeRefresh();
+  private readonly again = new Set<TreeNode>();
+  private againTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly sessiond: Sessiond) {
     this.subscriptions.push(
@@ -32,8 +37,27 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
       this.refresh.reset();
       this.changed.fire(undefined);
     } else {
-      this.changed.fire(dirty.map((node) => this.intern(node!)));
+      const nodes = dirty.map((node) => this.intern(node!));
+      this.changed.fire(nodes);
+      this.redrawAgain(nodes);
     }
+  }
+
+  /**
+   * Redraw these rows once more a moment later. VS Code asks for a row and for its children at
+   * different moments; a change in between (a merge's entry failing as the "Merge queue" row was
+   * asked for) is noted as drawn on a row that still shows what came before it.
+   */
+  private redrawAgain(nodes: TreeNode[]): void {
+    for (const node of nodes) this.again.add(node);
+    if (this.againTimer) return;
+    this.againTimer = setTimeout(() => {
+      this.againTimer = undefined;
+      const model = this.sessiond.model;
+      const again = [...this.again].filter((node) => !gone(model, node));
+      this.again.clear();
+      if (again.length) this.changed.fire(again);
+    }, REDRAW_AGAIN_MS);
   }
 
   /** The one object of this node's key. */
@@ -71,6 +95,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   }
 
   dispose(): void {
+    if (this.againTimer) clearTimeout(this.againTimer);
     for (const subscription of this.subscriptions) subscription.dispose();
   }
 }

@@ -328,7 +328,7 @@ function parentSession(model: ModelView, session: SessionInfo): SessionInfo | un
 }
 
 /** Whether the node no longer exists in the model (its session closed or went, its task no longer waits). */
-function gone(model: ModelView, node: TreeNode): boolean {
+export function gone(model: ModelView, node: TreeNode): boolean {
   if (node.type === 'task') return model.tasks.get(node.task)?.status !== 'suggested';
   if (node.type === 'merge') return !model.merges.has(node.session);
   if ('session' in node) {
