@@ -2,7 +2,7 @@ import * as vscode from 'vscode';
 import type { Sessiond } from '../protocol/live';
 import { children, describe, gone, nodeKey, parent, TreeRefresh, type DescribeOptions, type TreeNode } from '../ui/tree';
 
-// VS Code runs a view's refreshes at most every 200 ms: the second comes after the first is drawn.
+// Long enough for the first refresh to have been drawn on a busy machine, short enough to go unseen.
 const REDRAW_AGAIN_MS = 500;
 
 /**
