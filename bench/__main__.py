@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import connections, limits, ray_agents, real_agents, scale, startup, streaming
 from bench.direct_acp import direct_agent, run_turns
-from bench.harness import children, daemon, rss_kib, table
+from bench.harness import children, cpu_seconds, daemon, rss_kib, table
 from sessiond.client import AsyncDaemon, aconnect
 
 TURN_PROMPT = "say done"
@@ -48,15 +48,19 @@ async def open_many(count: int) -> list[tuple[str, str, str]]:
     ]
 
 
-TURN_ROUNDS = 7  # each figure is the median of this many rounds: one round is a fraction of a second
+TURN_ROUNDS = 9  # each figure is the median of this many rounds: one round is a fraction of a second
 
 
 async def turns(count: int) -> list[tuple[str, str, str]]:
+    """`count` first turns at once (each opens its session at the agent, then prompts), straight
+    to the demo agent through the ACP SDK and through the daemon, rounds alternating; with the CPU
+    time each process took for them (this machine has two cores: the daemon and the agent share
+    them, and a burst is as fast as the busier of the two)."""
     work = Path(tempfile.mkdtemp(prefix="sd-bench-work-"))
     # The agent's own state goes beside the work, not in it: sessions outside git snapshot their root.
     state = Path(tempfile.mkdtemp(prefix="sd-bench-state-"))
-    direct_times: list[float] = []
-    daemon_times: list[float] = []
+    times: dict[str, list[float]] = {"direct": [], "daemon": []}
+    cpu: dict[str, list[float]] = {"direct agent": [], "daemon": [], "its agent": []}
     with daemon() as d:
         async with (
             direct_agent(TURN_PROMPT, work, state) as direct_round,
@@ -64,24 +68,31 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
         ):
             agent = await client.agent("demo")
             await (await agent.session(work)).asend(TURN_PROMPT)
+            (agent_pid,) = d.children()
             # Rounds alternate, so that what else the machine does weighs on both sides alike.
             for _ in range(TURN_ROUNDS):
-                direct_times.append(await direct_round(count))
+                before = cpu_seconds(direct_round.pid)
+                times["direct"].append(await direct_round(count))
+                cpu["direct agent"].append(cpu_seconds(direct_round.pid) - before)
                 sessions = await agent.sessions(count, work)
+                before_daemon, before_agent = cpu_seconds(d.pid), cpu_seconds(agent_pid)
                 started = time.perf_counter()
                 replies = await asyncio.gather(*(s.asend(TURN_PROMPT) for s in sessions))
-                daemon_times.append(time.perf_counter() - started)
+                times["daemon"].append(time.perf_counter() - started)
+                cpu["daemon"].append(cpu_seconds(d.pid) - before_daemon)
+                cpu["its agent"].append(cpu_seconds(agent_pid) - before_agent)
                 assert all(r.text == "done" for r in replies)
-    direct = statistics.median(direct_times)
-    through_daemon = statistics.median(daemon_times)
+    direct = statistics.median(times["direct"])
+    through_daemon = statistics.median(times["daemon"])
+    per_turn = {k: statistics.median(v) / count * 1000 for k, v in cpu.items()}
     return [
         (
-            f"{count} turns at once, straight to the agent (ACP), median of {TURN_ROUNDS}",
+            f"{count} first turns at once, straight to the agent (ACP), median of {TURN_ROUNDS}",
             f"{direct:.3f} s",
             f"{count / direct:.0f} turns/s",
         ),
         (
-            f"{count} turns at once, through the daemon, median of {TURN_ROUNDS}",
+            f"{count} first turns at once, through the daemon, median of {TURN_ROUNDS}",
             f"{through_daemon:.3f} s",
             f"{count / through_daemon:.0f} turns/s",
         ),
@@ -89,6 +100,21 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             "daemon overhead",
             f"{through_daemon / direct:.2f}x",
             f"{(through_daemon - direct) / count * 1000:.2f} ms per turn; target < 1.15x",
+        ),
+        (
+            "CPU per turn: the agent, straight",
+            f"{per_turn['direct agent']:.3f} ms",
+            "baseline",
+        ),
+        (
+            "CPU per turn: the agent, through the daemon",
+            f"{per_turn['its agent']:.3f} ms",
+            f"{per_turn['its agent'] / per_turn['direct agent']:.2f}x the baseline",
+        ),
+        (
+            "CPU per turn: the daemon",
+            f"{per_turn['daemon']:.3f} ms",
+            f"{per_turn['daemon'] / per_turn['direct agent']:.2f}x the agent's, straight",
         ),
     ]
 

@@ -26,12 +26,22 @@ class _QuietClient:
         return None
 
 
+class Rounds:
+    """`await rounds(count)`: seconds for `count` sessions to each open and run one turn at once;
+    `pid`: the agent's process."""
+
+    def __init__(self, run: Callable[[int], Awaitable[float]], pid: int) -> None:
+        self._run = run
+        self.pid = pid
+
+    async def __call__(self, count: int) -> float:
+        return await self._run(count)
+
+
 @contextlib.asynccontextmanager
-async def direct_agent(
-    prompt: str, cwd: Path, state_dir: Path
-) -> AsyncIterator[Callable[[int], Awaitable[float]]]:
-    """The demo agent spoken to straight through the ACP SDK; yields `round(count)`: seconds for
-    `count` sessions to each open and run one turn at once (after one warm-up turn)."""
+async def direct_agent(prompt: str, cwd: Path, state_dir: Path) -> AsyncIterator[Rounds]:
+    """The demo agent spoken to straight through the ACP SDK; yields its `Rounds` (after one
+    warm-up turn)."""
     async with acp.spawn_agent_process(
         _QuietClient(),  # type: ignore[arg-type]
         sys.executable,
@@ -40,7 +50,7 @@ async def direct_agent(
         "--state-dir",
         str(state_dir),
         transport_kwargs={"stderr": subprocess.DEVNULL},
-    ) as (conn, _process):
+    ) as (conn, process):
         await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
 
         async def one() -> None:
@@ -55,7 +65,7 @@ async def direct_agent(
             return time.perf_counter() - started
 
         await one()
-        yield round_
+        yield Rounds(round_, process.pid)
 
 
 async def run_turns(count: int, prompt: str, cwd: Path, state_dir: Path) -> float:

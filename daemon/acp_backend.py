@@ -35,6 +35,7 @@ from sessiond.daemon.agent_types import (
     SessionSetup,
     TerminalResult,  # noqa: F401 (re-exported)
 )
+from sessiond.daemon.corked import Corked
 from sessiond.daemon.placements.base import Machine
 from sessiond.daemon.placements.repository import LOCAL
 from sessiond.daemon.terminals import Terminals
@@ -660,6 +661,7 @@ class AgentProcess:
         self._conn: Any = None
         self._watcher: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
+        self._stdin: Corked | None = None  # the process's stdin: what a turn of the loop wrote, sent as one
         self._updates = _Updates(name, host)
         self._spawn_env: Mapping[str, str] = {}
         self.auth_methods: list[dict[str, Any]] = []  # as declared, each with "satisfied"
@@ -700,9 +702,10 @@ class AgentProcess:
         self._reader = asyncio.create_task(
             self._read_stdout(self._proc.stdout, sdk_stdout), name=f"agent-{self.name}-stdout"
         )
-        self._conn = acp.connect_to_agent(
-            _Client(self._host), self._proc.stdin, sdk_stdout, use_unstable_protocol=True
-        )
+        stdin = self._proc.stdin
+        if isinstance(stdin, asyncio.StreamWriter):
+            stdin = self._stdin = Corked(stdin)
+        self._conn = acp.connect_to_agent(_Client(self._host), stdin, sdk_stdout, use_unstable_protocol=True)
         self._watcher = asyncio.create_task(self._watch(), name=f"agent-{self.name}-watch")
         response = await self._call(
             self._conn.initialize(
@@ -999,7 +1002,7 @@ class AgentProcess:
         if proc is None or self.exited.is_set():
             return
         with contextlib.suppress(Exception):
-            proc.stdin.close()
+            (self._stdin or proc.stdin).close()  # what is held goes out first
         for sig in (None, signal.SIGTERM, signal.SIGKILL):
             if sig is not None:
                 proc.signal(sig)

@@ -1026,8 +1026,10 @@ class Core:
     def set_status(self, session: SessionRecord, *, closed: bool = False) -> None:
         rt = session.runtime
         running = rt.running if rt else None
-        # A turn waiting for an agent slot or a live-session slot is queued: working means the agent has it.
-        waiting = running is not None and (running.started_at is None or running.waiting_for is not None)
+        # A turn waiting for an agent slot or a live-session slot is queued (and says for what): working
+        # means the agent has it, or will within this turn of the loop (a turn handed over, nothing
+        # in its way, is not shown queued for that moment: it was an event and a row for every turn).
+        waiting = running is not None and running.waiting_for is not None
         status = derive_status(
             closed=closed or session.closed,
             waiting_for_person=bool(rt and rt.permissions),

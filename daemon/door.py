@@ -24,6 +24,7 @@ import os
 from typing import Any, Protocol
 
 from sessiond.daemon import gate, handshake, wire
+from sessiond.daemon.corked import Corked
 from sessiond.daemon.gate import Access, Drop, Phase, Refuse
 from sessiond.daemon.wire import Kind, Limits
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -88,7 +89,7 @@ class Door:
     async def _accept(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, needs_token: bool
     ) -> None:
-        link = Link(self, writer, needs_token=needs_token)
+        link = Link(self, Corked(writer), needs_token=needs_token)
         self.links.add(link)
         await link.serve(reader)
 

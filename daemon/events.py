@@ -227,7 +227,10 @@ class EventLog:
         # Emitted and queued to the store, not yet known to be committed: delivered after the commit
         # that stores them (at once, normally; once the store takes writes again, when it said no).
         self._held: list[Event] = []
+        # Who waits for what has been emitted to be stored (`stored`): the seq each waits for.
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
         store.on_commit.append(self._release)
+        store.on_refused.append(self._stop_waiting)
 
     def emit(
         self,
@@ -269,6 +272,36 @@ class EventLog:
         if self._held:
             batch, self._held = self._held, []
             self._deliver(batch)
+        if self._waiting:
+            still = []
+            for seq, future in self._waiting:
+                if seq > self.committed:
+                    still.append((seq, future))
+                elif not future.done():
+                    future.set_result(None)
+            self._waiting = still
+
+    async def stored(self) -> None:
+        """Wait until every event emitted so far is stored: an answer sent after this never
+        implies an event that a read of the log (or of a session's transcript) does not find.
+        At once when they are; not while the store says no (they are kept, and come once it
+        takes them: nobody is held up by an outage)."""
+        seq = self.head
+        if self.committed >= seq or self._store.trouble is not None or self._store.closed:
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((seq, future))
+        if self._pending:  # (not handed to the store yet: they are, at the end of this turn of the loop)
+            asyncio.get_running_loop().call_soon(self._store.awaited)
+        else:
+            self._store.awaited()
+        await future
+
+    def _stop_waiting(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for _, future in waiting:
+            if not future.done():
+                future.set_result(None)
 
     def _deliver(self, batch: list[Event]) -> None:
         # The writer commits in queue order, so batches arrive here in seq order.

@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "agent_types",
                     "agents_config",
                     "long_lived",
+                    "corked",
                     "mcp_tools",
                     "session_mcp",
                 )

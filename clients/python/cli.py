@@ -445,8 +445,12 @@ def cmd_send(args: argparse.Namespace) -> int:
         daemon.on_notification = notified
         # Subscribed before prompting, so that no chunk of the turn can be missed.
         daemon.call(names.EVENTS_SUBSCRIBE, {"sessions": [args.session]})
-        asked = daemon.ask(names.SESSION_PROMPT, {"session": args.session, "prompt": prompt, "turnId": turn})
+        asked: int | None = None
         try:
+            # (Inside: a Ctrl-C while the prompt is being sent may come once the daemon has it.)
+            asked = daemon.ask(
+                names.SESSION_PROMPT, {"session": args.session, "prompt": prompt, "turnId": turn}
+            )
             reply = daemon.wait_for(asked)
         except AgentError as e:
             _end_line(shown)
@@ -469,12 +473,13 @@ def cmd_send(args: argparse.Namespace) -> int:
     return EXIT_OK if stop_reason == "end_turn" else EXIT_FAILED
 
 
-def _cancel_turn(args: argparse.Namespace, daemon: PlainDaemon, asked: int, turn: str) -> None:
+def _cancel_turn(args: argparse.Namespace, daemon: PlainDaemon, asked: int | None, turn: str) -> None:
     """Ctrl-C during `send`: the prompt is withdrawn and its turn cancelled, as the Python client
-    does it. The cancel goes over a connection of its own: the interrupted read may have left
-    this one mid-message."""
-    with contextlib.suppress(OSError):
-        daemon.cancel(asked)
+    does it. The cancel goes over a connection of its own: the interrupted read (or send) may have
+    left this one mid-message."""
+    if asked is not None:
+        with contextlib.suppress(OSError):
+            daemon.cancel(asked)
     with contextlib.suppress(SessiondError, OSError), _plain(args) as again:
         again.call(names.SESSION_CANCEL, {"session": args.session, "turnId": turn})
 

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
 from events import kind, next_matching
 
 from bench.harness import Daemon
-from sessiond.client import AgentError, AgentUnavailable, AsyncDaemon, SessionClosed, TurnTimeout
+from sessiond.client import (
+    AgentError,
+    AgentUnavailable,
+    AsyncDaemon,
+    AsyncSession,
+    SessionClosed,
+    TurnTimeout,
+)
 
 
 async def test_opening_sessions_starts_nothing_until_the_first_turn(
@@ -70,6 +78,30 @@ async def test_turns_of_different_sessions_run_at_once(client: AsyncDaemon, work
     assert started == {a.id, b.id}  # both running before either ended
     await asyncio.gather(a.acancel(), b.acancel())
     assert [r.stop_reason for r in await asyncio.gather(*hangs)] == ["cancelled", "cancelled"]
+
+
+async def test_an_answer_comes_after_its_turn_is_stored_even_under_load(
+    client: AsyncDaemon, daemon: Daemon, work: Path
+) -> None:
+    # 100 turns at once: the store commits under load, a batch per 10 ms. Each answer still
+    # waits for its turn's events to be stored, so a read of the store the moment it comes
+    # finds the turn ended (read straight from SQLite: a request would give the commit time).
+    sessions = await (await client.agent("demo")).sessions(100, work)
+    store = sqlite3.connect(daemon.home / "state" / "sessiond.db")
+
+    async def turn_and_read(session: AsyncSession) -> tuple[str | None, int]:
+        reply = await session.asend("say done")
+        (state,) = store.execute("SELECT state FROM turns WHERE id = ?", (reply.turn_id,)).fetchone()
+        (ended,) = store.execute(
+            "SELECT COUNT(*) FROM events WHERE kind = 'turn.ended' AND turn = ?", (reply.turn_id,)
+        ).fetchone()
+        return state, ended
+
+    try:
+        read = await asyncio.gather(*(turn_and_read(s) for s in sessions))
+    finally:
+        store.close()
+    assert read == [("done", 1)] * len(sessions)
 
 
 async def test_max_active_turns_holds_the_rest_queued(client: AsyncDaemon, work: Path) -> None:
