@@ -937,6 +937,11 @@ class AgentProcess:
         )
         return _setup(response)
 
+    def known(self, session_id: str) -> None:
+        """The daemon has the session by this id now (its session/new, load, resume or fork
+        answered): the updates the agent sent of it before are handled now, in order."""
+        self._host.known(session_id)
+
     async def close_session(self, session_id: str) -> None:
         await self._call(self._conn.close_session(session_id=session_id), timeout=30, what="session/close")
 

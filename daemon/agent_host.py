@@ -35,6 +35,10 @@ class Activity(Protocol):
     def command_renamed(self, session: SessionRecord, key: str, new_key: str) -> None: ...
 
 
+# Updates of a session id the daemon does not know yet are kept for this many ids, this many each.
+EARLY_SESSIONS = 64
+EARLY_UPDATES = 256
+
 # Decides an agent's permission request (by policy, or by asking a person): the option chosen.
 RequestPermission = Callable[[SessionRecord, dict[str, Any], list[dict[str, Any]]], Awaitable[str | None]]
 
@@ -65,6 +69,7 @@ class AgentHost:
         self._may_write = may_write
         # One host per agent process: the environment rules it starts with hold for its terminals too.
         self.env_rules = EnvRules.of(options) if options is not None else DEFAULT_RULES
+        self._early: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # updates of ids not known yet
 
     def child_environment(self, extra: Mapping[str, str]) -> dict[str, str]:
         return child_environment(extra, self.env_rules)
@@ -85,6 +90,20 @@ class AgentHost:
         session = self._sessions.get((self._agent, agent_session_id))
         if session is not None:
             self._activity.on_update(session, kind, payload)
+            return
+        # An agent may speak of a session before the daemon has read the answer that names it
+        # (its commands, right after answering session/new): kept, for `known`, within bounds.
+        early = self._early.get(agent_session_id)
+        if early is None:
+            if len(self._early) >= EARLY_SESSIONS:
+                del self._early[next(iter(self._early))]  # the oldest: a session nobody opened
+            early = self._early[agent_session_id] = []
+        if len(early) < EARLY_UPDATES:
+            early.append((kind, payload))
+
+    def known(self, agent_session_id: str) -> None:
+        for kind, payload in self._early.pop(agent_session_id, ()):
+            self.on_update(agent_session_id, kind, payload)
 
     async def request_permission(
         self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]

@@ -67,6 +67,9 @@ class BackendHost(Protocol):
 
     def on_update(self, agent_session_id: str, kind: str, payload: dict[str, Any]) -> None: ...
 
+    def known(self, agent_session_id: str) -> None:
+        """The daemon has the session by this id now: what the agent said of it before, told now."""
+
     async def request_permission(
         self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> str | None: ...

@@ -1441,7 +1441,7 @@ class Core:
                 agent_session_id, setup = await self._open_at_agent(
                     agent, process, session, rt.placement.root, mcp
                 )
-                session.agent_session_id = agent_session_id
+                self._known_at_agent(agent, process, session, agent_session_id)
                 await self._apply_options(
                     agent, process, session, agent_session_id, setup, side=session.kind == "side"
                 )
@@ -1453,13 +1453,22 @@ class Core:
                 old = session.agent_session_id
                 agent_session_id, setup = await process.new_session(rt.placement.root, mcp)
                 self.by_agent_session.pop((agent.name, old), None)
-                session.agent_session_id = agent_session_id
+                self._known_at_agent(agent, process, session, agent_session_id)
                 await self._apply_options(agent, process, session, agent_session_id, setup)
-            self.by_agent_session[(agent.name, session.agent_session_id)] = session
             agent.opened(session.id, slot)
             session.live = True
             self._save_session(session)
+            assert session.agent_session_id is not None  # (named by the agent above)
             return session.agent_session_id
+
+    def _known_at_agent(
+        self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, agent_session_id: str
+    ) -> None:
+        """The agent holds the session by this id: its updates reach the session from now on, those
+        it sent before the answer that named the id was read too (they come in the same read)."""
+        session.agent_session_id = agent_session_id
+        self.by_agent_session[(agent.name, agent_session_id)] = session
+        process.known(agent_session_id)
 
     async def _restore_at_agent(
         self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, mcp: list[Any]
@@ -1476,6 +1485,8 @@ class Core:
         else:
             method = "session/resume" if caps.resume else "session/load"
             rt.loading = not caps.resume
+            # Known before it answers: what it replays of the session is heard as history.
+            self._known_at_agent(agent, process, session, session.agent_session_id)
             try:
                 if caps.resume:
                     return await process.resume_session(session.agent_session_id, rt.placement.root, mcp)
