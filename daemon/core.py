@@ -1188,7 +1188,17 @@ class Core:
         self.set_status(session)
         # The turn belongs to the daemon, not to this request: a client that
         # goes away leaves it running, and its outcome is stored.
-        return await asyncio.shield(turn.future)
+        try:
+            result = await asyncio.shield(turn.future)
+        except RpcError:
+            await self.events.stored()
+            raise
+        # Answered once the turn's events are stored: whoever reads the log (or the session's
+        # transcript) after the answer finds the whole turn. Only a turn's answer waits so: an
+        # answer read from memory that waited could reach a client after newer events, and undo
+        # what they said in its view of the session.
+        await self.events.stored()
+        return result
 
     def runtime_of(self, session: SessionRecord) -> SessionRuntime:
         if session.runtime is None:

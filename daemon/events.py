@@ -282,10 +282,9 @@ class EventLog:
             self._waiting = still
 
     async def stored(self) -> None:
-        """Wait until every event emitted so far is stored: an answer sent after this never
-        implies an event that a read of the log (or of a session's transcript) does not find.
-        At once when they are; not while the store says no (they are kept, and come once it
-        takes them: nobody is held up by an outage)."""
+        """Wait until every event emitted so far is stored (a turn's answer waits so: a read of
+        the log after it finds the turn). At once when they are; not while the store says no
+        (they are kept, and come once it takes them: nobody is held up by an outage)."""
         seq = self.head
         if self.committed >= seq or self._store.trouble is not None or self._store.closed:
             return

@@ -530,14 +530,9 @@ def _runner(params_model: type[BaseModel], handler: Handler) -> Callable[[Connec
         except ValidationError as exc:
             raise _error(invalid_params(exc)) from None
         conn.link.in_flight += 1
-        events = conn.core.events
         try:
             result = await handler(conn, params)
-            # The answer follows the storing of what was emitted before it (a turn's events, the
-            # controls a set option changed): whoever reads the log after it finds them.
-            await events.stored()
         except RpcError as exc:
-            await events.stored()
             raise _error(exc) from None
         except Exception as exc:
             log.exception("a %s handler failed", params_model.__name__)

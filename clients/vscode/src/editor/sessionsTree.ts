@@ -39,7 +39,10 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
     } else {
       const nodes = dirty.map((node) => this.intern(node!));
       this.changed.fire(nodes);
-      this.redrawAgain(nodes);
+      // Again a moment later with the rows inside them: a row whose parent changed too was
+      // redrawn through its parent only, and VS Code did not always ask for it again (a session
+      // row kept "idle" while its turn worked, its agent row saying "1 working").
+      this.redrawAgain(nodes.flatMap((node) => [node, ...this.inside(node)]));
     }
   }
 
@@ -58,6 +61,15 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
       this.again.clear();
       if (again.length) this.changed.fire(again);
     }, REDRAW_AGAIN_MS);
+  }
+
+  /** The nodes below `node`, as the model has them now. */
+  private inside(node: TreeNode): TreeNode[] {
+    const model = this.sessiond.model;
+    return children(model, node).flatMap((child) => {
+      const known = this.intern(child);
+      return [known, ...this.inside(known)];
+    });
   }
 
   /** The one object of this node's key. */
