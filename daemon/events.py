@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import sqlite3
 import time
 from collections import OrderedDict, deque
@@ -230,7 +231,7 @@ class EventLog:
         # Who waits for what has been emitted to be stored (`stored`): the seq each waits for.
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
         store.on_commit.append(self._release)
-        store.on_refused.append(self._stop_waiting)
+        store.on_refused.append(lambda: self._wake(math.inf))  # (an outage holds nobody up)
 
     def emit(
         self,
@@ -272,14 +273,19 @@ class EventLog:
         if self._held:
             batch, self._held = self._held, []
             self._deliver(batch)
-        if self._waiting:
-            still = []
-            for seq, future in self._waiting:
-                if seq > self.committed:
-                    still.append((seq, future))
-                elif not future.done():
-                    future.set_result(None)
-            self._waiting = still
+        self._wake(self.committed)
+
+    def _wake(self, upto: float) -> None:
+        """Let go of those waiting (`stored`) for events up to `upto`."""
+        if not self._waiting:
+            return
+        still = []
+        for seq, future in self._waiting:
+            if seq > upto:
+                still.append((seq, future))
+            elif not future.done():
+                future.set_result(None)
+        self._waiting = still
 
     async def stored(self) -> None:
         """Wait until every event emitted so far is stored (a turn's answer waits so: a read of
@@ -295,12 +301,6 @@ class EventLog:
         else:
             self._store.awaited()
         await future
-
-    def _stop_waiting(self) -> None:
-        waiting, self._waiting = self._waiting, []
-        for _, future in waiting:
-            if not future.done():
-                future.set_result(None)
 
     def _deliver(self, batch: list[Event]) -> None:
         # The writer commits in queue order, so batches arrive here in seq order.

@@ -12,7 +12,7 @@ It also lets the young generation grow to YOUNG objects before it is
 collected, not Python's 700: a turn allocates thousands of short-lived
 containers (messages, models, events), and with 700 the collector ran many
 times a turn. 200 first turns at once cost the daemon ~5% less CPU at 20,000
-(bench/turns, the daemon's CPU time, both settings in one run); what a cycle
+(its CPU time, two daemons side by side, rounds alternating); what a cycle
 holds waits a little longer to be freed (a few MB at most), and a closed
 connection's cycles are still collected as it closes (server.py).
 """

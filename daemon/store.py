@@ -130,8 +130,8 @@ CREATE INDEX IF NOT EXISTS events_session_kind ON events (session, kind, seq);
 # quiet daemon commits at the end of the loop's turn): SPACING after a commit of a few writes (2 ms
 # ran 200 turns at once ~15% faster than a commit per turn of the loop), LOADED_SPACING after one
 # of LOADED_BATCH writes or more. Each commit writes its dirty pages anew, and under load 10 ms cost
-# the daemon ~12% less CPU than 2 ms for 200 first turns at once. An answer waits for what it
-# implies to be stored (`awaited`): on a quiet daemon that commit comes at once. Both spacings are
+# the daemon ~12% less CPU than 2 ms for 200 first turns at once. A turn's answer waits for its
+# events to be stored (`awaited`): on a quiet daemon that commit comes at once. Both spacings are
 # under a frame of an editor's redraw.
 SPACING = 0.002
 LOADED_SPACING = 0.01
@@ -384,7 +384,7 @@ class Store:
             self._commit_soon()
 
     def awaited(self) -> None:
-        """An answer waits on the next commit. A quiet daemon (its last commit a few writes) then
+        """A turn's answer waits on the next commit. A quiet daemon (its last commit a few writes) then
         commits at the end of this turn of the loop, without waiting out the spacing: a lone turn
         is answered as soon as its events are stored. Under load the spacing stands."""
         if self._loop is None or self._last_batch >= LOADED_BATCH or not (self._pending or self._timer):

@@ -73,12 +73,11 @@ def test_what_is_kept_of_unknown_ids_is_bounded() -> None:
     sessions: dict[tuple[str, str], SessionRecord] = {}
     heard = _Heard()
     host = _host(sessions, heard)
-    for n in range(EARLY_UPDATES + 10):
-        host.on_update("chatty", "agent_message_chunk", {"n": n})
+    host.on_update("first", "usage_update", {})
     for n in range(EARLY_SESSIONS + 5):
         host.on_update(f"never-opened-{n}", "usage_update", {})
-    sessions[("claude", "chatty")] = _session("s1")
-    host.known("chatty")
+    sessions[("claude", "first")] = _session("s1")
+    host.known("first")
     assert heard.updates == []  # the oldest id was let go to make room for newer ones
     sessions[("claude", "never-opened-10")] = _session("s2")
     host.known("never-opened-10")

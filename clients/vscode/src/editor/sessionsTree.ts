@@ -63,12 +63,11 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
     }, REDRAW_AGAIN_MS);
   }
 
-  /** The nodes below `node`, as the model has them now. */
+  /** The nodes below `node` that VS Code has drawn (one it never asked for has none drawn below it). */
   private inside(node: TreeNode): TreeNode[] {
-    const model = this.sessiond.model;
-    return children(model, node).flatMap((child) => {
-      const known = this.intern(child);
-      return [known, ...this.inside(known)];
+    return children(this.sessiond.model, node).flatMap((child) => {
+      const known = this.nodes.get(nodeKey(child));
+      return known ? [known, ...this.inside(known)] : [];
     });
   }
 
