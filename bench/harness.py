@@ -26,6 +26,7 @@ class Daemon:
         self.socket = self.home / "run" / "sessiond.sock"
         self.extra_args = extra_args
         self.stderr: list[str] = []
+        self._said = threading.Condition()  # notified with each line read from its stderr
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -51,7 +52,9 @@ class Daemon:
             assert process.stderr is not None
             for raw in process.stderr:
                 line = raw.decode(errors="replace").rstrip("\n")
-                self.stderr.append(line)
+                with self._said:
+                    self.stderr.append(line)
+                    self._said.notify_all()
                 if "serving on" in line:
                     ready.set()
             ready.set()
@@ -61,6 +64,17 @@ class Daemon:
             process.kill()
             raise RuntimeError("the daemon did not start:\n" + "\n".join(self.stderr))
         return self
+
+    def wait_for_line(self, contains: str, timeout: float = 30) -> str:
+        """The first line of its stderr holding `contains`, waited for: a line the daemon wrote
+        before it answered may still be on its way through the pipe when the answer is read."""
+        with self._said:
+            found = self._said.wait_for(
+                lambda: next((line for line in self.stderr if contains in line), None), timeout
+            )
+        if found is None:
+            raise AssertionError(f"the daemon wrote no line with {contains!r} in {timeout:g} s")
+        return found
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         """Signal it and wait for it to exit; its exit code."""

@@ -72,7 +72,7 @@ async def test_a_daemon_loads_the_acp_sdk_on_its_first_turn_and_not_before(
             assert _loaded(daemon) == set(), daemon.stderr
             reply = await session.asend("say hi")
             assert reply.text.startswith("hi")
-            assert "acp" in _loaded(daemon)
+            daemon.wait_for_line("DEBUG loading acp ")
             # No ssh, worktree, sandbox or container session was asked for.
             assert _loaded(daemon).isdisjoint(["asyncssh", *PLACEMENTS]), _loaded(daemon)
     finally:
@@ -97,6 +97,7 @@ async def test_a_placement_loads_with_the_first_session_that_asks_for_it(
             await agent.session(tmp_path)
             assert _loaded(daemon).isdisjoint(PLACEMENTS)
             await agent.session(repo, placement="worktree")
+            daemon.wait_for_line("DEBUG loading sessiond.daemon.placements.worktree ")
             assert _loaded(daemon) & set(PLACEMENTS) == {"sessiond.daemon.placements.worktree"}
             assert await client.merges() == []  # listed before any merge made the queue
     finally:
