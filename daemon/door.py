@@ -1,15 +1,15 @@
 """Every client connection's front: read from the moment the socket is bound, `initialize`
 answered at once, and the rest handed to the server behind once the daemon is built.
 
-A daemon binds its socket, opens its store and starts the door; pygls, the protocol's models
-and the core load after, on a thread, while clients connect. Each connection's read loop is
+A daemon binds its socket, opens its store and starts the door; the protocol's models and the
+core load after, on a thread, while clients connect. Each connection's read loop is
 here: frames (`wire.py`) read within the limits, every message through the gate (`gate.py`),
 back-pressure on a client that does not read, a request limit, `exit`, and `initialize`
 answered from `handshake.py` (its options read by the server's model when they are not the
 plain ones, once the server is there). Any other message waits, unread past it, until the
 daemon is built (`Door.open`): by then the turns a stop cut off have been announced, so no
 client reads the event log before they are in it. Then `Behind.attach` gives the connection
-its own pygls server (`server.Connection`), which takes each admitted message from here on.
+its server (`server.Connection`), which takes each admitted message from here on.
 
 Nothing here knows pygls, pydantic or the core.
 """

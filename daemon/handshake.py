@@ -2,12 +2,12 @@
 socket is bound and its store open, before the rest of it has loaded.
 
 `door.py` answers every connection's `initialize` with what is here, the same way whether the
-server behind has been built yet or not. The result is the capabilities a pygls server with the
-daemon's features advertises (pygls serves the connection from then on; a test holds the two
-together), the daemon's methods and notifications (`capabilities.experimental.sessiond`), and
-its name and version. Of the params, only what the daemon reads is checked: `capabilities` (an
-object) and the few capabilities read below; `initializationOptions` the client package's plain
-ones are read here (`plain_options`), any other by the server's model. Pure: no I/O.
+server behind has been built yet or not. The result is the capabilities a pygls server of the
+daemon's advertises (`lsp_outbound.py`; a test holds the two together), the daemon's methods
+and notifications (`capabilities.experimental.sessiond`), and its name and version. Of the
+params, only what the daemon reads is checked: `capabilities` (an object) and the few
+capabilities read below; `initializationOptions` the client package's plain ones are read here
+(`plain_options`), any other by the server's model. Pure: no I/O.
 """
 
 from __future__ import annotations

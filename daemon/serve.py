@@ -19,9 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# Only what answers a client's `initialize` is imported here: the rest (pygls, the core, the
-# protocol's models) loads on a thread once the socket is bound and the door answers, and the
-# ACP SDK, the MCP SDK and asyncssh load on the first turn, MCP session or ssh placement.
+# Only what answers a client's `initialize` is imported here: the rest (the core, the protocol's
+# models) loads on a thread once the socket is bound and the door answers; pygls and lsprotocol
+# when the first client that takes progress or answers permissions comes; the ACP SDK, the MCP
+# SDK and asyncssh on the first turn, MCP session or ssh placement.
 from sessiond.daemon import long_lived
 from sessiond.daemon.door import Door
 from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, trouble_of
@@ -36,10 +37,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sessiond")
 STOP_DEADLINE = 45.0
-# Loaded on first need only (a turn, an http MCP session, an ssh placement, a Ray-run agent, the
-# first session of a placement other than `here`); at SESSIOND_LOG=debug the daemon says which
-# it is serving without, and when each one loads.
+# Loaded on first need only (a client told progress or asked permissions, a turn, an http MCP
+# session, an ssh placement, a Ray-run agent, the first session of a placement other than `here`);
+# at SESSIOND_LOG=debug the daemon says which it is serving without, and when each one loads.
 ON_FIRST_NEED = (
+    "pygls",
+    "lsprotocol",
     "acp",
     "mcp",
     "asyncssh",
@@ -319,17 +322,17 @@ async def _serve(
             server.token = _token(paths.token_path())
             host, port = await door.listen_tcp(*tcp_address)
             paths.tcp_address_path().write_text(f"{host}:{port}\n")
+        if log.isEnabledFor(logging.DEBUG):
+            absent = [name for name in ON_FIRST_NEED if name not in sys.modules]
+            log.debug("serving without %s", ", ".join(absent) or "-")
         door.open(server)
         started = True  # the door serves: the normal stop below lets go of the socket
+        long_lived.settle()  # modules, schemas and loaded sessions: kept out of full GC passes
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         server.on_stop = stop.set  # daemon/stop
-        long_lived.settle()  # modules, schemas and loaded sessions: kept out of full GC passes
-        if log.isEnabledFor(logging.DEBUG):
-            absent = [name for name in ON_FIRST_NEED if name not in sys.modules]
-            log.debug("serving without %s", ", ".join(absent) or "-")
         where = str(socket_path) + (f" and tcp {door.tcp_address}" if door.tcp_address else "")
         print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
         attention = asyncio.create_task(core.feed.watch(), name="attention")

@@ -1,38 +1,34 @@
-"""The editor-facing side: JSON-RPC with LSP framing, one pygls server per connection.
+"""The editor-facing side: the daemon's methods answered for each connection the door admits.
 
-This is the only module that knows pygls. The door (`door.py`) reads each
-connection, passes every message through the gate and answers `initialize`;
-then each initialized connection gets a fresh `LanguageServer` built by
-`_build_server`, all of them sharing one core (seen through `ServerPort`), one
-converter and one handler per method of the table in `sessiond.protocol.methods`
-(made once, called with the connection that asked), which validates its params
-with pydantic and delegates to the core.
+The door (`door.py`) reads each connection, passes every message through the gate and answers
+`initialize`; then each initialized connection gets a `Connection` here, all of them sharing
+one core (seen through `ServerPort`) and one handler per method of the table in
+`sessiond.protocol.methods` (made once, called with the connection that asked), which validates
+its params with pydantic and delegates to the core. A request runs as a task of its own,
+answered when it ends and cancelled by `$/cancelRequest`. What the daemon says to a client in
+LSP's own terms (a turn's work-done progress, a permission asked) goes through pygls, in
+`lsp_outbound.py`, which loads last, after the daemon serves: nothing here imports it at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import gc
 import hmac
+import importlib
 import json
 import logging
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import cattrs
-from lsprotocol import types as lsp
 from pydantic import BaseModel, ValidationError
-from pygls.exceptions import JsonRpcException
-from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol, default_converter
-from pygls.protocol.json_rpc import JsonRPCRequestMessage, JsonRPCResponseMessage
 
-from sessiond.daemon import gate, handshake, wire
+from sessiond.daemon import gate, long_lived, wire
 from sessiond.daemon.door import Door, Link
 from sessiond.daemon.events import Event, EventLog, Filter, Subscriber, SubscriberOverflow
 from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord
@@ -47,6 +43,7 @@ from sessiond.protocol.methods import METHODS
 if TYPE_CHECKING:
     from sessiond.daemon.around import Around
     from sessiond.daemon.insight_feed import InsightFeed
+    from sessiond.daemon.lsp_outbound import ClientLsp
     from sessiond.daemon.merging import Merging
     from sessiond.daemon.permissions import Permissions
     from sessiond.daemon.session_table import LazyIndex, SessionTable
@@ -110,10 +107,9 @@ REPLAY_BYTES = 1024 * 1024
 # A closed connection's pygls server is a knot of cycles (~50 KiB) that has often outlived the
 # young generations by then: a full collection every this many closes bounds what they hold.
 RECLAIM_EVERY = 20
-
-
-def _error(exc: RpcError) -> JsonRpcException:
-    return JsonRpcException(message=exc.message, code=int(exc.code), data=exc.data)
+LSP_OUTBOUND = "sessiond.daemon.lsp_outbound"
+# The id of the request a handler's task answers (the task's own copy of the context).
+REQUEST_ID: contextvars.ContextVar[Any] = contextvars.ContextVar("request_id")
 
 
 def invalid_params(exc: ValidationError) -> RpcError:
@@ -128,8 +124,8 @@ def invalid_params(exc: ValidationError) -> RpcError:
 
 
 class Connection:
-    """One initialized client, behind its door `link`: its pygls server, its subscriptions,
-    its prompts in flight."""
+    """One initialized client, behind its door `link`: its requests being answered, its
+    subscriptions, its prompts in flight, and its pygls server once it needs one."""
 
     def __init__(self, daemon: DaemonServer, link: Link) -> None:
         self.daemon = daemon
@@ -138,23 +134,16 @@ class Connection:
         self.writer = link.writer
         self.run: str | None = None
         self.subscriptions: dict[str, tuple[Subscriber | None, asyncio.Task[None]]] = {}
+        self.requests: dict[Any, asyncio.Task[dict[str, Any]]] = {}  # request id -> its handler
         self.prompts: dict[Any, str] = {}  # request id -> turn id
         self.progress_tokens: dict[Any, str] = {}  # progress token -> turn id
-        # pygls is set up once the first message after initialize comes: until then (a client
-        # that only said hello) a connection costs a few objects, not a server.
-        self._protocol: SessiondProtocol | None = None
+        # Built the first time the connection reports progress or is asked something: until
+        # then (most clients, for good) it costs a few objects, not a pygls server.
+        self._lsp: ClientLsp | None = None
 
     @property
     def core(self) -> ServerPort:
         return self.daemon.core
-
-    @property
-    def protocol(self) -> SessiondProtocol:
-        if self._protocol is None:
-            protocol: SessiondProtocol = _build_server(self).protocol  # type: ignore[assignment]
-            protocol.set_writer(_Writer(self.link))
-            self._protocol = protocol
-        return self._protocol
 
     @property
     def acting_for(self) -> str | None:
@@ -165,17 +154,72 @@ class Connection:
     def is_closed(self) -> bool:
         return self.link.closed.is_set()
 
+    async def lsp(self) -> ClientLsp:
+        """This connection's pygls server, for what it is told in LSP's terms (loaded if need be)."""
+        if self._lsp is None:
+            await self.daemon.lsp_loaded()
+            from sessiond.daemon.lsp_outbound import ClientLsp  # (loaded by now: no wait here)
+
+            if self._lsp is None:
+                self._lsp = ClientLsp(self.link, self.daemon.version)
+        return self._lsp
+
     def dispatch(self, message: wire.Message) -> None:
-        """Run a message the door admitted."""
-        try:
-            structured = self.protocol.structure_message(message.raw)
-        except JsonRpcException as exc:
-            if message.kind is Kind.REQUEST:
-                self.link.send_error(
-                    message.id, exc.code, f"the params do not fit {message.method}: {exc.message}"
-                )
+        """Run a message the door admitted: a request of the table, `shutdown`, a notification
+        the gate lets through, or a response to a request of the daemon's."""
+        if message.kind is Kind.REQUEST:
+            if message.method == gate.SHUTDOWN:  # (the gate takes nothing more but `exit`)
+                self.send_raw({"jsonrpc": "2.0", "id": message.id, "result": None})
+            else:
+                self._answer(message)
+        elif message.kind is Kind.NOTIFICATION:
+            params = message.params if isinstance(message.params, dict) else {}
+            if message.method == gate.CANCEL_REQUEST:
+                self.cancel_request(params.get("id"))
+            elif message.method == gate.PROGRESS_CANCEL:
+                turn_id = self.progress_tokens.get(params.get("token"))
+                if turn_id is not None:
+                    self.core.cancel_turn(turn_id)
+            # `initialized` and `$/setTrace` ask nothing of the daemon.
+        elif self._lsp is not None:
+            self._lsp.take_response(message.raw)
+        else:
+            log.info("connection %s answered a request it was never sent (id %r)", self.id, message.id)
+
+    def _answer(self, message: wire.Message) -> None:
+        """Run a request's handler as a task of its own, answered when it ends."""
+        msg_id = message.id
+        task = asyncio.ensure_future(self._handle(RUNNERS[message.method], msg_id, message.params))
+        self.requests[msg_id] = task
+        self.link.in_flight += 1
+        task.add_done_callback(lambda done: self._answered(msg_id, message.method, done))
+
+    async def _handle(self, runner: Runner, msg_id: Any, params: Any) -> dict[str, Any]:
+        REQUEST_ID.set(msg_id)  # (the task's own context)
+        return await runner(self, params)
+
+    def _answered(self, msg_id: Any, method: str, task: asyncio.Task[dict[str, Any]]) -> None:
+        if self.requests.get(msg_id) is task:
+            del self.requests[msg_id]
+        self.link.in_flight -= 1
+        if task.cancelled():
+            self.link.send_error(
+                msg_id, ErrorCode.REQUEST_CANCELLED, f"request {msg_id!r} was cancelled ($/cancelRequest)"
+            )
             return
-        self.protocol.handle_message(structured)
+        exc = task.exception()
+        if exc is None:
+            self.send_raw({"jsonrpc": "2.0", "id": msg_id, "result": task.result()})
+        elif isinstance(exc, RpcError):
+            self.link.send_error(msg_id, exc.code, exc.message, exc.data)
+        else:
+            log.error("%s (request %r of connection %s) failed", method, msg_id, self.id, exc_info=exc)
+            self.link.send_error(
+                msg_id,
+                ErrorCode.INTERNAL_ERROR,
+                f"the daemon failed on this request: {type(exc).__name__}: {exc}; "
+                "see the daemon's log, and report it if it happens again",
+            )
 
     def send_raw(self, payload: dict[str, Any]) -> None:
         self.link.send_raw(payload)
@@ -191,7 +235,7 @@ class Connection:
         self.subscriptions.clear()
         if self.run is not None:
             self.daemon.runs.end(self.run, "stopped")  # gone without saying how it went
-        if self._protocol is not None:
+        if self._lsp is not None:
             self.daemon.reclaim()
 
     # ------------------------------------------------------------ subscriptions
@@ -316,20 +360,25 @@ class Connection:
     # ------------------------------------------------------------ turns
 
     async def prompt(self, params: m.SessionPromptParams) -> m.TurnResult:
-        msg_id = self.protocol.msg_id
+        msg_id = REQUEST_ID.get()
         turn_id = params.turn_id or f"t-{uuid.uuid4().hex[:12]}"
         params = params.model_copy(update={"turn_id": turn_id})
-        self.prompts[msg_id] = turn_id
         token = params.work_done_token
-        if token is None and self.link.progress_supported:
-            token = f"sessiond-{turn_id}"
+        listener = None
+        if token is not None or self.link.progress_supported:
             try:
-                await asyncio.wait_for(self.protocol.progress.create_async(token), 5)
-            except Exception:
+                lsp = await self.lsp()
+                if token is None:
+                    token = f"sessiond-{turn_id}"
+                    await asyncio.wait_for(lsp.create_progress(token), 5)
+                listener = lsp.progress(token, f"sessiond {params.session}")
+                self.progress_tokens[token] = turn_id
+            except Exception as exc:
+                log.info("connection %s: turn %s is not reported as progress: %r", self.id, turn_id, exc)
                 token = None
-        if token is not None:
-            self.progress_tokens[token] = turn_id
-        listener = _ProgressReporter(self.protocol, token, params.session) if token is not None else None
+        # Queued from here (core.prompt queues the turn before it first waits): a $/cancelRequest
+        # cancels the turn now, where before it cancelled the request with no turn begun.
+        self.prompts[msg_id] = turn_id
         try:
             return await self.core.prompt(params, listener)
         finally:
@@ -348,13 +397,15 @@ class Connection:
             tool_call=pending.tool_call,
             options=pending.options,
         )
-        answer = self.protocol.send_request_async(names.REQUEST_PERMISSION, params.wire(), msg_id=msg_id)
+        sent: asyncio.Future[Any] | None = None
 
-        async def wait() -> None:
+        async def ask() -> None:
+            nonlocal sent
             try:
-                raw = await answer
-                chosen = m.PermissionRequestResult.model_validate(raw)
-            except (Exception, asyncio.CancelledError):
+                lsp = await self.lsp()
+                sent = lsp.request(names.REQUEST_PERMISSION, params.wire(), msg_id)
+                chosen = m.PermissionRequestResult.model_validate(await sent)
+            except Exception:
                 return  # no answer from this client: another may give one
             if self.is_closed:
                 return  # the connection went away: what came with it is no answer
@@ -366,183 +417,36 @@ class Connection:
                 except RpcError as exc:  # the question stays open for the other clients
                     log.warning("client %s answered permission %s: %s", self.id, pending.id, exc.message)
 
-        waiting = asyncio.ensure_future(wait())
+        asking = asyncio.ensure_future(ask())
 
         def settled(_: Any) -> None:
-            if not answer.done():
-                self.notify(lsp.CANCEL_REQUEST, {"id": msg_id})
-                answer.cancel()
-            waiting.cancel()
+            if sent is not None and not sent.done():
+                self.notify(gate.CANCEL_REQUEST, {"id": msg_id})
+                sent.cancel()
+            asking.cancel()
 
         pending.future.add_done_callback(settled)
 
-    def cancel_request(self, msg_id: Any) -> bool:
-        """$/cancelRequest on a prompt cancels its turn; the prompt then answers normally."""
+    def cancel_request(self, msg_id: Any) -> None:
+        """$/cancelRequest: a prompt's turn is cancelled (the prompt then answers normally, with its
+        turn); any other request still running is stopped, answered RequestCancelled."""
         turn_id = self.prompts.get(msg_id)
-        if turn_id is None:
-            return False
-        self.core.cancel_turn(turn_id)
-        return True
-
-
-class _ProgressReporter:
-    """Reports a turn through LSP work-done progress."""
-
-    def __init__(self, protocol: LanguageServerProtocol, token: Any, session: str) -> None:
-        self.protocol = protocol
-        self.token = token
-        self.session = session
-        self.began = False
-
-    def __call__(self, what: str, data: dict[str, Any]) -> None:
-        progress = self.protocol.progress
-        if what == "started":
-            self.began = True
-            progress.begin(
-                self.token,
-                lsp.WorkDoneProgressBegin(
-                    title=f"sessiond {self.session}", cancellable=True, message="working"
-                ),
-            )
-        elif what == "chunk" and self.began:
-            text = data.get("text", "").strip().splitlines()
-            if text:
-                progress.report(self.token, lsp.WorkDoneProgressReport(message=text[-1][:120]))
-        elif what == "ended":
-            if not self.began:
-                progress.begin(self.token, lsp.WorkDoneProgressBegin(title=f"sessiond {self.session}"))
-            message = data.get("error") or data.get("stopReason") or "ended"
-            progress.end(self.token, lsp.WorkDoneProgressEnd(message=str(message)))
-
-
-class _Writer:
-    """What pygls writes (its own error answers, progress, requests to the client): held to the
-    same rule as the daemon's own writes, nothing after `exit` or once the socket is closing."""
-
-    def __init__(self, link: Link) -> None:
-        self._link = link
-
-    def write(self, data: bytes) -> None:
-        writer = self._link.writer
-        if self._link.writable and not writer.is_closing():
-            writer.write(data)
-
-    def close(self) -> None:
-        self._link.writer.close()
-
-
-class SessiondProtocol(LanguageServerProtocol):
-    connection: Connection
-
-    # pygls caches these two with functools.lru_cache on the method, a cache shared by every
-    # protocol and keyed by it: it kept the last 128 connections' servers alive after they closed.
-    def get_message_type(self, method: str) -> Any:  # type: ignore[override]  # (a plain method)
-        return lsp.METHOD_TO_TYPES.get(method, (None,))[0]
-
-    def get_result_type(self, method: str) -> Any:  # type: ignore[override]
-        return lsp.METHOD_TO_TYPES.get(method, (None, None))[1]
-
-    def structure_message(self, data: dict[str, Any]) -> Any:
-        # Called only for messages whose envelope `wire.parse` checked and the gate admitted.
-        # Our own methods keep their params as plain JSON for pydantic to validate; pygls
-        # would turn them into namedtuples.
-        method = data.get("method")
-        if method in METHODS:
-            return JsonRPCRequestMessage(
-                id=data["id"], method=method, jsonrpc="2.0", params=data.get("params")
-            )
-        if method is None and "result" in data and self._result_types.get(data["id"]) is None:
-            self._result_types.pop(data["id"], None)
-            return JsonRPCResponseMessage(id=data["id"], jsonrpc="2.0", result=data["result"])
-        return super().structure_message(data)
-
-    def handle_message(self, message: Any) -> None:
-        # Our own requests, the most of what comes: run as pygls runs a request (in a context of
-        # its own), without its runtime-checked Protocol isinstance tests, which cost a request
-        # more than the rest of this dispatch.
-        if type(message) is JsonRPCRequestMessage and not self._shutdown:
-            contextvars.copy_context().run(self._handle_request, message.id, message.method, message.params)
-            return
-        super().handle_message(message)
-
-    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
-        # Our results are JSON-ready dicts already: skip pygls's cattrs round.
-        if error is None and (result is None or isinstance(result, dict)):
-            self._result_types.pop(msg_id, None)
-            self.connection.send_raw({"jsonrpc": "2.0", "id": msg_id, "result": result})
-            return
-        super()._send_response(msg_id, result, error)
-
-    def _get_handler(self, feature_name: str) -> Any:
-        # The daemon's methods are not registered with each connection's server: found here,
-        # with this connection put first.
-        runner = _RUNNERS.get(feature_name)
-        if runner is not None:
-            return functools.partial(runner, self.connection)
-        return super()._get_handler(feature_name)
-
-    def _handle_cancel_notification(self, msg_id: Any) -> None:
-        if self.connection.cancel_request(msg_id):
-            return
-        super()._handle_cancel_notification(msg_id)
-
-    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
-        # An answer to a request the daemon gave up on (a permission settled elsewhere) is no
-        # error of the client's: pygls would raise InvalidStateError and drop the connection.
-        future = self._request_futures.get(msg_id)
-        if future is not None and future.done():
-            self._request_futures.pop(msg_id, None)
-            return
-        super()._handle_response(msg_id, result, error)
-
-
-@functools.cache
-def _converter() -> cattrs.Converter:
-    """pygls's converter, made once for every connection (lsprotocol registers a hook per type
-    on it: made per connection, that was ~14 ms and ~120 KiB each, and nothing changes it after)."""
-    return default_converter()
-
-
-def _build_server(conn: Connection) -> LanguageServer:
-    daemon = conn.daemon
-    server = LanguageServer(
-        handshake.SERVER_NAME, daemon.version, protocol_cls=SessiondProtocol, converter_factory=_converter
-    )
-    protocol: SessiondProtocol = server.protocol  # type: ignore[assignment]
-    protocol.connection = conn
-
-    @server.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL)
-    def on_progress_cancel(params: lsp.WorkDoneProgressCancelParams) -> None:
-        turn_id = conn.progress_tokens.get(params.token)
         if turn_id is not None:
-            daemon.core.cancel_turn(turn_id)
+            self.core.cancel_turn(turn_id)
+        elif (task := self.requests.get(msg_id)) is not None:
+            task.cancel()
 
-    return server  # the daemon's own methods are found by SessiondProtocol._get_handler
 
+def _runner(params_model: type[BaseModel], handler: Handler) -> Runner:
+    """A method's handler as a connection runs it: its params validated with pydantic (an
+    RpcError naming the fields at fault), its result JSON."""
 
-def _runner(params_model: type[BaseModel], handler: Handler) -> Callable[[Connection, Any], Awaitable[Any]]:
-    """A method's handler as pygls calls it (with the connection put first): its params
-    validated with pydantic, its errors made JSON-RPC ones, its result JSON."""
-
-    async def run(conn: Connection, raw: Any) -> Any:
+    async def run(conn: Connection, raw: Any) -> dict[str, Any]:
         try:
             params = params_model.model_validate({} if raw is None else raw)
         except ValidationError as exc:
-            raise _error(invalid_params(exc)) from None
-        conn.link.in_flight += 1
-        try:
-            result = await handler(conn, params)
-        except RpcError as exc:
-            raise _error(exc) from None
-        except Exception as exc:
-            log.exception("a %s handler failed", params_model.__name__)
-            raise JsonRpcException(
-                message=f"the daemon failed on this request: {type(exc).__name__}: {exc}; "
-                "see the daemon's log, and report it if it happens again",
-                code=int(ErrorCode.INTERNAL_ERROR),
-            ) from None
-        finally:
-            conn.link.in_flight -= 1
+            raise invalid_params(exc) from None
+        result = await handler(conn, params)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     return run
@@ -551,6 +455,7 @@ def _runner(params_model: type[BaseModel], handler: Handler) -> Callable[[Connec
 # The daemon's methods, each a function of the connection that asked and its params (made once,
 # not per connection: a connection's closures over itself were much of what it cost).
 Handler = Callable[[Connection, Any], Awaitable[BaseModel]]
+Runner = Callable[[Connection, Any], Awaitable[dict[str, Any]]]
 
 
 async def agent_create(conn: Connection, p: m.AgentSpec) -> m.AgentInfo:
@@ -769,12 +674,29 @@ _missing = set(METHODS) - set(HANDLERS)
 assert not _missing, f"methods without a handler: {_missing}"
 
 
-_RUNNERS = {method: _runner(METHODS[method].params, handler) for method, handler in HANDLERS.items()}
+RUNNERS = {method: _runner(METHODS[method].params, handler) for method, handler in HANDLERS.items()}
+
+
+def _import_lsp_outbound() -> None:
+    started = time.perf_counter()
+    importlib.import_module(LSP_OUTBOUND)
+    took = time.perf_counter() - started
+    log.debug("loaded pygls and lsprotocol, for progress and requests to clients (%.2f s)", took)
+
+
+def _settle_once_loaded(loading: asyncio.Future[None]) -> None:
+    if not loading.cancelled() and (exc := loading.exception()) is not None:
+        log.error(
+            "pygls did not load (%s): turns are not reported as progress and no permission is "
+            "asked of clients; reinstall sessiond (pip install --force-reinstall sessiond)",
+            exc,
+        )
+    long_lived.settle()  # what pygls keeps for good, kept out of full GC passes as the rest is
 
 
 class DaemonServer:
-    """Serves the connections of the door (`door.py`), each with its own pygls server over the
-    shared core: the `Behind` the door hands them to once the daemon is built."""
+    """Serves the connections of the door (`door.py`) over the shared core: the `Behind` the door
+    hands them to once the daemon is built."""
 
     def __init__(
         self,
@@ -796,6 +718,7 @@ class DaemonServer:
         self.started_at = 0.0
         self.on_stop: Callable[[], None] | None = None  # begins the daemon's orderly stop (serve.py)
         self._closed_since_collection = 0
+        self._lsp_loading: asyncio.Future[None] | None = None
         core.permissions.listeners.append(self._forward_permission)
 
     @property
@@ -828,6 +751,8 @@ class DaemonServer:
 
     def attach(self, link: Link) -> Connection:
         conn = Connection(self, link)
+        if link.progress_supported or link.answers_permissions:
+            self.load_lsp()  # it will be told progress or asked: pygls loads meanwhile
         if link.answers_permissions:
             # Questions already waiting go to the newcomer too.
             loop = asyncio.get_running_loop()
@@ -836,6 +761,19 @@ class DaemonServer:
                 if session is not None:
                     loop.call_soon(conn.ask_permission, pending, session)
         return conn
+
+    def load_lsp(self) -> asyncio.Future[None]:
+        """Import pygls and lsprotocol (`lsp_outbound.py`) on a thread, once: as the first client
+        that will need them initializes (an editor, before its first turn), or on first need.
+        A script's or the command line's turns never wait for them, nor share the GIL with them."""
+        if self._lsp_loading is None:
+            self._lsp_loading = asyncio.ensure_future(asyncio.to_thread(_import_lsp_outbound))
+            self._lsp_loading.add_done_callback(_settle_once_loaded)
+        return self._lsp_loading
+
+    async def lsp_loaded(self) -> None:
+        """Wait until `lsp_outbound.py` has loaded (on its thread: never imported on the loop)."""
+        await asyncio.shield(self.load_lsp())
 
     def reclaim(self) -> None:
         """A connection that had its pygls server closed: its cycles are reclaimed now if young

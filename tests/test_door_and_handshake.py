@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from lsprotocol import types as lsp
 
 from sessiond.client.connection import encode_message, read_message
-from sessiond.daemon import handshake, server, wire
+from sessiond.daemon import handshake, wire
 from sessiond.daemon.door import Door, Link
+from sessiond.daemon.lsp_outbound import ClientLsp
 from sessiond.daemon.wire import Limits
 from sessiond.protocol import names
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -48,8 +49,8 @@ CAPABILITIES = [
 
 def _pygls_answer(capabilities: dict[str, Any]) -> dict[str, Any]:
     """What the daemon's pygls server answers to `initialize` (pygls's own handling of it)."""
-    conn: Any = SimpleNamespace(daemon=SimpleNamespace(version="1.2.3"), core=None, progress_tokens={})
-    protocol = server._build_server(conn).protocol
+    link: Any = SimpleNamespace(writer=None, writable=False)
+    protocol = ClientLsp(link, "1.2.3")._protocol
     params = protocol._converter.structure(
         {"processId": None, "capabilities": capabilities}, lsp.InitializeParams
     )

@@ -71,7 +71,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (D + "insight_feed", D + "around", D + "permissions", D + "merging", D + "agent_host"),
     ),
     ("core", (D + "core",)),
-    ("edges", (D + "door", D + "server", D + "session_tools", D + "mcp_app", D + "mcp_http")),
+    (
+        "edges",
+        (D + "door", D + "lsp_outbound", D + "server", D + "session_tools", D + "mcp_app", D + "mcp_http"),
+    ),
     ("entry", (D + "serve", D + "__main__")),
     # A stack of its own over the protocol; it reaches the daemon twice, both above it:
     # `sessiond serve` (cli, when run) and the MCP tool table the stdio bridge shares (mcp_tools).

@@ -36,11 +36,11 @@ def test_protocol_imports_nothing_from_daemon_or_clients() -> None:
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
-def test_only_the_server_knows_json_rpc_and_only_the_backend_knows_acp() -> None:
+def test_only_lsp_outbound_knows_pygls_and_only_the_backend_knows_acp() -> None:
     for path in modules("daemon"):
         rel = path.relative_to(ROOT)
         found = imports_of(path)
-        if rel.name != "server.py":
+        if rel.name != "lsp_outbound.py":
             assert not {i for i in found if i.split(".")[0] in {"pygls", "lsprotocol"}}, rel
         if rel.name != "acp_backend.py" and "demo_agent" not in rel.parts:
             assert not {i for i in found if i.split(".")[0] == "acp"}, rel

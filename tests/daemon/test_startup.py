@@ -1,7 +1,9 @@
 """A lazy start: what a daemon and the editor's relay import before they are needed.
 
 A daemon answers `initialize` before pygls, lsprotocol, pydantic, the protocol's models or the
-core have loaded (they load on a thread behind the door, while it answers). The ACP SDK, the
+core have loaded (they load on a thread behind the door, while it answers), and the daemon's
+methods before pygls and lsprotocol have (they load on a thread once it serves, for a turn's
+progress and the permissions asked of clients, which wait for them if need be). The ACP SDK, the
 MCP SDK, asyncssh and uvicorn take most of a cold start (and Ray would); a daemon that has
 served clients but never run a turn has loaded none of them, nor the placements its sessions
 did not ask for; and the relay an editor spawns (`sessiond stdio`) loads neither the daemon,
@@ -11,18 +13,21 @@ without, which it serves without, and when each one loads (an audit hook on impo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.harness import Daemon
 from bench.startup import copy_sessions
 from sessiond.client import aconnect
+from sessiond.client.connection import Connection
 
 
 @pytest.fixture
@@ -62,7 +67,7 @@ async def test_a_daemon_loads_the_acp_sdk_on_its_first_turn_and_not_before(
     daemon = debug_daemon
     try:
         serving = next(line for line in daemon.stderr if "DEBUG serving without" in line)
-        expected = ", ".join(["acp", "mcp", "asyncssh", "uvicorn", "ray", *PLACEMENTS])
+        expected = ", ".join(["pygls", "lsprotocol", "acp", "mcp", "asyncssh", "uvicorn", "ray", *PLACEMENTS])
         assert serving.endswith(f"serving without {expected}"), serving
         async with aconnect(daemon.socket, start=False) as client:
             await client.status()
@@ -75,6 +80,38 @@ async def test_a_daemon_loads_the_acp_sdk_on_its_first_turn_and_not_before(
             daemon.wait_for_line("DEBUG loading acp ")
             # No ssh, worktree, sandbox or container session was asked for.
             assert _loaded(daemon).isdisjoint(["asyncssh", *PLACEMENTS]), _loaded(daemon)
+    finally:
+        assert daemon.stop() == 0
+
+
+async def test_an_editors_first_turn_as_the_daemon_begins_serving_is_reported_as_progress(
+    debug_daemon: Daemon, tmp_path: Path
+) -> None:
+    """An editor's first turn, sent as soon as the daemon serves (pygls still loading on its
+    thread, as a rule): it is told as progress once pygls is in, and the daemon answers other
+    requests meanwhile."""
+    daemon = debug_daemon
+    try:
+        reader, writer = await asyncio.open_unix_connection(str(daemon.socket))
+        editor = Connection.open(reader, writer, peer="editor")
+        progress: list[dict[str, Any]] = []
+        editor.on_notification("$/progress", progress.append)
+        capabilities = {"window": {"workDoneProgress": True}}
+        await editor.request("initialize", {"processId": None, "capabilities": capabilities})
+        opened = await editor.request("session/open", {"agent": "demo", "root": str(tmp_path)})
+        session = opened["sessions"][0]["id"]
+        turn = asyncio.ensure_future(
+            editor.request("session/prompt", {"session": session, "prompt": "say hi"})
+        )
+        listed = await editor.request("session/list", {})
+        assert [s["id"] for s in listed["sessions"]] == [session]
+        result = await turn
+        assert result["stopReason"] == "end_turn"
+        assert [p["value"]["kind"] for p in progress] == ["begin", "report", "end"]
+        assert progress[1]["value"]["message"] == "hi"
+        assert progress[0]["token"] == f"sessiond-{result['turnId']}"
+        daemon.wait_for_line("DEBUG loaded pygls and lsprotocol, for progress and requests to clients")
+        await editor.close()
     finally:
         assert daemon.stop() == 0
 
