@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Daemon, table
-from bench.startup import Raw, restart_first_answer
+from bench.startup import Raw, env_for, restart_first_answer, wall_of
 from sessiond.daemon import store as st
 from sessiond.daemon.records import INSERT_SESSIONS, SessionRecord
 from sessiond.protocol.models import SessionStatus
@@ -36,6 +37,9 @@ WORKED = 2000  # sessions given a turn (all of them at a smaller size)
 FLAGGED = 100  # of them, with a context over 80% full (the attention flag context_high)
 PAGE = 200
 PAGES = 20  # each page figure is the median of this many
+# What a daemon's start cost before it answered without pygls (the floor the issue measured
+# against): python importing it, measured in the same rounds as the restarts.
+FLOOR = [sys.executable, "-c", "import pygls.lsp.server"]
 
 
 def seed_idle(home: Path, count: int) -> None:
@@ -179,7 +183,9 @@ def rows(sizes: list[int], turns: int = 50, rounds: int = 5) -> list[Row]:
     with contextlib.ExitStack() as stack:
         homes = {size: stack.enter_context(seeded(size)) for size in sizes}
         restarts: dict[int, list[float]] = {size: [] for size in sizes}
+        floors: list[float] = []  # python importing pygls, in the same rounds: what a start cost once
         for _ in range(rounds):
+            floors.append(wall_of(FLOOR, env_for(homes[sizes[0]])))
             for size, home in homes.items():
                 restarts[size].append(restart_first_answer(home)[1])
         daemons = {size: Daemon(home=home).start() for size, home in homes.items()}
@@ -192,6 +198,7 @@ def rows(sizes: list[int], turns: int = 50, rounds: int = 5) -> list[Row]:
     for size in sizes:
         results[size]["restart"] = statistics.median(restarts[size])
     base = results[sizes[0]]
+    floor = statistics.median(floors)
     out: list[Row] = []
     for key, what, unit in [
         ("created", f"session/list sort=created, a page of {PAGE} (median of {PAGES})", "ms"),
@@ -209,7 +216,12 @@ def rows(sizes: list[int], turns: int = 50, rounds: int = 5) -> list[Row]:
             shown = (
                 f"{value:.1f} ms" if unit == "ms" else f"{value:.3f} s" if unit == "s" else f"{value:.0f} MiB"
             )
-            out.append((f"{what}, {size:,} sessions", shown, f"{value / base[key]:.2f}x at {sizes[0]:,}"))
+            against = f"{value / base[key]:.2f}x at {sizes[0]:,}"
+            if key == "restart":
+                against += f"; {value / floor:.2f}x the floor"
+            out.append((f"{what}, {size:,} sessions", shown, against))
+        if key == "restart":
+            out.append((f"the floor: {' '.join(FLOOR[1:])} (median of {rounds})", f"{floor:.3f} s", ""))
     return out
 
 

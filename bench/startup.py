@@ -36,7 +36,7 @@ from bench.harness import Daemon, table
 Row = tuple[str, str, str]
 
 
-def _env(home: Path) -> dict[str, str]:
+def env_for(home: Path) -> dict[str, str]:
     # As installed: bytecode written on the first run and read after (the warm-up writes it).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     return {**env, "SESSIOND_HOME": str(home), "SESSIOND_SOCKET": str(home / "run" / "sessiond.sock")}
@@ -75,7 +75,7 @@ def _read_message(read: Callable[[int], bytes]) -> dict[str, Any]:
     return json.loads(body)  # type: ignore[no-any-return]
 
 
-def _wall(command: list[str], env: dict[str, str]) -> float:
+def wall_of(command: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
     subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return time.perf_counter() - started
@@ -103,7 +103,7 @@ def daemon_first_answer(home: Path) -> tuple[float, float]:
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "sessiond.daemon", "--socket", str(sock_path)],
-        env=_env(home),
+        env=env_for(home),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -140,7 +140,7 @@ def relay_first_answer(home: Path) -> float:
     started = time.perf_counter()
     relay = subprocess.Popen(
         [sys.executable, "-m", "sessiond.client", "--socket", str(sock_path), "stdio"],
-        env=_env(home),
+        env=env_for(home),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -201,20 +201,20 @@ def spawn_rows(rounds: int) -> list[Row]:
     pygls_cmd = [sys.executable, "-c", "import pygls.lsp.server"]
     cli = [sys.executable, "-m", "sessiond.client"]
     baseline_home = _home()  # python -c pass and the floor run with the same environment
-    env0 = _env(baseline_home)
+    env0 = env_for(baseline_home)
     running = Daemon(home=_home())
     running.start()
     try:
-        env = _env(running.home)
+        env = env_for(running.home)
         socket_args = ["--socket", str(running.socket)]
         opened = subprocess.run(
             [*cli, *socket_args, "new", "--root", str(running.home)], env=env, capture_output=True, check=True
         )
         session = opened.stdout.decode().split()[0]
         # Warm-up: bytecode written, the agent process up (`send` then measures a turn, not a spawn).
-        _wall(pass_cmd, env0)
-        _wall(pygls_cmd, env0)
-        _wall([*cli, *socket_args, "send", session, "say warm"], env)
+        wall_of(pass_cmd, env0)
+        wall_of(pygls_cmd, env0)
+        wall_of([*cli, *socket_args, "send", session, "say warm"], env)
         cold = _home()
         daemon_first_answer(cold)
         shutil.rmtree(cold, ignore_errors=True)
@@ -233,8 +233,8 @@ def spawn_rows(rounds: int) -> list[Row]:
         )
         times: dict[str, list[float]] = {k: [] for k in kinds}
         for _ in range(rounds):
-            times["pass"].append(_wall(pass_cmd, env0))
-            times["pygls"].append(_wall(pygls_cmd, env0))
+            times["pass"].append(wall_of(pass_cmd, env0))
+            times["pygls"].append(wall_of(pygls_cmd, env0))
             fresh = _home()
             first, built = daemon_first_answer(fresh)
             times["daemon"].append(first)
@@ -245,9 +245,9 @@ def spawn_rows(rounds: int) -> list[Row]:
             _stop_pid_of(fresh / "run" / "sessiond.sock")
             shutil.rmtree(fresh, ignore_errors=True)
             times["relay"].append(relay_first_answer(running.home))
-            times["ls"].append(_wall([*cli, *socket_args, "ls"], env))
-            times["status"].append(_wall([*cli, *socket_args, "status"], env))
-            times["send"].append(_wall([*cli, *socket_args, "send", session, "say done"], env))
+            times["ls"].append(wall_of([*cli, *socket_args, "ls"], env))
+            times["status"].append(wall_of([*cli, *socket_args, "status"], env))
+            times["send"].append(wall_of([*cli, *socket_args, "send", session, "say done"], env))
             fresh = _home()
             times["agent"].append(agent_first_turn(fresh))
             shutil.rmtree(fresh, ignore_errors=True)
@@ -433,7 +433,7 @@ def restart_first_answer(home: Path) -> tuple[float, float]:
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "sessiond.daemon", "--socket", str(sock_path)],
-        env=_env(home),
+        env=env_for(home),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

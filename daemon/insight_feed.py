@@ -141,6 +141,7 @@ class InsightFeed:
             ") last ON e.seq = last.seq",
             kinds,
         )
+        self.core.sessions.load_many({row["session"] for row in rows})
         for row in rows:
             session = self.core.sessions.get(row["session"])
             if session is None:
