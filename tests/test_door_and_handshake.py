@@ -1,8 +1,8 @@
 """The door answers `initialize` before the daemon is built, and holds the rest until it is.
 
 `handshake.py` makes the answer without pygls: it must be what the daemon's own pygls server
-(built as the daemon builds it, its features registered from the method table) would have
-answered, for whatever capabilities a client offers. Its options are read there only when
+(a connection's `ClientLsp`, built as the daemon builds it) would have answered, for whatever
+capabilities a client offers. Its options are read there only when
 they are the plain ones, and then exactly as the model reads them. The door is driven here
 in-process over a real unix socket, with a stand-in for the server behind it.
 """
