@@ -112,3 +112,27 @@ async def test_exit_leaves_a_running_prompt_unanswered_and_running(
         ended = await asyncio.wait_for(anext(iterator), TIMEOUT)
     assert ended.kind == "turn.ended"
     assert ended.data.get("stopReason") == "end_turn", ended.data  # the client left; its turn went on
+
+
+async def test_a_prompt_cancelled_while_its_progress_is_made_runs_no_turn(
+    daemon: Daemon, client: AsyncDaemon, tmp_path: Path
+) -> None:
+    """An editor that takes progress and has not answered `window/workDoneProgress/create` yet
+    cancels its prompt: no turn was queued, so the request itself is cancelled (-32800) and no turn
+    runs; its late answer to the create is taken without a word."""
+    session = await (await client.agent("demo")).session(tmp_path)
+    editor = await Wire.unix(str(daemon.socket))
+    params = {"processId": None, "capabilities": {"window": {"workDoneProgress": True}}}
+    assert "result" in await editor.request("initialize", params, "init", TIMEOUT)
+    prompt = {"session": session.id, "prompt": "say hi"}
+    await editor.send(frame({"jsonrpc": "2.0", "id": "p", "method": "session/prompt", "params": prompt}))
+    create = await editor.next_request("window/workDoneProgress/create", TIMEOUT)
+    await editor.send(frame({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": "p"}}))
+    answer = await editor.wait_for_id("p", TIMEOUT)
+    assert answer is not None
+    assert answer["error"]["code"] == ErrorCode.REQUEST_CANCELLED, answer
+    await editor.send(frame({"jsonrpc": "2.0", "id": create["id"], "result": None}))
+    assert "result" in await editor.request("daemon/status", {}, "alive", TIMEOUT)
+    info = await session.aget()
+    assert (info.turns, info.status.value) == (0, "idle")
+    await editor.close()
