@@ -60,7 +60,7 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
     # The agent's own state goes beside the work, not in it: sessions outside git snapshot their root.
     state = Path(tempfile.mkdtemp(prefix="sd-bench-state-"))
     times: dict[str, list[float]] = {"direct": [], "daemon": []}
-    cpu: dict[str, list[float]] = {"direct agent": [], "daemon": [], "its agent": []}
+    cpu: dict[str, list[float]] = {"direct agent": [], "direct client": [], "daemon": [], "its agent": []}
     with daemon() as d:
         async with (
             direct_agent(TURN_PROMPT, work, state) as direct_round,
@@ -71,9 +71,10 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             (agent_pid,) = d.children()
             # Rounds alternate, so that what else the machine does weighs on both sides alike.
             for _ in range(TURN_ROUNDS):
-                before = cpu_seconds(direct_round.pid)
+                before, before_client = cpu_seconds(direct_round.pid), time.process_time()
                 times["direct"].append(await direct_round(count))
                 cpu["direct agent"].append(cpu_seconds(direct_round.pid) - before)
+                cpu["direct client"].append(time.process_time() - before_client)
                 sessions = await agent.sessions(count, work)
                 before_daemon, before_agent = cpu_seconds(d.pid), cpu_seconds(agent_pid)
                 started = time.perf_counter()
@@ -112,9 +113,15 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             f"{per_turn['its agent'] / per_turn['direct agent']:.2f}x the baseline",
         ),
         (
+            "CPU per turn: the ACP client, straight (this process, the SDK's client side)",
+            f"{per_turn['direct client']:.3f} ms",
+            "what any client of the agent pays, the daemon too",
+        ),
+        (
             "CPU per turn: the daemon",
             f"{per_turn['daemon']:.3f} ms",
-            f"{per_turn['daemon'] / per_turn['direct agent']:.2f}x the agent's, straight",
+            f"{per_turn['daemon'] / per_turn['direct agent']:.2f}x the agent's, straight; "
+            f"{per_turn['daemon'] / per_turn['direct client']:.2f}x the ACP client's",
         ),
     ]
 

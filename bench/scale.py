@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Daemon, table
+from bench.harness import Daemon, cpu_seconds, table
 from bench.startup import Raw, env_for, restart_first_answer, wall_of
 from sessiond.daemon import store as st
 from sessiond.daemon.records import INSERT_SESSIONS, SessionRecord
@@ -130,11 +130,14 @@ async def _deep_cursor(raw: Raw) -> str:
     return cursor
 
 
-async def _turns_s(daemon: Daemon, raw: Raw, turns: int) -> float:
-    """`turns` turns at once, on fresh sessions, each from a connection of its own."""
+async def _turns_s(daemon: Daemon, raw: Raw, turns: int) -> tuple[float, float]:
+    """`turns` turns at once, on fresh sessions, each from a connection of its own: their wall
+    time, and the daemon's CPU per turn (ms; the wall time holds the agent's work too, and the
+    demo agent's grows with the session files it keeps)."""
     opened = await raw.call("session/open", {"agent": "demo", "root": str(daemon.home), "count": turns})
     ids = [s["id"] for s in opened["sessions"]]
     conns = [await Raw.open(daemon.socket) for _ in ids]
+    cpu = cpu_seconds(daemon.pid)
     started = time.perf_counter()
     await asyncio.gather(
         *(
@@ -143,9 +146,10 @@ async def _turns_s(daemon: Daemon, raw: Raw, turns: int) -> float:
         )
     )
     elapsed = time.perf_counter() - started
+    per_turn = (cpu_seconds(daemon.pid) - cpu) / turns * 1000
     for c in conns:
         await c.close()
-    return elapsed
+    return elapsed, per_turn
 
 
 async def _figures(daemons: dict[int, Daemon], turns: int, rounds: int) -> dict[int, dict[str, list[float]]]:
@@ -172,7 +176,9 @@ async def _figures(daemons: dict[int, Daemon], turns: int, rounds: int) -> dict[
             await raws[size].call("session/prompt", {"session": warm[0]["id"], "prompt": "say warm"})
         for _ in range(rounds):
             for size, d in daemons.items():
-                got[size]["turns"].append(await _turns_s(d, raws[size], turns))
+                wall, cpu = await _turns_s(d, raws[size], turns)
+                got[size]["turns"].append(wall)
+                got[size]["turn-cpu"].append(cpu)
         return got
     finally:
         for raw in raws.values():
@@ -208,6 +214,7 @@ def rows(sizes: list[int], turns: int = 50, rounds: int = 5) -> list[Row]:
         ("attention-first", "session/list attention, the first page after a start", "ms"),
         ("attention", f"session/list attention ({FLAGGED} flagged, median of {PAGES})", "ms"),
         ("turns", f"{turns} demo turns at once (median of {rounds})", "s"),
+        ("turn-cpu", "the daemon's CPU per turn of those", "ms"),
         ("restart", f"restart: spawn → first page of {PAGE} answered (median of {rounds})", "s"),
         ("rss", "daemon RSS after the pages above", "MiB"),
     ]:
