@@ -35,6 +35,8 @@ log = logging.getLogger("sessiond.server")
 LINGER_SECONDS = 2.0
 LINGER_IDLE = 0.2  # ...and no longer than this once the client has gone quiet
 LINGER_BYTES = 64 * 1024 * 1024
+# Messages read from one connection before the others get a turn of the loop.
+BURST = 32
 # A message over the size limit is skipped, and the connection reads on, when it is at most this many
 # times the limit; a larger one ends the connection.
 SKIP_AT_MOST = 4
@@ -158,6 +160,7 @@ class Link:
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         limits = self.door.limits
+        taken = 0  # messages taken since this loop last let the others run
         while not self.closed.is_set():
             # Back-pressure: a client that does not read its answers stops being read.
             await self.writer.drain()
@@ -184,8 +187,14 @@ class Link:
             waiting = self.receive(body)
             if waiting is not None:
                 await waiting  # the daemon is being built: the next message waits in the socket
-            # One client's burst must not hold the loop: let others (and its own answers) run.
-            await asyncio.sleep(0)
+            # One client's burst must not hold the loop: others (and its own answers) run after
+            # every BURST messages read here (a message not yet read in whole lets them run too).
+            # Not after each one: what a burst asks of an agent then goes to it in a few writes,
+            # which it reads in a few wake-ups, not one a message.
+            taken += 1
+            if taken >= BURST:
+                taken = 0
+                await asyncio.sleep(0)
 
     async def _skipped(self, reader: asyncio.StreamReader, exc: wire.Oversized, *, trusted: bool) -> bool:
         """Answer a message over the size limit; True when it was skipped and the connection reads on."""
