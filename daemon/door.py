@@ -35,8 +35,10 @@ log = logging.getLogger("sessiond.server")
 LINGER_SECONDS = 2.0
 LINGER_IDLE = 0.2  # ...and no longer than this once the client has gone quiet
 LINGER_BYTES = 64 * 1024 * 1024
-# Messages read from one connection before the others get a turn of the loop.
-BURST = 32
+# Messages read from one connection before the others get a turn of the loop: at most BURST, and
+# fewer while what they set going keeps the others waiting longer than TURN_BUDGET seconds.
+BURST = 16
+TURN_BUDGET = 0.005
 # A message over the size limit is skipped, and the connection reads on, when it is at most this many
 # times the limit; a larger one ends the connection.
 SKIP_AT_MOST = 4
@@ -160,6 +162,8 @@ class Link:
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         limits = self.door.limits
+        loop = asyncio.get_running_loop()
+        burst = BURST  # messages to take before the others run, as their work allows (below)
         taken = 0  # messages taken since this loop last let the others run
         while not self.closed.is_set():
             # Back-pressure: a client that does not read its answers stops being read.
@@ -187,14 +191,18 @@ class Link:
             waiting = self.receive(body)
             if waiting is not None:
                 await waiting  # the daemon is being built: the next message waits in the socket
-            # One client's burst must not hold the loop: others (and its own answers) run after
-            # every BURST messages read here (a message not yet read in whole lets them run too).
-            # Not after each one: what a burst asks of an agent then goes to it in a few writes,
-            # which it reads in a few wake-ups, not one a message.
+            # One client's burst must not hold the loop: others (and its own answers) run after a
+            # few of its messages (a message not yet read in whole lets them run too). Not after
+            # each one: what a burst asks of an agent then goes to it in a few writes, read in a
+            # few wake-ups, not one a message. The more what they set going keeps the others
+            # waiting (a flood of large pages), the fewer are taken at once.
             taken += 1
-            if taken >= BURST:
+            if taken >= burst:
                 taken = 0
+                paused = loop.time()
                 await asyncio.sleep(0)
+                held_up = loop.time() - paused  # the others' turn, this burst's first steps in it
+                burst = max(1, burst // 2) if held_up > TURN_BUDGET else min(BURST, burst * 2)
 
     async def _skipped(self, reader: asyncio.StreamReader, exc: wire.Oversized, *, trusted: bool) -> bool:
         """Answer a message over the size limit; True when it was skipped and the connection reads on."""
