@@ -42,9 +42,18 @@ PAGES = 20  # each page figure is the median of this many
 FLOOR = [sys.executable, "-c", "import pygls.lsp.server"]
 
 
+def project_of(home: Path) -> Path:
+    """Where the sessions are rooted: a folder of its own, not the daemon's home, which holds the
+    store and the demo agent's session files (a turn snapshots its root outside git, and that
+    walk would grow with the sessions that worked, not with what the daemon does)."""
+    project = home / "project"
+    project.mkdir(exist_ok=True)
+    return project
+
+
 def seed_idle(home: Path, count: int) -> None:
     """`count` idle sessions of the demo agent, made a second apart an hour ago and more."""
-    root = str(home)
+    root = str(project_of(home))
     started = time.time() - count - 3600
     records = (
         SessionRecord(
@@ -69,7 +78,9 @@ async def _work(daemon: Daemon, count: int) -> None:
     """`count` sessions opened and given a turn each (FLAGGED of them flagged)."""
     raw = await Raw.open(daemon.socket)
     try:
-        opened = await raw.call("session/open", {"agent": "demo", "root": str(daemon.home), "count": count})
+        opened = await raw.call(
+            "session/open", {"agent": "demo", "root": str(project_of(daemon.home)), "count": count}
+        )
         ids = [s["id"] for s in opened["sessions"]]
         conns = [await Raw.open(daemon.socket) for _ in range(50)]
         for start in range(0, len(ids), len(conns)):
@@ -134,7 +145,9 @@ async def _turns_s(daemon: Daemon, raw: Raw, turns: int) -> tuple[float, float]:
     """`turns` turns at once, on fresh sessions, each from a connection of its own: their wall
     time, and the daemon's CPU per turn (ms; the wall time holds the agent's work too, and the
     demo agent's grows with the session files it keeps)."""
-    opened = await raw.call("session/open", {"agent": "demo", "root": str(daemon.home), "count": turns})
+    opened = await raw.call(
+        "session/open", {"agent": "demo", "root": str(project_of(daemon.home)), "count": turns}
+    )
     ids = [s["id"] for s in opened["sessions"]]
     conns = [await Raw.open(daemon.socket) for _ in ids]
     cpu = cpu_seconds(daemon.pid)
@@ -172,7 +185,9 @@ async def _figures(daemons: dict[int, Daemon], turns: int, rounds: int) -> dict[
                 )
         for size, d in daemons.items():
             got[size]["rss"].append(d.rss_kib() / 1024)
-            warm = (await raws[size].call("session/open", {"agent": "demo", "root": str(d.home)}))["sessions"]
+            warm = (
+                await raws[size].call("session/open", {"agent": "demo", "root": str(project_of(d.home))})
+            )["sessions"]
             await raws[size].call("session/prompt", {"session": warm[0]["id"], "prompt": "say warm"})
         for _ in range(rounds):
             for size, d in daemons.items():
