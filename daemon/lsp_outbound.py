@@ -5,8 +5,10 @@ permission asked), with the client's answers to them.
 This is the only module of the daemon that knows pygls and lsprotocol. Answering a client's
 requests needs neither (`server.py` runs the daemon's methods itself, behind the door), and
 importing them is most of a cold start (lsprotocol's types alone, ~0.25-0.6 s): so this module is
-imported last, on a thread, once the daemon serves (`DaemonServer.load_lsp`), and a connection
-builds its pygls server (`ClientLsp`) the first time it reports progress or asks something.
+imported on a thread when the first client that takes progress or answers permissions initializes
+(`DaemonServer.load_lsp`), never by a daemon that only scripts and the command line talk to, and a
+connection builds its pygls server (`ClientLsp`) the first time it reports progress or asks
+something.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ one core (seen through `ServerPort`) and one handler per method of the table in
 its params with pydantic and delegates to the core. A request runs as a task of its own,
 answered when it ends and cancelled by `$/cancelRequest`. What the daemon says to a client in
 LSP's own terms (a turn's work-done progress, a permission asked) goes through pygls, in
-`lsp_outbound.py`, which loads last, after the daemon serves: nothing here imports it at once.
+`lsp_outbound.py`, loaded on a thread when a client that will need it comes: nothing here
+imports it at once.
 """
 
 from __future__ import annotations
