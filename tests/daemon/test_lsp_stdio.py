@@ -95,6 +95,25 @@ async def test_cancel_request_on_a_prompt_ends_the_turn_as_cancelled(
     assert result.stopReason == "cancelled"
 
 
+async def test_cancelling_a_turns_progress_ends_the_turn_as_cancelled(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """`window/workDoneProgress/cancel` on the token its progress began with (what VS Code sends
+    when its progress notification is cancelled) cancels the turn."""
+    opened = await request(client, "session/open", {"root": str(tmp_path)})
+    session = opened.sessions[0].id
+    began = client.protocol.wait_for_notification_async(types.PROGRESS)
+    prompt = asyncio.ensure_future(request(client, "session/prompt", {"session": session, "prompt": "hang"}))
+    progress = await asyncio.wait_for(began, 60)
+    assert progress.value["kind"] == "begin"
+    client.protocol.notify(
+        types.WINDOW_WORK_DONE_PROGRESS_CANCEL, types.WorkDoneProgressCancelParams(progress.token)
+    )
+    result = await asyncio.wait_for(prompt, 60)
+    assert result.stopReason == "cancelled"
+    assert str(progress.token).endswith(result.turnId)
+
+
 async def test_invalid_params_name_the_field(client: LanguageClient) -> None:
     with pytest.raises(JsonRpcException) as caught:
         await request(client, "session/prompt", {"session": "s1"})
