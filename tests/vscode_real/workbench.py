@@ -100,7 +100,9 @@ class Workbench:
         self.senders.append(sender)
         return sender
 
-    def wait_status(self, session: str, status: str, timeout: float = 30) -> None:
+    def wait_status(self, session: str, status: str, timeout: float = 30, turns: int = 0) -> None:
+        """Wait until the session is `status` with at least `turns` turns ended (a prompt the UI
+        sent may reach the daemon after its editor closed: `idle` alone can be the status before)."""
         deadline = time.monotonic() + timeout
         seen = ""
         while time.monotonic() < deadline:
@@ -109,11 +111,16 @@ class Workbench:
                 rows = [
                     json.loads(line) for line in self.cli("ls", "--all", "--json", timeout=30).splitlines()
                 ]
-                seen = next((row["status"] for row in rows if row["id"] == session), "missing")
-                if seen == status:
+                row = next((row for row in rows if row["id"] == session), None)
+                seen = "missing" if row is None else f"{row['status']} after {row['turns']} turns"
+                if row is not None and row["status"] == status and row["turns"] >= turns:
                     return
             time.sleep(0.3)
-        raise AssertionError(f"{session} was {seen}, not {status}, for {timeout} s")
+        raise AssertionError(f"{session} was {seen}, not {status} after {turns} turns, for {timeout} s")
+
+    def turns(self, session: str) -> int:
+        """How many of the session's turns have ended, as the daemon says."""
+        return int(json.loads(self.cli("show", session, "--json"))["turns"])
 
     # -------------------------------------------------------------- what a person sees
 
@@ -411,6 +418,16 @@ class Workbench:
             time.sleep(0.2)
         raise AssertionError(f"the editor does not show {text!r} after {timeout} s; it shows:\n{seen}")
 
-    def session_id(self, title: str) -> str:
-        rows = [json.loads(line) for line in self.cli("ls", "--all", "--json").splitlines()]
-        return next(row["id"] for row in rows if row.get("title") == title)
+    def session_id(self, title: str, timeout: float = 30) -> str:
+        """The id of the session titled `title`, once the daemon lists it: one the UI just asked
+        for may still be opening (a worktree made) when the last step of its form is answered."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = [json.loads(line) for line in self.cli("ls", "--all", "--json").splitlines()]
+            found = next((row["id"] for row in rows if row.get("title") == title), None)
+            if found is not None:
+                return found
+            titles = [row.get("title") or row["id"] for row in rows]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no session titled {title!r} after {timeout} s; there are {titles}")
+            time.sleep(0.2)

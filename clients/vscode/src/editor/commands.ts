@@ -156,7 +156,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       arg?.type === 'agent'
         ? arg.agent
         : agents.length > 1
-          ? await vscode.window.showQuickPick(agents, { placeHolder: 'New session: which agent?' })
+          ? await vscode.window.showQuickPick(agents, { placeHolder: 'New session: which agent?', ignoreFocusOut: true })
           : (agents[0] ?? 'demo');
     if (!agent) return;
     const root = await pickRoot();
@@ -164,6 +164,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     const placement = await vscode.window.showQuickPick(placementItems(model.agents.get(agent)), {
       placeHolder: `New session of ${agent} in ${root}: where does its work land?`,
       matchOnDetail: true,
+      ignoreFocusOut: true,
     });
     if (!placement) return;
     let placementSettings: { sshTarget: string } | undefined;
@@ -210,7 +211,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     if (folders.length) {
       const choice = await vscode.window.showQuickPick(
         [...folders.map((folder) => ({ label: `$(root-folder) ${folder.name}`, description: folder.uri.fsPath, root: folder.uri.fsPath })), other],
-        { placeHolder: 'New session: in which folder?' },
+        { placeHolder: 'New session: in which folder?', ignoreFocusOut: true },
       );
       if (!choice) return undefined;
       root = choice.root;
@@ -219,7 +220,12 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     return root;
   }
 
-  /** "Merge Session…": strategy, gate and options, then merge/request; the queue and outcome follow. */
+  /**
+   * "Merge Session…": strategy, gate and options, then merge/request; the queue and outcome follow.
+   * Each step of a flow like this one or "New Session…" keeps its place when focus moves
+   * (ignoreFocusOut): a look at the tree, or focus handed back to the view the flow started from
+   * as the previous step closes, must not drop the steps already answered.
+   */
   async function merge(arg?: SessionArg): Promise<void> {
     let session: string | undefined;
     if (typeof arg === 'string') session = arg;
@@ -235,13 +241,14 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     if (!session) return;
     const info = model.sessions.get(session);
     const name = info ? sessionName(info) : session;
-    const strategy = await vscode.window.showQuickPick(strategyItems(), { placeHolder: `Merge ${name}: how?` });
+    const strategy = await vscode.window.showQuickPick(strategyItems(), { placeHolder: `Merge ${name}: how?`, ignoreFocusOut: true });
     if (!strategy) return;
     const gate = await vscode.window.showInputBox({ ...gatePrompt(info, session, state.get<string>('sessiond.lastGate')), ignoreFocusOut: true });
     if (gate === undefined) return;
     const options = await vscode.window.showQuickPick(mergeOptionItems(), {
       placeHolder: `Merge ${name}: options (Enter: neither)`,
       canPickMany: true,
+      ignoreFocusOut: true,
     });
     if (!options) return;
     await state.update('sessiond.lastGate', gate.trim() || undefined);
