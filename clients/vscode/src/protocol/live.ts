@@ -496,12 +496,18 @@ export class Sessiond {
     const client = this.client;
     if (!client) return;
     this.subscription = undefined;
+    // The new subscription's first events may come before its answer: held until we know its id.
+    this.buffered = [];
     try {
       const subscribed = await client.request(Methods.eventsSubscribe, { since: this.model.lastSeq });
       this.subscription = subscribed.subscription;
     } catch (error) {
       this.lastErrorValue = `could not subscribe again after falling behind: ${String(error)}`;
       client.dispose();
+    } finally {
+      const buffered = this.buffered ?? [];
+      this.buffered = undefined;
+      for (const notice of buffered) this.onNotice(notice);
     }
   }
 
