@@ -252,7 +252,7 @@ def test_new_session_with_a_placement_chosen(workbench: Workbench) -> None:
     wb.shot("compose-first-prompt")
     page.locator('.editor-actions [aria-label*="Send Prompt to Its Session"]').first.click()
     tab.wait_for(state="detached")
-    wb.wait_status(sid, "idle")
+    wb.wait_status(sid, "idle", turns=1)
     shown = json.loads(wb.cli("show", sid, "--json"))
     assert shown["placement"] == "worktree", shown
     assert shown["where"]["placement"] == "worktree", shown
@@ -305,6 +305,7 @@ def test_a_multi_line_prompt_composed_and_sent_to_the_picked_session(workbench: 
     assert "idle" in text, text
     assert wb.quick_pick_row("Not this one").count()
     wb.shot("send-prompt-pick")
+    before = wb.turns(sid)
     wb.pick(NOTES)
     tab = page.locator(".tabs-container .tab.active", has_text=f"Prompt for {NOTES} ({sid}).md")
     tab.wait_for()
@@ -313,7 +314,7 @@ def test_a_multi_line_prompt_composed_and_sent_to_the_picked_session(workbench: 
     wb.shot("compose-multi-line")
     page.keyboard.press("Control+Enter")
     tab.wait_for(state="detached")
-    wb.wait_status(sid, "idle")
+    wb.wait_status(sid, "idle", turns=before + 1)
     shown = json.loads(wb.cli("show", sid, "--json", "--lines", "50"))
     turns: dict[str, list[str]] = {}
     for line in shown["transcript"]["lines"]:

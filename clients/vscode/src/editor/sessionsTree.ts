@@ -4,6 +4,11 @@ import { children, describe, gone, nodeKey, parent, TreeRefresh, type DescribeOp
 
 // Long enough for the first refresh to have been drawn on a busy machine, short enough to go unseen.
 const REDRAW_AGAIN_MS = 500;
+// A row is redrawn on its own only once VS Code has not asked for any children this long, and at
+// the latest after this many waits: a row refreshed while VS Code reads its parent's children
+// anew is refreshed on the row VS Code is replacing, and never shows.
+const QUIET_MS = 300;
+const MOST_WAITS = 5;
 
 /**
  * The "Sessions" view: a thin adapter from ui/tree's descriptions to TreeItems. Nodes are kept
@@ -18,6 +23,9 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   private readonly refresh = new TreeRefresh();
   private readonly again = new Set<TreeNode>();
   private againTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly insideAgain = new Set<TreeNode>();
+  private insideTimer: ReturnType<typeof setTimeout> | undefined;
+  private childrenAskedAt = 0;
 
   constructor(private readonly sessiond: Sessiond) {
     this.subscriptions.push(
@@ -36,20 +44,25 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
     if (dirty.includes(undefined)) {
       this.refresh.reset();
       this.changed.fire(undefined);
+      this.redrawInside(new Set(this.inside(undefined)));
     } else {
       const nodes = dirty.map((node) => this.intern(node!));
       this.changed.fire(nodes);
-      // Again a moment later with the rows inside them: a row whose parent changed too was
-      // redrawn through its parent only, and VS Code did not always ask for it again (a session
-      // row kept "idle" while its turn worked, its agent row saying "1 working").
-      this.redrawAgain(nodes.flatMap((node) => [node, ...this.inside(node)]));
+      this.redrawAgain(nodes);
     }
   }
 
   /**
-   * Redraw these rows once more a moment later. VS Code asks for a row and for its children at
-   * different moments; a change in between (a merge's entry failing as the "Merge queue" row was
-   * asked for) is noted as drawn on a row that still shows what came before it.
+   * Redraw these rows once more a moment later, then, later again and on their own, the rows
+   * inside them. VS Code asks for a row and for its children at different moments; a change in
+   * between (a merge's entry failing as the "Merge queue" row was asked for) is noted as drawn on
+   * a row that still shows what came before it. And a row inside one that is redrawn is only
+   * redrawn through it: VS Code drops a row from a refresh that holds its parent, asks for it
+   * again with the parent's children, and does not always show what it got (a new session's row
+   * kept "idle" for its whole turn while the status bar counted it working). So the rows inside
+   * (every row drawn, after a refresh of the whole tree) are asked for by themselves, in a
+   * refresh of their own: VS Code gathers the changes of a moment (~200 ms) into one refresh, and
+   * this comes well after.
    */
   private redrawAgain(nodes: TreeNode[]): void {
     for (const node of nodes) this.again.add(node);
@@ -59,12 +72,34 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
       const model = this.sessiond.model;
       const again = [...this.again].filter((node) => !gone(model, node));
       this.again.clear();
-      if (again.length) this.changed.fire(again);
+      if (!again.length) return;
+      this.changed.fire(again);
+      const inside = new Set(again.flatMap((node) => this.inside(node)));
+      for (const node of again) inside.delete(node);
+      if (inside.size) this.redrawInside(inside);
     }, REDRAW_AGAIN_MS);
   }
 
+  private redrawInside(nodes: Set<TreeNode>): void {
+    for (const node of nodes) this.insideAgain.add(node);
+    if (this.insideTimer) return;
+    let waits = 0;
+    const fire = (): void => {
+      if (Date.now() - this.childrenAskedAt < QUIET_MS && waits++ < MOST_WAITS) {
+        this.insideTimer = setTimeout(fire, QUIET_MS);
+        return;
+      }
+      this.insideTimer = undefined;
+      const model = this.sessiond.model;
+      const rows = [...this.insideAgain].filter((node) => !gone(model, node));
+      this.insideAgain.clear();
+      if (rows.length) this.changed.fire(rows);
+    };
+    this.insideTimer = setTimeout(fire, REDRAW_AGAIN_MS);
+  }
+
   /** The nodes below `node` that VS Code has drawn (one it never asked for has none drawn below it). */
-  private inside(node: TreeNode): TreeNode[] {
+  private inside(node: TreeNode | undefined): TreeNode[] {
     return children(this.sessiond.model, node).flatMap((child) => {
       const known = this.nodes.get(nodeKey(child));
       return known ? [known, ...this.inside(known)] : [];
@@ -80,6 +115,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   }
 
   getChildren(node?: TreeNode): TreeNode[] {
+    this.childrenAskedAt = Date.now();
     const model = this.sessiond.model;
     this.refresh.noteDrawn(model, node, this.options);
     return children(model, node).map((child) => this.intern(child));
@@ -107,6 +143,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
 
   dispose(): void {
     if (this.againTimer) clearTimeout(this.againTimer);
+    if (this.insideTimer) clearTimeout(this.insideTimer);
     for (const subscription of this.subscriptions) subscription.dispose();
   }
 }
