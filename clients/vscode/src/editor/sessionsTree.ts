@@ -93,7 +93,16 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
       const model = this.sessiond.model;
       const rows = [...this.insideAgain].filter((node) => !gone(model, node));
       this.insideAgain.clear();
-      if (rows.length) this.changed.fire(rows);
+      // Level by level: rows whose parent is redrawn with them would again be redrawn through it.
+      const keys = new Set(rows.map(nodeKey));
+      const outer = rows.filter((node) => {
+        const up = parent(model, node);
+        return !up || !keys.has(nodeKey(up));
+      });
+      if (outer.length) this.changed.fire(outer);
+      const fired = new Set(outer);
+      const deeper = rows.filter((node) => !fired.has(node));
+      if (deeper.length) this.redrawInside(new Set(deeper));
     };
     this.insideTimer = setTimeout(fire, REDRAW_AGAIN_MS);
   }
