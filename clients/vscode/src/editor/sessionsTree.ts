@@ -39,30 +39,23 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   }
 
   private update(): void {
-    const dirty = this.refresh.changed(this.sessiond.model, this.options);
-    if (!dirty.length) return;
-    if (dirty.includes(undefined)) {
+    const { redraw, inside } = this.refresh.changes(this.sessiond.model, this.options);
+    if (!redraw.length) return;
+    if (redraw.includes(undefined)) {
       this.refresh.reset();
       this.changed.fire(undefined);
-      this.redrawInside(new Set(this.inside(undefined)));
     } else {
-      const nodes = dirty.map((node) => this.intern(node!));
+      const nodes = redraw.map((node) => this.intern(node!));
       this.changed.fire(nodes);
       this.redrawAgain(nodes);
     }
+    if (inside.length) this.redrawInside(new Set(inside.map((node) => this.intern(node))));
   }
 
   /**
-   * Redraw these rows once more a moment later, then, later again and on their own, the rows
-   * inside them. VS Code asks for a row and for its children at different moments; a change in
-   * between (a merge's entry failing as the "Merge queue" row was asked for) is noted as drawn on
-   * a row that still shows what came before it. And a row inside one that is redrawn is only
-   * redrawn through it: VS Code drops a row from a refresh that holds its parent, asks for it
-   * again with the parent's children, and does not always show what it got (a new session's row
-   * kept "idle" for its whole turn while the status bar counted it working). So the rows inside
-   * (every row drawn, after a refresh of the whole tree) are asked for by themselves, in a
-   * refresh of their own: VS Code gathers the changes of a moment (~200 ms) into one refresh, and
-   * this comes well after.
+   * Redraw these rows once more a moment later. VS Code asks for a row and for its children at
+   * different moments; a change in between (a merge's entry failing as the "Merge queue" row was
+   * asked for) is noted as drawn on a row that still shows what came before it.
    */
   private redrawAgain(nodes: TreeNode[]): void {
     for (const node of nodes) this.again.add(node);
@@ -72,14 +65,20 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
       const model = this.sessiond.model;
       const again = [...this.again].filter((node) => !gone(model, node));
       this.again.clear();
-      if (!again.length) return;
-      this.changed.fire(again);
-      const inside = new Set(again.flatMap((node) => this.inside(node)));
-      for (const node of again) inside.delete(node);
-      if (inside.size) this.redrawInside(inside);
+      if (again.length) this.changed.fire(again);
     }, REDRAW_AGAIN_MS);
   }
 
+  /**
+   * Redraw on their own, a moment later, rows that changed while a row around them was redrawn.
+   * VS Code drops a row from a refresh that holds its parent, reads the parent's children anew
+   * and keeps drawing the old row (a new session's row kept "idle" for its whole turn while the
+   * status bar counted it working). It gathers the changes of a moment (~200 ms) into one
+   * refresh, and a row refreshed while the children around it are read anew is refreshed on the
+   * row being replaced: so this waits until VS Code has not asked for children for a while, and
+   * goes level by level. Only rows whose look changed: each refresh of a row makes its command
+   * anew, and a click on a row VS Code still draws from before finds the old one gone.
+   */
   private redrawInside(nodes: Set<TreeNode>): void {
     for (const node of nodes) this.insideAgain.add(node);
     if (this.insideTimer) return;
@@ -105,14 +104,6 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
       if (deeper.length) this.redrawInside(new Set(deeper));
     };
     this.insideTimer = setTimeout(fire, REDRAW_AGAIN_MS);
-  }
-
-  /** The nodes below `node` that VS Code has drawn (one it never asked for has none drawn below it). */
-  private inside(node: TreeNode | undefined): TreeNode[] {
-    return children(this.sessiond.model, node).flatMap((child) => {
-      const known = this.nodes.get(nodeKey(child));
-      return known ? [known, ...this.inside(known)] : [];
-    });
   }
 
   /** The one object of this node's key. */

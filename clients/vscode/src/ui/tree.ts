@@ -400,6 +400,14 @@ export class TreeRefresh {
    * whole tree. Candidates: the nodes drawn so far (any of them may have changed).
    */
   changed(model: ModelView, options: DescribeOptions = {}): (TreeNode | undefined)[] {
+    return this.changes(model, options).redraw;
+  }
+
+  /**
+   * `redraw` as `changed` gives it, and `inside`: the changed rows left out of it because a node
+   * around them is redrawn (VS Code redraws them only through it, and does not always show them).
+   */
+  changes(model: ModelView, options: DescribeOptions = {}): { redraw: (TreeNode | undefined)[]; inside: TreeNode[] } {
     const dirty: (TreeNode | undefined)[] = [];
     for (const [key, drawn] of this.drawn) {
       const node = key === ROOT ? undefined : (JSON.parse(key) as TreeNode);
@@ -416,13 +424,18 @@ export class TreeRefresh {
       }
       if (now !== drawn) dirty.push(node);
     }
-    if (dirty.includes(undefined)) return [undefined];
+    const rows = dirty.filter((node): node is TreeNode => node !== undefined);
+    if (rows.length < dirty.length) return { redraw: [undefined], inside: rows };
     // Drop nodes inside another dirty node: redrawing the outer one redraws them.
-    const keys = new Set(dirty.map((node) => nodeKey(node!)));
-    return dirty.filter((node) => {
-      for (let up = parent(model, node!); up; up = parent(model, up)) if (keys.has(nodeKey(up))) return false;
-      return true;
-    });
+    const keys = new Set(rows.map((node) => nodeKey(node)));
+    const redraw: TreeNode[] = [];
+    const inside: TreeNode[] = [];
+    for (const node of rows) {
+      let outer = true;
+      for (let up = parent(model, node); up; up = parent(model, up)) if (keys.has(nodeKey(up))) outer = false;
+      (outer ? redraw : inside).push(node);
+    }
+    return { redraw, inside };
   }
 }
 
