@@ -426,7 +426,7 @@ export class TreeRefresh {
     }
     const rows = dirty.filter((node): node is TreeNode => node !== undefined);
     if (rows.length < dirty.length) return { redraw: [undefined], inside: rows };
-    // Drop nodes inside another dirty node: redrawing the outer one redraws them.
+    // Nodes inside another dirty node are redrawn through it: left out of `redraw`, kept in `inside`.
     const keys = new Set(rows.map((node) => nodeKey(node)));
     const redraw: TreeNode[] = [];
     const inside: TreeNode[] = [];
