@@ -35,6 +35,8 @@ log = logging.getLogger("sessiond.server")
 LINGER_SECONDS = 2.0
 LINGER_IDLE = 0.2  # ...and no longer than this once the client has gone quiet
 LINGER_BYTES = 64 * 1024 * 1024
+# At a stop, how long the requests being answered get to send their answers before connections close.
+ANSWER_GRACE = 2.0
 # Messages read from one connection before the others get a turn of the loop: at most BURST, and
 # fewer while what they set going keeps the others waiting longer than TURN_BUDGET seconds.
 BURST = 16
@@ -52,6 +54,9 @@ class Served(Protocol):
 
     def closed(self) -> None:
         """The connection has closed: let go of what it holds."""
+
+    def answering(self) -> list[asyncio.Task[Any]]:
+        """The requests it is answering now."""
 
 
 class Behind(Protocol):
@@ -123,6 +128,11 @@ class Door:
 
     async def stop_accepting(self) -> None:
         self.close_listeners()
+        # The daemon is stopping, its turns cancelled: the requests still being answered (a
+        # prompt's answer says it was cancelled) get a moment to send their answers first.
+        answering = [task for link in self.links if link.served for task in link.served.answering()]
+        if answering:
+            await asyncio.wait(answering, timeout=ANSWER_GRACE)
         for link in list(self.links):
             await link.close()
         for server in self._servers:

@@ -229,6 +229,9 @@ class Connection:
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self.link.notify(method, params)
 
+    def answering(self) -> list[asyncio.Task[dict[str, Any]]]:
+        return list(self.requests.values())
+
     def closed(self) -> None:
         for subscriber, task in list(self.subscriptions.values()):
             if subscriber is not None:

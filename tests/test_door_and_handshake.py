@@ -141,11 +141,14 @@ def test_what_the_clients_send_is_plain() -> None:
 class Behind:
     """A stand-in for the server: records what reaches it, answers each request `{}`."""
 
-    def __init__(self, work: float = 0.0) -> None:
+    def __init__(self, work: float = 0.0, slow: str | None = None) -> None:
         self.dispatched: list[str] = []
         self.order: list[str] = []  # the connection of each message dispatched, in turn
         self.options: list[Any] = []
         self.work = work  # seconds of CPU each request's handler takes, a turn of the loop later
+        self.slow = slow  # a method answered by a task that waits for `release`
+        self.slow_taken = asyncio.Event()
+        self.release = asyncio.Event()
 
     def read_options(self, link: Link, options: Any) -> bool:
         self.options.append(options)
@@ -160,11 +163,16 @@ class Behind:
 class Served:
     def __init__(self, behind: Behind, link: Link) -> None:
         self.behind, self.link = behind, link
+        self.tasks: list[asyncio.Task[None]] = []
 
     def dispatch(self, message: wire.Message) -> None:
         self.behind.dispatched.append(message.method)
         self.behind.order.append(self.link.id)
         if message.id is None:
+            return
+        if message.method == self.behind.slow:
+            self.tasks.append(asyncio.create_task(self._answer_later(message.id)))
+            self.behind.slow_taken.set()
             return
         if self.behind.work:  # as a handler's task, a turn of the loop later
             asyncio.get_running_loop().call_soon(self._answer, message.id)
@@ -176,6 +184,15 @@ class Served:
         while time.perf_counter() < until:  # a handler's own work, as a large page's
             pass
         self.link.send_raw({"jsonrpc": "2.0", "id": msg_id, "result": {}})
+
+    async def _answer_later(self, msg_id: Any) -> None:
+        await self.behind.release.wait()
+        for _ in range(3):  # a few turns of the loop, as a prompt's answer waits for its events' commit
+            await asyncio.sleep(0)
+        self._answer(msg_id)
+
+    def answering(self) -> list[asyncio.Task[None]]:
+        return [task for task in self.tasks if not task.done()]
 
     def closed(self) -> None:
         pass
@@ -251,6 +268,29 @@ async def test_the_gate_answers_at_once_and_other_options_wait_for_the_model(tmp
         writer.close()
     finally:
         await door.stop_accepting()
+
+
+async def test_a_stop_sends_the_answers_being_made_before_closing(tmp_path: Path) -> None:
+    """At a stop (turns cancelled), a request still being answered, as a cancelled prompt's answer
+    waiting for its events to be stored, is answered before the connection closes."""
+    door, path = await _door(tmp_path)
+    behind = Behind(slow=names.SESSION_PROMPT)
+    door.open(behind)
+    reader, writer = await asyncio.open_unix_connection(str(path))
+    writer.write(
+        _request(1, "initialize", {"capabilities": {}, "initializationOptions": {"clientName": "t"}})
+    )
+    assert await asyncio.wait_for(read_message(reader), 30) is not None
+    writer.write(_request(2, names.SESSION_PROMPT, {"session": "s1", "prompt": "hang"}))
+    await writer.drain()
+    await asyncio.wait_for(behind.slow_taken.wait(), 30)
+    behind.release.set()  # the turn was cancelled: its answer is on its way
+    await door.stop_accepting()
+    answer = await asyncio.wait_for(read_message(reader), 30)
+    assert answer is not None
+    assert answer["id"] == 2, answer
+    assert await asyncio.wait_for(read_message(reader), 30) is None  # then the connection closed
+    writer.close()
 
 
 async def _bursts(tmp_path: Path, behind: Behind, count: int) -> list[int]:
