@@ -108,10 +108,7 @@ class Workbench:
         while time.monotonic() < deadline:
             with contextlib.suppress(AssertionError, subprocess.TimeoutExpired, ValueError):
                 # A generous bound on each call: on a loaded machine the command line starts slowly.
-                rows = [
-                    json.loads(line) for line in self.cli("ls", "--all", "--json", timeout=30).splitlines()
-                ]
-                row = next((row for row in rows if row["id"] == session), None)
+                row = next((row for row in self.listed(timeout=30) if row["id"] == session), None)
                 seen = "missing" if row is None else f"{row['status']} after {row['turns']} turns"
                 if row is not None and row["status"] == status and row["turns"] >= turns:
                     return
@@ -120,7 +117,11 @@ class Workbench:
 
     def turns(self, session: str) -> int:
         """How many of the session's turns have ended, as the daemon says."""
-        return int(json.loads(self.cli("show", session, "--json"))["turns"])
+        return int(next(row["turns"] for row in self.listed() if row["id"] == session))
+
+    def listed(self, timeout: float = 60) -> list[dict[str, Any]]:
+        """Every session the daemon keeps, as `sessiond ls --all --json` gives them."""
+        return [json.loads(line) for line in self.cli("ls", "--all", "--json", timeout=timeout).splitlines()]
 
     # -------------------------------------------------------------- what a person sees
 
@@ -423,7 +424,7 @@ class Workbench:
         for may still be opening (a worktree made) when the last step of its form is answered."""
         deadline = time.monotonic() + timeout
         while True:
-            rows = [json.loads(line) for line in self.cli("ls", "--all", "--json").splitlines()]
+            rows = self.listed()
             found = next((row["id"] for row in rows if row.get("title") == title), None)
             if found is not None:
                 return found
