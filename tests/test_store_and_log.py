@@ -28,6 +28,44 @@ async def test_writes_are_batched_and_durable(tmp_path: Path) -> None:
     assert rows[0] == 1000
 
 
+def _rows_in_the_database_file_alone(db: Path, copy: Path) -> int:
+    """The rows of `meta` the database file holds without its write-ahead log (what a checkpoint
+    copied into it): read from a copy of the file alone."""
+    copy.write_bytes(db.read_bytes())
+    conn = sqlite3.connect(copy)
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchall():
+            return 0  # not even the schema was copied yet
+        return int(conn.execute("SELECT COUNT(*) FROM meta WHERE key LIKE 'k%'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_the_wal_is_checkpointed_on_a_thread_not_by_the_loops_commits(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    store = Store(db)
+    store.start()
+    below = st.CHECKPOINT_ROWS // 2
+
+    async def commit(rows: range, size: int) -> None:
+        for start in range(rows.start, rows.stop, 100):  # a commit each
+            batch = [(f"k{i}", "x" * size) for i in range(start, min(start + 100, rows.stop))]
+            await store.write(st.executemany("INSERT INTO meta VALUES (?, ?)", batch))  # type: ignore[misc]
+
+    # ~5 MB: SQLite's own policy (1,000 pages) would have checkpointed on the loop's commit by now.
+    await commit(range(below), 5000)
+    assert store.checkpoints == 0
+    assert _rows_in_the_database_file_alone(db, tmp_path / "alone.db") == 0
+    await commit(range(below, st.CHECKPOINT_ROWS + 1), 10)
+    running = store.checkpointing  # started by the commit that took the rows past the mark
+    assert running is not None
+    await asyncio.wait_for(running, 30)
+    assert store.checkpoints == 1
+    # What was committed when it started is in the database file now.
+    assert _rows_in_the_database_file_alone(db, tmp_path / "alone.db") > below
+    await store.close()
+
+
 async def test_a_failing_write_fails_alone(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
     store.start()
