@@ -392,9 +392,13 @@ def parse_size(text: str) -> int:
 
 def _run_loop(main: Coroutine[Any, Any, int]) -> int:
     """Run the daemon on uvloop where it is installed: the same burst of turns costs the daemon
-    ~13% less CPU than on asyncio's own loop (measured with bench/). SESSIOND_LOOP=asyncio runs
+    7-13% less CPU than on asyncio's own loop (measured with bench/). SESSIOND_LOOP=asyncio runs
     it on asyncio's own loop."""
-    if os.environ.get("SESSIOND_LOOP", "uvloop") != "asyncio":
+    choice = os.environ.get("SESSIOND_LOOP", "uvloop")
+    if choice not in ("uvloop", "asyncio"):
+        main.close()
+        raise StartError(f"SESSIOND_LOOP={choice!r}: say 'uvloop' (the default) or 'asyncio'")
+    if choice == "uvloop":
         try:
             import uvloop
         except ImportError:

@@ -3,6 +3,9 @@ SESSIOND_LOOP=asyncio says so: either way it serves whole turns."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,3 +33,17 @@ async def test_the_daemon_serves_a_turn_on_the_loop_it_is_told(
             assert ("uvloop/loop." in maps) == (loop == "uvloop"), f"the daemon should run on {loop}"
     finally:
         daemon.stop()
+
+
+def test_a_loop_it_does_not_know_is_refused_with_a_sentence(tmp_path: Path) -> None:
+    env = {**os.environ, "SESSIOND_HOME": str(tmp_path), "SESSIOND_LOOP": "trio"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiond.daemon", "--socket", str(tmp_path / "d.sock")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "SESSIOND_LOOP='trio': say 'uvloop' (the default) or 'asyncio'" in done.stderr
+    assert not (tmp_path / "d.sock").exists()
