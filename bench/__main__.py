@@ -16,7 +16,7 @@ from pathlib import Path
 from bench import connections, limits, ray_agents, real_agents, scale, startup, streaming
 from bench.direct_acp import direct_agent, run_turns
 from bench.harness import children, cpu_seconds, daemon, rss_kib, table
-from sessiond.client import AsyncAgent, AsyncDaemon, aconnect
+from sessiond.client import AsyncDaemon, aconnect
 
 TURN_PROMPT = "say done"
 
@@ -53,59 +53,38 @@ TURN_ROUNDS = 9  # each figure is the median of this many rounds: one round is a
 
 async def turns(count: int) -> list[tuple[str, str, str]]:
     """`count` first turns at once (each opens its session at the agent, then prompts), straight
-    to the demo agent through the ACP SDK, through the daemon, and through a daemon on asyncio's
-    own loop (SESSIOND_LOOP=asyncio), rounds alternating; with the CPU time each process took for
-    them (this machine has two cores: the daemon and the agent share them, and a burst is as fast
-    as the busier of the two)."""
+    to the demo agent through the ACP SDK and through the daemon, rounds alternating; with the CPU
+    time each process took for them (this machine has two cores: the daemon and the agent share
+    them, and a burst is as fast as the busier of the two)."""
     work = Path(tempfile.mkdtemp(prefix="sd-bench-work-"))
     # The agent's own state goes beside the work, not in it: sessions outside git snapshot their root.
     state = Path(tempfile.mkdtemp(prefix="sd-bench-state-"))
-    times: dict[str, list[float]] = {"direct": [], "daemon": [], "asyncio": []}
-    cpu: dict[str, list[float]] = {
-        "direct agent": [],
-        "direct client": [],
-        "daemon": [],
-        "its agent": [],
-        "asyncio": [],
-    }
-    with daemon() as d, daemon(env={"SESSIOND_LOOP": "asyncio"}) as on_asyncio:
+    times: dict[str, list[float]] = {"direct": [], "daemon": []}
+    cpu: dict[str, list[float]] = {"direct agent": [], "direct client": [], "daemon": [], "its agent": []}
+    with daemon() as d:
         async with (
             direct_agent(TURN_PROMPT, work, state) as direct_round,
             aconnect(d.socket, start=False) as client,
-            aconnect(on_asyncio.socket, start=False) as asyncio_client,
         ):
             agent = await client.agent("demo")
             await (await agent.session(work)).asend(TURN_PROMPT)
             (agent_pid,) = d.children()
-            asyncio_agent = await asyncio_client.agent("demo")
-            await (await asyncio_agent.session(work)).asend(TURN_PROMPT)
-
-            async def through(runtime: AsyncAgent, pid: int) -> tuple[float, float]:
-                sessions = await runtime.sessions(count, work)
-                before = cpu_seconds(pid)
-                started = time.perf_counter()
-                replies = await asyncio.gather(*(s.asend(TURN_PROMPT) for s in sessions))
-                elapsed = time.perf_counter() - started
-                assert all(r.text == "done" for r in replies)
-                return elapsed, cpu_seconds(pid) - before
-
-            # Rounds alternate, so that what else the machine does weighs on every side alike.
+            # Rounds alternate, so that what else the machine does weighs on both sides alike.
             for _ in range(TURN_ROUNDS):
                 before, before_client = cpu_seconds(direct_round.pid), time.process_time()
                 times["direct"].append(await direct_round(count))
                 cpu["direct agent"].append(cpu_seconds(direct_round.pid) - before)
                 cpu["direct client"].append(time.process_time() - before_client)
-                before_agent = cpu_seconds(agent_pid)
-                elapsed, used = await through(agent, d.pid)
-                times["daemon"].append(elapsed)
-                cpu["daemon"].append(used)
+                sessions = await agent.sessions(count, work)
+                before_daemon, before_agent = cpu_seconds(d.pid), cpu_seconds(agent_pid)
+                started = time.perf_counter()
+                replies = await asyncio.gather(*(s.asend(TURN_PROMPT) for s in sessions))
+                times["daemon"].append(time.perf_counter() - started)
+                cpu["daemon"].append(cpu_seconds(d.pid) - before_daemon)
                 cpu["its agent"].append(cpu_seconds(agent_pid) - before_agent)
-                elapsed, used = await through(asyncio_agent, on_asyncio.pid)
-                times["asyncio"].append(elapsed)
-                cpu["asyncio"].append(used)
+                assert all(r.text == "done" for r in replies)
     direct = statistics.median(times["direct"])
     through_daemon = statistics.median(times["daemon"])
-    on_asyncio_loop = statistics.median(times["asyncio"])
     per_turn = {k: statistics.median(v) / count * 1000 for k, v in cpu.items()}
     return [
         (
@@ -122,11 +101,6 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             "daemon overhead",
             f"{through_daemon / direct:.2f}x",
             f"{(through_daemon - direct) / count * 1000:.2f} ms per turn; target < 1.15x",
-        ),
-        (
-            "  the same through a daemon on asyncio's own loop (SESSIOND_LOOP=asyncio)",
-            f"{on_asyncio_loop / direct:.2f}x",
-            f"{on_asyncio_loop:.3f} s",
         ),
         (
             "CPU per turn: the agent, straight",
@@ -148,11 +122,6 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             f"{per_turn['daemon']:.3f} ms",
             f"{per_turn['daemon'] / per_turn['direct agent']:.2f}x the agent's, straight; "
             f"{per_turn['daemon'] / per_turn['direct client']:.2f}x the ACP client's",
-        ),
-        (
-            "CPU per turn: the daemon on asyncio's own loop",
-            f"{per_turn['asyncio']:.3f} ms",
-            f"{per_turn['asyncio'] / per_turn['daemon']:.2f}x the daemon's on uvloop",
         ),
     ]
 

@@ -20,30 +20,18 @@ class Daemon:
     # How Python is asked to run it (a test may run it under a wrapper of its own, with `-c`).
     python_args: tuple[str, ...] = ("-m", "sessiond.daemon")
 
-    def __init__(
-        self,
-        home: Path | None = None,
-        *,
-        extra_args: tuple[str, ...] = (),
-        extra_env: dict[str, str] | None = None,
-    ) -> None:
+    def __init__(self, home: Path | None = None, *, extra_args: tuple[str, ...] = ()) -> None:
         # Short, under /tmp: a unix socket path must stay under 108 bytes.
         self.home = home or Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
         self.socket = self.home / "run" / "sessiond.sock"
         self.extra_args = extra_args
-        self.extra_env = extra_env or {}
         self.stderr: list[str] = []
         self._said = threading.Condition()  # notified with each line read from its stderr
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            **self.extra_env,
-            "SESSIOND_HOME": str(self.home),
-            "SESSIOND_SOCKET": str(self.socket),
-        }
+        return {**os.environ, "SESSIOND_HOME": str(self.home), "SESSIOND_SOCKET": str(self.socket)}
 
     @property
     def pid(self) -> int:
@@ -143,10 +131,9 @@ def children(pid: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def daemon(*extra_args: str, env: dict[str, str] | None = None) -> Iterator[Daemon]:
-    """A daemon in a fresh SESSIOND_HOME (with `env` added to this process's), stopped with
-    SIGTERM at the end."""
-    running = Daemon(extra_args=extra_args, extra_env=env).start()
+def daemon(*extra_args: str) -> Iterator[Daemon]:
+    """A daemon in a fresh SESSIOND_HOME, stopped with SIGTERM at the end."""
+    running = Daemon(extra_args=extra_args).start()
     try:
         yield running
     finally:

@@ -15,9 +15,9 @@ import socket as socketlib
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Only what answers a client's `initialize` is imported here: the rest (the core, the protocol's
 # models) loads on a thread once the socket is bound and the door answers; pygls and lsprotocol
@@ -390,24 +390,6 @@ def parse_size(text: str) -> int:
     return int(match.group(1)) * 1024 ** " kmg".index(match.group(2).lower() or " ")
 
 
-def _run_loop(main: Coroutine[Any, Any, int]) -> int:
-    """Run the daemon on uvloop where it is installed: the same burst of turns costs the daemon
-    7-13% less CPU than on asyncio's own loop (measured with bench/). SESSIOND_LOOP=asyncio runs
-    it on asyncio's own loop."""
-    choice = os.environ.get("SESSIOND_LOOP", "uvloop")
-    if choice not in ("uvloop", "asyncio"):
-        main.close()
-        raise StartError(f"SESSIOND_LOOP={choice!r}: say 'uvloop' (the default) or 'asyncio'")
-    if choice == "uvloop":
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            return uvloop.run(main)
-    return asyncio.run(main)
-
-
 def run(
     socket: Path | None = None,
     tcp: str | None = None,
@@ -429,7 +411,7 @@ def run(
         if state_rate <= 0:
             raise StartError(f"--state-rate {state_rate}: must be above 0 (updates per second)")
         limits = Limits() if max_message is None else Limits(max_message=parse_size(max_message))
-        return _run_loop(_serve(socket or paths.socket_path(), tcp, state_rate, store, limits))
+        return asyncio.run(_serve(socket or paths.socket_path(), tcp, state_rate, store, limits))
     except (StartError, ValueError) as exc:
         print(f"sessiond: {exc}", file=sys.stderr)
         return 1
