@@ -373,6 +373,30 @@ class _Updates:
         return True
 
 
+# Seconds of an agent's buffered output handled before the loop is let go, while clients watch the
+# events (they are stored and sent meanwhile), then the next line. A line already buffered is read
+# without a wait: a pipe's worth of updates (~500) held the loop ~25 ms at a time. Measured with
+# bench/streaming.py (200 sessions x 40 chunks, 3 subscribers), 7 runs against 7: the delay from
+# an update to a client, median 18-28 ms against 34-45, p99 36-79 ms against 69-128; the burst
+# ~5% longer. With nobody subscribed, nothing waits on the events: the loop is not let go.
+READ_SLICE = 0.005
+
+
+async def pump_lines(
+    source: asyncio.StreamReader, handle: Callable[[bytes], None], watched: Callable[[], bool]
+) -> None:
+    """Every line of `source` to `handle`, in order, until its end; the loop is let go after each
+    READ_SLICE seconds spent without waiting, while `watched()`."""
+    loop = asyncio.get_running_loop()
+    since = loop.time()
+    while line := await _read_line(source):
+        handle(line)
+        if loop.time() - since >= READ_SLICE:
+            if watched():
+                await asyncio.sleep(0)
+            since = loop.time()
+
+
 async def _read_line(reader: asyncio.StreamReader) -> bytes:
     chunks: list[bytes] = []
     try:
@@ -740,11 +764,13 @@ class AgentProcess:
 
     async def _read_stdout(self, source: asyncio.StreamReader, sdk: asyncio.StreamReader) -> None:
         """Hand session/update notifications to `_Updates` as they arrive; the rest to the SDK."""
-        try:
-            while line := await _read_line(source):
-                if b'"session/update"' in line and self._updates.take(line):
-                    continue
+
+        def handle(line: bytes) -> None:
+            if not (b'"session/update"' in line and self._updates.take(line)):
                 sdk.feed_data(line)
+
+        try:
+            await pump_lines(source, handle, self._host.watched)
         except Exception:
             log.exception("reading agent %r's output failed", self.name)
         finally:

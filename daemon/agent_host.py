@@ -61,8 +61,10 @@ class AgentHost:
         activity: Activity,
         request_permission: RequestPermission,
         may_write: Callable[[SessionRecord], bool],
+        watched: Callable[[], bool] = lambda: False,
     ) -> None:
         self._agent = agent
+        self.watched = watched
         self._sessions = sessions  # by (agent, the agent's session id)
         self._activity = activity
         self._request_permission = request_permission

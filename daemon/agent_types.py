@@ -70,6 +70,9 @@ class BackendHost(Protocol):
     def known(self, agent_session_id: str) -> None:
         """The daemon has the session by this id now: what the agent said of it before, told now."""
 
+    def watched(self) -> bool:
+        """Clients are subscribed to the events the agent's updates make (they wait for them)."""
+
     async def request_permission(
         self, agent_session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
     ) -> str | None: ...

@@ -536,6 +536,7 @@ class Core:
             activity=self.feed,
             request_permission=self.permissions.request,
             may_write=self.around.may_write,
+            watched=self.events.watched,
         )
 
     async def _watch_process(

@@ -315,6 +315,10 @@ class EventLog:
         self._subscribers.add(subscriber)
         return subscriber
 
+    def watched(self) -> bool:
+        """Somebody is subscribed: what is emitted is waited for."""
+        return bool(self._subscribers)
+
     def unsubscribe(self, subscriber: Subscriber) -> None:
         subscriber.close()
         self._subscribers.discard(subscriber)
