@@ -500,9 +500,9 @@ class Store:
         if done.cancelled():
             return
         if (exc := done.exception()) is not None:
-            # The WAL keeps every commit: nothing is lost, the next commit tries again.
+            # The WAL keeps every commit: nothing is lost, a later commit tries again.
             logging.getLogger("sessiond.store").warning(
-                "copying the store's write-ahead log into %s failed (%s); tried again after the next commit",
+                "copying the store's write-ahead log into %s failed (%s); tried again after later commits",
                 self.path,
                 exc,
             )
