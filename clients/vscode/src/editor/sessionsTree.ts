@@ -55,18 +55,40 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   /**
    * Redraw these rows once more a moment later. VS Code asks for a row and for its children at
    * different moments; a change in between (a merge's entry failing as the "Merge queue" row was
-   * asked for) is noted as drawn on a row that still shows what came before it.
+   * asked for) is noted as drawn on a row that still shows what came before it. Like the rows
+   * redrawn inside (below), once VS Code has stopped reading children: a "Merge queue" row
+   * redrawn again while they were read kept "1 merging" after its merge had failed.
    */
   private redrawAgain(nodes: TreeNode[]): void {
     for (const node of nodes) this.again.add(node);
     if (this.againTimer) return;
-    this.againTimer = setTimeout(() => {
-      this.againTimer = undefined;
-      const model = this.sessiond.model;
-      const again = [...this.again].filter((node) => !gone(model, node));
-      this.again.clear();
-      if (again.length) this.changed.fire(again);
-    }, REDRAW_AGAIN_MS);
+    this.whenQuiet(
+      () => {
+        this.againTimer = undefined;
+        const model = this.sessiond.model;
+        const again = [...this.again].filter((node) => !gone(model, node));
+        this.again.clear();
+        if (again.length) this.changed.fire(again);
+      },
+      (timer) => (this.againTimer = timer),
+    );
+  }
+
+  /**
+   * Call `then` a moment from now, once VS Code has not asked for children for QUIET_MS (or
+   * after MOST_WAITS waits): a row redrawn while VS Code reads its parent's children anew is
+   * redrawn on the row being replaced, and never shows. `keep` is handed each wait's timer.
+   */
+  private whenQuiet(then: () => void, keep: (timer: ReturnType<typeof setTimeout>) => void): void {
+    let waits = 0;
+    const check = (): void => {
+      if (Date.now() - this.childrenAskedAt < QUIET_MS && waits++ < MOST_WAITS) {
+        keep(setTimeout(check, QUIET_MS));
+        return;
+      }
+      then();
+    };
+    keep(setTimeout(check, REDRAW_AGAIN_MS));
   }
 
   /**
@@ -82,12 +104,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   private redrawInside(nodes: Set<TreeNode>): void {
     for (const node of nodes) this.insideAgain.add(node);
     if (this.insideTimer) return;
-    let waits = 0;
     const fire = (): void => {
-      if (Date.now() - this.childrenAskedAt < QUIET_MS && waits++ < MOST_WAITS) {
-        this.insideTimer = setTimeout(fire, QUIET_MS);
-        return;
-      }
       this.insideTimer = undefined;
       const model = this.sessiond.model;
       const rows = [...this.insideAgain].filter((node) => !gone(model, node));
@@ -103,7 +120,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
       const deeper = rows.filter((node) => !fired.has(node));
       if (deeper.length) this.redrawInside(new Set(deeper));
     };
-    this.insideTimer = setTimeout(fire, REDRAW_AGAIN_MS);
+    this.whenQuiet(fire, (timer) => (this.insideTimer = timer));
   }
 
   /** The one object of this node's key. */
