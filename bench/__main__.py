@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import connections, limits, ray_agents, real_agents, scale, startup, streaming
 from bench.direct_acp import direct_agent, run_turns
-from bench.harness import children, cpu_seconds, daemon, rss_kib, table
+from bench.harness import cpu_seconds, daemon, table, tree_rss_kib
 from sessiond.client import AsyncDaemon, aconnect
 
 TURN_PROMPT = "say done"
@@ -202,11 +202,6 @@ async def fleet(count: int) -> list[tuple[str, str, str]]:
     ]
 
 
-def _tree_rss_kib(pid: int) -> int:
-    """The resident memory of a process and all its descendants."""
-    return rss_kib(pid) + sum(_tree_rss_kib(child) for child in children(pid))
-
-
 async def mcp(count: int) -> list[tuple[str, str, str]]:
     """`count` sessions each calling a tool of their `sessiond` MCP server: through the stdio bridge
     (a process per session) and through the daemon's own http endpoint, in the same run."""
@@ -224,7 +219,7 @@ async def mcp(count: int) -> list[tuple[str, str, str]]:
                 replies = await asyncio.gather(*(s.asend("suggest Bench | say hi") for s in sessions))
                 elapsed = time.perf_counter() - started
                 assert all(r.text.startswith("Suggested task ") for r in replies), replies[0].text
-                figures[transport] = (elapsed, _tree_rss_kib(d.pid))
+                figures[transport] = (elapsed, tree_rss_kib(d.pid))
     (stdio_s, stdio_kib), (http_s, http_kib) = figures["stdio"], figures["http"]
     return [
         (

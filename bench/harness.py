@@ -130,6 +130,24 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    """A process's children, theirs and so on (none for a process gone meanwhile)."""
+    try:
+        direct = children(pid)
+    except OSError:
+        return []
+    return [tree_pid for child in direct for tree_pid in (child, *descendants(child))]
+
+
+def tree_rss_kib(pid: int) -> int:
+    """The resident memory of a process and all its descendants (those gone meanwhile count 0)."""
+    total = 0
+    for member in (pid, *descendants(pid)):
+        with contextlib.suppress(OSError, RuntimeError):
+            total += rss_kib(member)
+    return total
+
+
 @contextlib.contextmanager
 def daemon(*extra_args: str) -> Iterator[Daemon]:
     """A daemon in a fresh SESSIOND_HOME, stopped with SIGTERM at the end."""

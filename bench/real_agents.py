@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -23,7 +24,7 @@ from typing import Any
 import acp
 from acp import schema
 
-from bench.harness import children, daemon, rss_kib
+from bench.harness import daemon, descendants, tree_rss_kib
 from sessiond.client import AsyncSession, aconnect
 from tests.standins.anthropic import serving as anthropic_serving
 from tests.standins.gemini import serving as gemini_serving
@@ -53,16 +54,6 @@ def skip_reason() -> str | None:
     return None
 
 
-def _tree_kib(pid: int) -> int:
-    total = 0
-    for child in children(pid):
-        total += _tree_kib(child)
-    try:
-        return total + rss_kib(pid)
-    except (OSError, RuntimeError):
-        return total
-
-
 class _Quiet:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         return None
@@ -78,7 +69,10 @@ class _Quiet:
 async def _direct(
     command: list[str], env: dict[str, str], work: Path, auth: str | None = None
 ) -> AsyncIterator[Callable[[str], Awaitable[object]]]:
-    """A session straight over ACP (the SDK's client): a prompt's call."""
+    """A session straight over ACP (the SDK's client): a prompt's call. At the end, what the
+    agent started goes with it: the SDK stops the agent's own process, and codex-acp's launcher
+    leaves its native binary running (holding the pipe the SDK still reads)."""
+    tree: list[int] = []
     async with (
         acp.spawn_agent_process(
             _Quiet(),  # type: ignore[arg-type]
@@ -86,18 +80,24 @@ async def _direct(
             *command[1:],
             env={**os.environ, **env},
             transport_kwargs={"stderr": subprocess.DEVNULL},
-        ) as (conn, _process)
+        ) as (conn, process)
     ):
-        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-        if auth is not None:
-            await conn.authenticate(method_id=auth)
-        session = await conn.new_session(cwd=str(work), mcp_servers=[])
+        try:
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            if auth is not None:
+                await conn.authenticate(method_id=auth)
+            session = await conn.new_session(cwd=str(work), mcp_servers=[])
 
-        def prompt(text: str) -> Awaitable[object]:
-            block = schema.TextContentBlock(type="text", text=text)
-            return conn.prompt(session_id=session.session_id, prompt=[block])
+            def prompt(text: str) -> Awaitable[object]:
+                block = schema.TextContentBlock(type="text", text=text)
+                return conn.prompt(session_id=session.session_id, prompt=[block])
 
-        yield prompt
+            yield prompt
+        finally:
+            tree = descendants(process.pid)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 async def _rounds(direct: Callable[[str], Awaitable[object]], through: AsyncSession) -> tuple[float, float]:
@@ -185,7 +185,7 @@ async def run(sessions: int = 10) -> list[tuple[str, str, str]]:
                         await session.asend("say done")
                     pid = (await agent.aget()).process.pid
                     assert pid is not None
-                    memory[limit] = _tree_kib(pid)
+                    memory[limit] = tree_rss_kib(pid)
                     await agent.aremove()
     rows.append(
         (
