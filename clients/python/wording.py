@@ -31,6 +31,12 @@ def when(moment: Any) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
+def turns_text(info: SessionInfo) -> str:
+    """`3 ended, 1 running, 2 queued`: a working session (or one waiting for you) has a turn on."""
+    running = ", 1 running" if info.status in ("working", "needs_you") else ""
+    return f"{info.turns} ended{running}, {info.queued_turns} queued"
+
+
 def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
     """A session as ``sessiond show`` (and the open view of ``sessiond watch``) shows it."""
     pairs = [
@@ -44,7 +50,7 @@ def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
             f"{info.status.value} since {when(info.status_since)}"
             + (f": {info.status_detail}" if info.status_detail else ""),
         ),
-        ("turns", f"{info.turns} ended, {info.queued_turns} queued"),
+        ("turns", turns_text(info)),
     ]
     if info.kind != "main" or info.parent:
         pairs.append(("kind", f"{info.kind} of {info.parent}" if info.parent else info.kind))

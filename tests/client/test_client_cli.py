@@ -264,12 +264,16 @@ def test_show_gives_plan_context_changes_recap_and_transcript_tail(
     assert f"id          {session}" in lines
     assert "context     41,200 of 200,000 tokens (20.6%), $0.1200" in lines
     assert "recap       all done" in lines
+    assert "turns       1 ended, 0 queued" in lines
     plan = lines.index("plan (1 of 3 done)")
     assert lines[plan + 1 : plan + 4] == ["  [x] Read", "  [>] Fix", "  [ ] Test"]
     files = lines.index("changed files (2, +14 -1)")
     assert lines[files + 1 : files + 3] == ["  M src/app.py  +4 -1", "  A new.py      +10 -0"]
     tail = lines.index("transcript (last 2 of 2 lines)")
     assert lines[tail + 1 :] == ["  user    say all done", "  agent   all done"]
+    info.status, info.queued_turns = m.SessionStatus.WORKING, 2
+    code, out, _ = run(capsys, "show", session)
+    assert "turns       1 ended, 1 running, 2 queued" in out.splitlines()
     code, out, _ = run(capsys, "show", session, "--json", "--lines", "1")
     (shown,) = json_lines(out)
     assert shown["plan"]["done"] == 1
