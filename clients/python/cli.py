@@ -118,13 +118,14 @@ def _session_rows(sessions: Sequence[dict[str, Any]]) -> list[list[str]]:
             s["status"],
             str(s["turns"]),
             s["root"],
-            short(s.get("recap") or s.get("title")),
+            short(s.get("title"), 30) or "-",
+            short(s.get("recap")),
         ]
         for s in sessions
     ]
 
 
-SESSION_HEADERS = ["ID", "AGENT", "STATUS", "TURNS", "ROOT", "RECAP"]
+SESSION_HEADERS = ["ID", "AGENT", "STATUS", "TURNS", "ROOT", "TITLE", "RECAP"]
 
 
 def _process_text(process: dict[str, Any], *, live: bool = False) -> str:
