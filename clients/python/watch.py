@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sessiond.client.aio import AsyncDaemon, AsyncEventStream, StrPath, aconnect
+from sessiond.client.wording import fleet_line, short, show_lines
 from sessiond.protocol.models import (
     Attention,
     Changes,
@@ -43,6 +44,8 @@ from sessiond.protocol.models import (
 KEYS_HELP = "j/k move · n/p next/prev working · enter open · esc back · q quit"
 REDRAW_INTERVAL = 0.1  # at most ten frames a second
 TRANSCRIPT_LINES = 200
+TITLE_WIDTH = 18  # a longer title ends in "…"
+
 STATUS_LABELS = {
     SessionStatus.IDLE: "idle",
     SessionStatus.QUEUED: "queued",
@@ -246,8 +249,6 @@ class WatchModel:
     # ------------------------------------------------------------ text
 
     def header(self) -> str:
-        from sessiond.client.wording import fleet_line
-
         fleet = fleet_line(self.fleet) if self.fleet else f"{len(self.sessions)} open"
         if self.fleet is not None and self.fleet.cost:
             fleet += f" · ${self.fleet.cost:.2f}"
@@ -276,18 +277,20 @@ class WatchModel:
         mark = ">" if info.id == self.selected else " "
         flags = "!" if info.attention else " "
         label = STATUS_LABELS.get(info.status, info.status.value)
+        title = short(info.title, TITLE_WIDTH) or "-"
         return (
-            f"{mark}{flags}{info.id:<8} {info.agent[:10]:<10} {label:<9} {plan:>5} {context:>5} {files:>12}"
-            f"  {last}"
+            f"{mark}{flags}{info.id:<8} {title:<{TITLE_WIDTH}} {info.agent[:10]:<10} {label:<9} {plan:>5} "
+            f"{context:>5} {files:>12}  {last}"
         )
 
-    COLUMNS = f"  {'SESSION':<8} {'AGENT':<10} {'STATUS':<9} {'PLAN':>5} {'CTX':>5} {'FILES':>12}  LAST LINE"
+    COLUMNS = (
+        f"  {'SESSION':<8} {'TITLE':<{TITLE_WIDTH}} {'AGENT':<10} {'STATUS':<9} {'PLAN':>5} {'CTX':>5} "
+        f"{'FILES':>12}  LAST LINE"
+    )
 
     def detail(self, height: int | None = None) -> list[str]:
         """The open session as ``sessiond show`` shows it; within ``height`` lines, the
         transcript keeps its newest lines (the rest can be scrolled to)."""
-        from sessiond.client.wording import show_lines
-
         info = self.sessions.get(self.opened or "")
         if info is None:
             return []

@@ -51,7 +51,7 @@ def model() -> WatchModel:
     model = WatchModel()
     sessions = [
         info("s1"),
-        info("s2", m.SessionStatus.WORKING),
+        info("s2", m.SessionStatus.WORKING, title="Fix the login page flow"),
         info("s3"),
         info("s4", m.SessionStatus.WORKING),
     ]
@@ -73,10 +73,12 @@ def test_the_rows_show_status_plan_context_files_and_the_last_line(model: WatchM
     model.apply(event(m.EventKind.TURN_CHUNK, "s2", text="first line"))
     model.apply(event(m.EventKind.TURN_CHUNK, "s2", text="\nnow this"))
     row = model.row(model.sessions["s2"])
-    assert row.split() == ["s2", "demo", "working", "2/3", "25%", "1", "+3", "-1", "now", "this"]
+    title = ["Fix", "the", "login", "pag…"]  # at most 18 characters
+    assert row.split() == ["s2", *title, "demo", "working", "2/3", "25%", "1", "+3", "-1", "now", "this"]
     model.apply(event(m.EventKind.SESSION_STATUS, "s2", status="needs_you", since=0))
     model.apply(event(m.EventKind.SESSION_ATTENTION, "s2", attention=["needs_you"]))
-    assert model.row(model.sessions["s2"]).startswith(" !s2       demo       NEEDS YOU")
+    assert model.row(model.sessions["s2"]).startswith(" !s2       Fix the login pag… demo       NEEDS YOU")
+    assert model.row(model.sessions["s1"]).split()[:4] == [">", "s1", "-", "demo"]  # selected; no title
     model.apply(event(m.EventKind.TURN_ENDED, "s2", stopReason="end_turn"))
     assert model.sessions["s2"].recap == "first line"
     model.apply(event(m.EventKind.FLEET, None, open=4, working=1, needsYou=1))
@@ -175,7 +177,7 @@ def row_of(screen: str, session: str) -> str:
 
 
 def cells(screen: str, session: str) -> list[str]:
-    """The session's row without its marker, split: id, agent, status, plan, ..."""
+    """The session's row without its marker, split: id, title ("-": none), agent, status, plan, ..."""
     return row_of(screen, session)[2:].split()
 
 
@@ -190,7 +192,7 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             screen = tmux.wait_for(lambda s: "first done" in s)
             assert screen.splitlines()[0].startswith("sessiond watch  0 working · 3 open")
             assert row_of(screen, idle.id).startswith(">")  # the first row is selected
-            assert cells(screen, idle.id)[:4] == [idle.id, "demo", "idle", "1/2"]
+            assert cells(screen, idle.id)[:5] == [idle.id, "-", "demo", "idle", "1/2"]
             script = "plan Look | Fix\nprogress 1 in_progress\nsay looking now\nhang"
             turn = subprocess.Popen(
                 [sys.executable, "-m", "sessiond.client", "send", busy.id, script],
@@ -199,7 +201,7 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
                 stderr=subprocess.DEVNULL,
             )
             screen = tmux.wait_for(lambda s: "looking now" in s)
-            assert cells(screen, busy.id)[2:4] == ["working", "0/2"]
+            assert cells(screen, busy.id)[3:5] == ["working", "0/2"]
             # The header is the fleet summary, sent at most ten times a second: wait for it.
             screen = tmux.wait_for(lambda s: "1 working · 3 open" in s.splitlines()[0])
             tmux.keys("n")  # to the one working session
@@ -214,12 +216,12 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             tmux.run("resize-window", "-t", "watch", "-x", "100", "-y", "20")  # redrawn at the new size
             screen = tmux.wait_for(lambda s: len(s.splitlines()) == 20 and s.startswith("sessiond watch"))
             assert screen.splitlines()[-1].startswith("j/k move")
-            assert cells(screen, busy.id)[2] == "working"
+            assert cells(screen, busy.id)[3] == "working"
             other.send("say the third one spoke")
             tmux.wait_for(lambda s: "the third one spoke" in row_of(s, other.id))
             assert busy.cancel() == 1
             turn.wait(30)
-            tmux.wait_for(lambda s: cells(s, busy.id)[2] == "stopped")
+            tmux.wait_for(lambda s: cells(s, busy.id)[3] == "stopped")
             tmux.wait_for(lambda s: "0 working · 3 open" in s.splitlines()[0])  # the fleet follows
             tmux.keys("q")
             deadline = time.monotonic() + 30
