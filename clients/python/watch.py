@@ -45,6 +45,7 @@ KEYS_HELP = "j/k move · n/p next/prev working · enter open · esc back · q qu
 REDRAW_INTERVAL = 0.1  # at most ten frames a second
 TRANSCRIPT_LINES = 200
 TITLE_WIDTH = 18  # a longer title ends in "…"
+AT_WORK = (SessionStatus.WORKING, SessionStatus.NEEDS_YOU)  # a turn of theirs is on
 
 STATUS_LABELS = {
     SessionStatus.IDLE: "idle",
@@ -84,9 +85,11 @@ class WatchModel:
         self.fleet = snapshot.fleet
         self.head = snapshot.head
         for session in self.sessions.values():
-            self.last_line.setdefault(session.id, session.recap or "")
-            if session.status in (SessionStatus.WORKING, SessionStatus.NEEDS_YOU):
+            if session.status in AT_WORK:
+                self.last_line.setdefault(session.id, "")  # its recap is the last turn's: read its tail
                 self.tails.add(session.id)
+            else:
+                self.last_line.setdefault(session.id, session.recap or "")
         self._keep_selection()
         self.transcript_stale = self.opened is not None
         self.changed = True
@@ -269,7 +272,8 @@ class WatchModel:
         files = "-"
         if info.changes is not None and info.changes.files:
             files = f"{len(info.changes.files)} +{info.changes.added} -{info.changes.removed}"
-        said = self.last_line.get(info.id) or info.recap or ""
+        # A turn at work shows what it has said (or its plan's step), not the last turn's recap.
+        said = self.last_line.get(info.id) or ("" if info.status in AT_WORK else info.recap or "")
         lines = [line for line in said.splitlines() if line.strip()]
         last = " ".join((lines[-1] if lines else "").split())
         if not last and info.plan is not None and info.plan.current:

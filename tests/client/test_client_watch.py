@@ -85,6 +85,33 @@ def test_the_rows_show_status_plan_context_files_and_the_last_line(model: WatchM
     assert model.header() == "sessiond watch  1 working · 1 needs you · 4 open"
 
 
+def test_a_session_at_work_shows_this_turn_not_the_last_ones_recap() -> None:
+    model = WatchModel()
+    working = info("s1", m.SessionStatus.WORKING, recap="the last turn's answer", turns=1)
+    model.load(m.Snapshot(head=100, sessions=[working], fleet=m.Fleet(open=1, working=1)))
+    assert "answer" not in model.row(model.sessions["s1"])
+    assert model.tails == {"s1"}  # read from its transcript instead
+    said = [m.TranscriptLine(n=0, role="agent", text="the last turn's answer")]
+    said.append(m.TranscriptLine(n=1, role="agent", text="looking at the tests"))
+    model.tail("s1", m.Transcript(lines=said, total=2))
+    assert model.row(model.sessions["s1"]).endswith("  looking at the tests")
+    event = Log()
+    model.apply(event(m.EventKind.TURN_CHUNK, "s1", text="\nall green"))
+    model.apply(event(m.EventKind.TURN_ENDED, "s1", stopReason="end_turn"))
+    model.apply(event(m.EventKind.SESSION_STATUS, "s1", status="idle", since=0))
+    assert model.row(model.sessions["s1"]).endswith("  all green")
+    model.apply(event(m.EventKind.TURN_STARTED, "s1"))
+    model.apply(event(m.EventKind.SESSION_STATUS, "s1", status="working", since=0))
+    plan = {
+        "entries": [{"content": "Fix it", "status": "in_progress"}],
+        "done": 0,
+        "total": 1,
+        "current": "Fix it",
+    }
+    model.apply(event(m.EventKind.SESSION_PLAN, "s1", plan=plan))
+    assert model.row(model.sessions["s1"]).endswith("  (Fix it)")  # its step, until it says something
+
+
 def test_sessions_come_and_go_with_their_events(model: WatchModel) -> None:
     event = Log()
     model.apply(event(m.EventKind.SESSION_OPENED, "s5"))
