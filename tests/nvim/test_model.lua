@@ -86,6 +86,23 @@ H.eq("second line", m:session("s3").lastLine, "last line while streaming")
 m:apply(event("turn.ended", "s3", { stopReason = "end_turn" }, { turn = "t1" }))
 H.eq(1, m:session("s3").turns, "turns counted")
 
+-- The next turn: the panel shows what this one says (or its plan's step), not the last one's line.
+local panel = require("sessiond.panel")
+m:session("s3").recap = "second line"
+m:apply(event("turn.started", "s3", {}, { turn = "t2" }))
+H.eq(nil, m:session("s3").lastLine, "a new turn starts without the last one's line")
+local row = panel.session_line(m:session("s3"), 0, m)
+H.eq(nil, row:find("second line", 1, true), "the last turn's line in a working row: " .. row)
+m:apply(event("session.plan", "s3", {
+  plan = { entries = { { content = "b", status = "in_progress" } }, done = 0, total = 1, current = "b" },
+}))
+row = panel.session_line(m:session("s3"), 0, m)
+H.eq("(b)", row:match("%(b%)$"), "its plan's step until it says something: " .. row)
+m:apply(event("turn.chunk", "s3", { text = "third" }, { turn = "t2" }))
+row = panel.session_line(m:session("s3"), 0, m)
+H.eq("third", row:match("third$"), "then what it says: " .. row)
+m:apply(event("turn.ended", "s3", { stopReason = "end_turn" }, { turn = "t2" }))
+
 -- Stepping among working sessions, in creation order, wrapping.
 m:apply(event("session.status", "s10", { status = "working" }))
 local function step(from, dir)

@@ -183,6 +183,7 @@ local session_handlers = {
     info.queuedTurns = math.max((info.queuedTurns or 1) - 1, 0)
     info.turn = event.turn
     info._partial = nil
+    info.lastLine = nil -- the last turn's line is not this one's
   end,
   ["turn.chunk"] = function(info, event)
     feed_last_line(info, event.data.text or "")
