@@ -368,6 +368,7 @@ class _Feed:
         self.head: int | None = None  # the newest seq when it first subscribed
         # The state as of the subscription (when asked for with `snapshot`), replaced by each resync.
         self.snapshot: Snapshot | None = None
+        self.closed = False  # closed by its owner: a reader waiting in get() gets None and stops
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -398,12 +399,17 @@ class _Feed:
         await self._subscribe(self._start)
 
     async def close(self) -> None:
-        """Unsubscribe, if subscribed."""
+        """Unsubscribe, if subscribed; a reader waiting for the next event is woken, and ends."""
+        if not self.closed:
+            self.closed = True
+            self.inbox.wake()
         await self._unsubscribe()
 
     @property
     def ended(self) -> bool:
-        """With ``until_head``: whether every matching event up to the head has been handed out."""
+        """Closed; or with ``until_head``, every matching event up to the head handed out."""
+        if self.closed:
+            return True
         if not self._until_head or not self._opened:
             return False
         if self._until is None:
@@ -480,11 +486,13 @@ class _AsyncStream:
 
     Prefer ``async with`` (or ``contextlib.aclosing``): it closes the stream at
     once when the loop is left early. Otherwise the stream is closed when it
-    is garbage-collected.
+    is garbage-collected. Closed from another task, it ends the read under way
+    in the task iterating it.
     """
 
     def __init__(self) -> None:
         self._items: AsyncGenerator[Event, None] = self._run()
+        self._stepping = False  # a task is inside a step (awaiting the next event)
 
     def _run(self) -> AsyncGenerator[Event, None]:
         raise NotImplementedError
@@ -493,12 +501,20 @@ class _AsyncStream:
         return self
 
     async def __anext__(self) -> Event:
-        return await self._items.__anext__()
+        self._stepping = True
+        try:
+            return await self._items.__anext__()
+        finally:
+            self._stepping = False
 
     async def _open(self) -> None:
         """Start the stream's work ahead of the first step (``async with`` calls it)."""
 
     async def aclose(self) -> None:
+        if self._stepping:
+            # Another task is inside a step (a reader being cancelled, or waiting for the next
+            # event): the generator cannot be closed under it; closing the feed ends that step.
+            return
         await self._items.aclose()
 
     async def __aenter__(self) -> Self:
@@ -575,6 +591,7 @@ class AsyncTurnStream(_AsyncStream):
         self._prompt = prompt
         self._turn_id = _new_turn_id()
         self._reply: Reply | None = None
+        self._feed = _Feed(session._daemon, {"sessions": [session.id]})
         super().__init__()
 
     @property
@@ -591,10 +608,16 @@ class AsyncTurnStream(_AsyncStream):
         """The turn's answer, once the iteration has ended; None before, or if it failed."""
         return self._reply
 
+    async def aclose(self) -> None:
+        try:
+            await super().aclose()
+        finally:
+            await self._feed.close()  # ends a step another task waits in (and cancels the turn)
+
     async def _run(self) -> AsyncGenerator[Event, None]:
         session, daemon = self._session, self._session._daemon
         # Subscribe before prompting, so no event of the turn can be missed.
-        async with _Feed(daemon, {"sessions": [session.id]}) as feed:
+        async with self._feed as feed:
             prompt = asyncio.ensure_future(
                 daemon._call(
                     m.SESSION_PROMPT,
@@ -610,6 +633,8 @@ class AsyncTurnStream(_AsyncStream):
                 loop = asyncio.get_running_loop()
                 grace_until: float | None = None
                 while True:
+                    if feed.closed:
+                        return  # closed by another task while a step waited: the turn is cancelled
                     if prompt.done():
                         if prompt.cancelled() or prompt.exception() is not None or feed.gapped:
                             break  # failed; or ended, and its last events may have been superseded

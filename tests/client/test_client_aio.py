@@ -23,7 +23,7 @@ from sessiond.client import (
 )
 from sessiond.protocol import methods
 from sessiond.protocol.errors import ErrorCode
-from sessiond.protocol.models import EventKind, SessionStatus
+from sessiond.protocol.models import Event, EventKind, SessionStatus
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -283,6 +283,44 @@ async def test_the_daemons_own_requests_are_answered(fake: FakeDaemon, daemon: A
     created, unknown = fake.client_answers
     assert created["result"] is None
     assert unknown["error"]["code"] == ErrorCode.METHOD_NOT_FOUND
+
+
+async def test_a_stream_closed_while_another_task_reads_it_ends_that_read(
+    fake: FakeDaemon, daemon: AsyncDaemon
+) -> None:
+    """A reader waiting for the next event while its stream is closed (or cancelled, the stream
+    left at once) ends; closing does not fail with "asynchronous generator is already running"."""
+    session = await (await daemon.agent()).session("/")
+
+    async def read(stream: AsyncIterator[Event]) -> list[EventKind]:
+        return [event.kind async for event in stream]
+
+    async with daemon.events(sessions=[session.id]) as events:
+        reader = asyncio.create_task(read(events))
+        await session.asend("say one")
+        await fake.await_for(lambda: len(fake.params_of("events/subscribe")) == 1)
+        await asyncio.sleep(0)  # (the reader is inside a step, waiting)
+        await events.aclose()
+        kinds = await asyncio.wait_for(reader, 30)
+    assert EventKind.TURN_ENDED in kinds
+    assert len(fake.params_of("events/unsubscribe")) == 1
+
+    async with daemon.events(sessions=[session.id]) as events:
+        reader = asyncio.create_task(read(events))
+        await asyncio.sleep(0)
+        reader.cancel()  # and the stream is left before the reader has seen its cancellation
+    with pytest.raises(asyncio.CancelledError):
+        await reader
+    await fake.await_for(lambda: len(fake.params_of("events/unsubscribe")) == 2)
+
+    stream = session.astream("hang")
+    reader = asyncio.create_task(read(stream))
+    await fake.await_for(lambda: fake.running("hang"))
+    await stream.aclose()  # closing a turn's stream cancels the turn, whoever reads it
+    await asyncio.wait_for(reader, 30)
+    assert stream.reply is None
+    assert fake.params_of("session/cancel") == [{"session": session.id, "turnId": stream.turn_id}]
+    await fake.await_for(lambda: not fake.running("hang"))
 
 
 async def test_events_arriving_before_their_subscription_is_answered_are_kept(
