@@ -339,6 +339,10 @@ class Link:
             error["data"] = data
         self.send_raw({"jsonrpc": "2.0", "id": msg_id, "error": error})
 
+    def send_result(self, msg_id: Any, result: bytes) -> None:
+        """Answer a request with its result, already JSON text."""
+        self.write_body(b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (json.dumps(msg_id).encode(), result))
+
     def send_raw(self, payload: dict[str, Any]) -> None:
         self.write_body(json.dumps(payload).encode())
 

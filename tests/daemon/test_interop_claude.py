@@ -94,7 +94,7 @@ async def claude(
         await agent.aremove()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10, what: str = "") -> None:
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30, what: str = "") -> None:
     """State events are throttled: poll until `check` holds."""
     deadline = time.monotonic() + timeout
     while not await check():
