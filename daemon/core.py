@@ -76,7 +76,14 @@ log = logging.getLogger("sessiond.core")
 # How long an agent has to end a turn after being told to cancel it, before
 # the daemon stops waiting and ends the turn as cancelled anyway.
 CANCEL_GRACE = 10.0
-INTERRUPTED = "interrupted: the daemon stopped while this turn was running; send it again"
+# How a turn that a stop cut off ended: one that ran may have done part of its work already.
+INTERRUPTED = (
+    "interrupted: the daemon stopped while this turn was running; the agent may have done part of "
+    "it: look at the session's changed files, then send it again"
+)
+INTERRUPTED_QUEUED = (
+    "interrupted: the daemon stopped before this turn reached the agent; none of it ran: send it again"
+)
 
 
 def _now() -> float:
@@ -195,14 +202,17 @@ class Core:
         # Turns a stop cut off, and their sessions: marked here in memory; stored, with the
         # events that tell of them, by `announce_interrupted` before any client is served.
         self._cut_off_turns = [
-            (row["id"], row["session"])
+            (row["id"], row["session"], INTERRUPTED if row["state"] == "running" else INTERRUPTED_QUEUED)
             for row in self.store.query(
-                "SELECT id, session FROM turns WHERE state IN ('queued', 'running') ORDER BY queued_at"
+                "SELECT id, session, state FROM turns WHERE state IN ('queued', 'running') ORDER BY queued_at"
             )
         ]
         self._cut_off_sessions: list[SessionRecord] = []
         self._cut_off_at = now
-        cut_off = {session for _, session in self._cut_off_turns}
+        cut_off: dict[str, str] = {}  # session -> how its turns ended: as the one that ran, if one did
+        for _, session_id, error in self._cut_off_turns:
+            if cut_off.get(session_id) != INTERRUPTED:
+                cut_off[session_id] = error
         # Only the sessions with something to show are read now (not idle or closed, or cut off);
         # `feed.load` reads those with a plan, usage or changes stored; the rest on first need.
         busy = [s.value for s in SessionStatus if s not in (SessionStatus.IDLE, SessionStatus.CLOSED)]
@@ -216,7 +226,7 @@ class Core:
                 SessionStatus.NEEDS_YOU,
             ):
                 record.last_outcome = Outcome.FAILED
-                record.last_error = INTERRUPTED
+                record.last_error = cut_off.get(record.id, INTERRUPTED)
                 record.status = SessionStatus.FAILED
                 record.status_since = now
                 self._cut_off_sessions.append(record)
@@ -250,7 +260,7 @@ class Core:
         if not turns and not sessions:
             return
         # Events first: the log's flush, queued before the rows' commit, commits the rows with them.
-        for turn_id, session_id in turns:
+        for turn_id, session_id, error in turns:
             record = self.sessions.get(session_id)
             self.events.emit(
                 EventKind.TURN_ENDED,
@@ -258,7 +268,7 @@ class Core:
                 session=session_id,
                 turn=turn_id,
                 outcome=m.TurnOutcome.INTERRUPTED.value,
-                error=INTERRUPTED,
+                error=error,
             )
         for record in sessions:
             self.events.emit(
@@ -272,7 +282,7 @@ class Core:
             self.store.write(
                 st.executemany(
                     "UPDATE turns SET state='interrupted', error=?, ended_at=? WHERE id=?",
-                    [(INTERRUPTED, self._cut_off_at, turn_id) for turn_id, _ in turns],
+                    [(error, self._cut_off_at, turn_id) for turn_id, _, error in turns],
                 ),
                 wait=False,
             )

@@ -44,24 +44,32 @@ async def test_a_turn_cut_off_by_a_kill_ends_as_interrupted_once_the_daemon_is_b
         busy = await agent.session(work, title="busy")
         async with client.events() as events:
             turn = asyncio.create_task(busy.asend("hang"))
-            # Started, working, and opened at the agent (what it offers the session is told):
-            # the kill comes after all three, in whatever order they came.
+            # Started, working, and opened at the agent (what it offers the session is told),
+            # and a second turn queued behind it: the kill comes after all four, in whatever
+            # order they came.
             seen: dict[str, Event] = {}
+            behind: asyncio.Task[object] | None = None
             async with asyncio.timeout(TIMEOUT):
                 async for event in events:
                     if event.session != busy.id or event.kind in seen:
                         continue
-                    if event.kind in ("turn.started", "session.controls") or (
+                    if event.kind == "turn.started":
+                        behind = asyncio.create_task(busy.asend("say never reached"))
+                    if event.kind == "turn.queued" and behind is None:
+                        continue  # (the first turn's)
+                    if event.kind in ("turn.started", "turn.queued", "session.controls") or (
                         event.kind == "session.status" and event.data["status"] == "working"
                     ):
                         seen[event.kind] = event
-                    if len(seen) == 3:
+                    if len(seen) == 4:
                         break
-            started = seen["turn.started"]
+            started, queued = seen["turn.started"], seen["turn.queued"]
             last_seen = max(event.seq for event in seen.values())
             await asyncio.to_thread(daemon.stop, signal.SIGKILL)
-        turn.cancel()
-        await asyncio.gather(turn, return_exceptions=True)
+        for task in (turn, behind):
+            assert task is not None
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     daemon.start()
     # Stored and committed before the daemon said it serves (it listens only after).
@@ -72,6 +80,7 @@ async def test_a_turn_cut_off_by_a_kill_ends_as_interrupted_once_the_daemon_is_b
     db.close()
     assert [(k, s, t) for _, k, s, t in stored] == [
         ("turn.ended", busy.id, started.turn),
+        ("turn.ended", busy.id, queued.turn),
         ("session.status", busy.id, None),
     ]
 
@@ -79,14 +88,18 @@ async def test_a_turn_cut_off_by_a_kill_ends_as_interrupted_once_the_daemon_is_b
         after = await replay(client, last_seen)
         ended = [e for e in after if e.kind == "turn.ended"]
         statuses = [e for e in after if e.kind == "session.status"]
-        assert [(e.session, e.turn) for e in ended] == [(busy.id, started.turn)]
+        assert [(e.session, e.turn) for e in ended] == [(busy.id, started.turn), (busy.id, queued.turn)]
         assert ended[0].agent == "demo"
-        assert ended[0].data["outcome"] == "interrupted"
+        assert [e.data["outcome"] for e in ended] == ["interrupted", "interrupted"]
+        # The one that ran may have done part of its work; the one behind it never reached the agent.
         assert "the daemon stopped while this turn was running" in ended[0].data["error"]
+        assert "may have done part of it" in ended[0].data["error"]
+        assert "before this turn reached the agent; none of it ran" in ended[1].data["error"]
         assert [(e.session, e.data["status"]) for e in statuses] == [(busy.id, "failed")]
         assert ended[0].seq < statuses[0].seq
         info = await (await client.session(busy.id)).aget()
         assert info.status == "failed"
+        assert "may have done part of it" in str(info.last_error)
         assert (await (await client.session(idle.id)).aget()).status == "idle"
         head = (await client.status()).head
 
