@@ -61,7 +61,7 @@ class AgentHost:
         activity: Activity,
         request_permission: RequestPermission,
         may_write: Callable[[SessionRecord], bool],
-        watched: Callable[[], bool] = lambda: False,
+        watched: Callable[[], bool],
     ) -> None:
         self._agent = agent
         self.watched = watched

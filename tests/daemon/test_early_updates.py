@@ -33,6 +33,7 @@ def _host(sessions: dict[tuple[str, str], SessionRecord], heard: _Heard) -> Agen
         activity=heard,  # type: ignore[arg-type]  # (only on_update is heard here)
         request_permission=ask,
         may_write=lambda session: True,
+        watched=lambda: False,
     )
 
 
