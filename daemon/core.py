@@ -22,7 +22,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -180,8 +180,12 @@ class Core:
 
     # ================================================================ start-up
 
-    def load(self, builtin: list[m.AgentSpec], configured: list[m.AgentSpec]) -> None:
-        """Read agents and sessions back from the store; mark turns cut off by a stop as interrupted."""
+    def load(
+        self, builtin: list[m.AgentSpec], configured: list[m.AgentSpec], counts: Sequence[sqlite3.Row]
+    ) -> None:
+        """Read agents and sessions back from the store; mark turns cut off by a stop as interrupted.
+        `counts`: every stored session counted by status and agent (`store.session_counts`), read
+        before this on a thread of its own, where SQLite's work overlaps the daemon's imports."""
         now = _now()
         for row in self.store.query("SELECT spec FROM agents ORDER BY created_at"):
             spec = m.AgentSpec.model_validate_json(row["spec"])
@@ -232,11 +236,6 @@ class Core:
                 self._cut_off_sessions.append(record)
         for row in self.store.query("SELECT COALESCE(MAX(ordinal), 0) AS last FROM sessions"):
             self._next_ordinal = row["last"] + 1
-        # One pass over an index (status, agent, turns), not the table: the counts of every session.
-        counts = self.store.query(
-            "SELECT status, agent, COUNT(*) AS n, COALESCE(SUM(turns), 0) AS turns FROM sessions "
-            "GROUP BY status, agent"
-        )
         for row in counts:
             if row["status"] != SessionStatus.CLOSED.value and row["agent"] in self.agents:
                 self.agents[row["agent"]].open_sessions += row["n"]

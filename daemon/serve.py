@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 # SDK and asyncssh on the first turn, MCP session or ssh placement.
 from sessiond.daemon import long_lived
 from sessiond.daemon.door import Door
-from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, trouble_of
+from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, session_counts, trouble_of
 from sessiond.daemon.wire import Limits
 from sessiond.protocol import paths
 from sessiond.protocol.version import VERSION
@@ -285,6 +285,9 @@ async def _serve(
         if log.isEnabledFor(logging.DEBUG):
             absent = [name for name in AFTER_THE_FIRST_ANSWER if name not in sys.modules]
             log.debug("answering initialize without %s", ", ".join(absent) or "-")
+        # Counting the stored sessions is SQLite's work, done with the GIL let go: on a thread of
+        # its own it runs beside the imports (on another core) rather than after them.
+        counting = asyncio.ensure_future(store.read(session_counts))
         await asyncio.to_thread(_load_behind_the_door)
         from sessiond.daemon.around import Around
         from sessiond.daemon.core import Core
@@ -295,9 +298,10 @@ async def _serve(
         from sessiond.daemon.tasks import TaskBook
 
         try:
+            counts = await counting
             events = EventLog(store)
             core = Core(store, events, state_dir=state_dir, version=door.version, state_rate=state_rate)
-            core.load([demo_spec(state_dir)], configured)
+            core.load([demo_spec(state_dir)], configured, counts)
             # The edges over the core: a session's own tools (the server's handlers and the MCP
             # endpoint both call them), and the endpoint, made by Around on first need.
             core.around = Around(
