@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import importlib
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from sessiond.daemon import importer
 from sessiond.daemon import store as st
 from sessiond.daemon.agent_host import AgentHost
 from sessiond.daemon.agent_spawn import kill, ray_request, spawn_agent
@@ -479,21 +479,21 @@ class Core:
             self.events.emit(
                 EventKind.AGENT_PROCESS, agent=spec.name, state="starting", **_index(runtime, slot)
             )
-            # The agent's process is started first, then the ACP SDK imported (on first need) while
-            # it starts up: the two take most of a first turn, and overlap here. (Not in a thread:
-            # two threads importing packages that share modules can meet half-imported ones.)
+            # The agent's process is started first, then the ACP SDK loaded (on first need) while
+            # it starts up: the two take most of a first turn, and overlap here. The SDK is
+            # imported on the importer's thread: other clients are answered meanwhile.
             host = self._host(spec.name)
             environment, log_path = host.child_environment(spec.env), self._log_path(spec.name)
             try:
                 if spec.options.runner == "ray":  # (imports Ray: only an agent that runs there does)
-                    on_ray = importlib.import_module(RAY_RUNNER).spawn_on_ray
+                    on_ray = (await importer.load(RAY_RUNNER)).spawn_on_ray
                     spawned = await on_ray(spec.name, spec.command, environment, log_path, spec.options.ray)
                 else:
                     spawned = await spawn_agent(spec.name, spec.command, environment, log_path)
             except AgentExited as exc:
                 return self._crashed(runtime, slot, exc)
             try:
-                agent_process: type[AgentProcess] = importlib.import_module(ACP_BACKEND).AgentProcess
+                agent_process: type[AgentProcess] = (await importer.load(ACP_BACKEND)).AgentProcess
             except BaseException:
                 kill(spawned.proc)  # nothing will speak to it
                 raise

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sessiond.daemon import long_lived
+from sessiond.daemon import importer, long_lived
 
 if TYPE_CHECKING:
     from sessiond.daemon.session_tools import SessionTools
@@ -76,9 +75,9 @@ class McpEndpoint:
         return address
 
     async def _start(self, listener: socket.socket) -> None:
-        await asyncio.sleep(0)  # its caller goes on first (to send the agent its initialize)
-        # Imported here, in the loop: while the agent starts up, not while anything waits on it.
-        app: Any = importlib.import_module("sessiond.daemon.mcp_app")
+        # Loaded while the agent starts up, on the importer's thread (after the ACP SDK, which
+        # the agent's first session needs sooner).
+        app: Any = await importer.load("sessiond.daemon.mcp_app")
         server = app.build(self._tools, self._session_of_token, PATH, STOP_GRACE)
         self._server = server
         self._task = asyncio.create_task(server.serve(sockets=[listener]), name="mcp-endpoint")

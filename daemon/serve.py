@@ -14,6 +14,7 @@ import signal
 import socket as socketlib
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 # models) loads on a thread once the socket is bound and the door answers; pygls and lsprotocol
 # when the first client that takes progress or answers permissions comes; the ACP SDK, the MCP
 # SDK and asyncssh on the first turn, MCP session or ssh placement.
-from sessiond.daemon import long_lived
+from sessiond.daemon import importer, long_lived
 from sessiond.daemon.door import Door
 from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, session_counts, trouble_of
 from sessiond.daemon.wire import Limits
@@ -85,13 +86,6 @@ def _endpoint_maker(tools: Callable[[], SessionTools]) -> MakeEndpoint:
     return make
 
 
-def _load_behind_the_door() -> None:
-    import importlib
-
-    for name in BEHIND_THE_DOOR:
-        importlib.import_module(name)
-
-
 def _say_when_loaded(names: tuple[str, ...]) -> None:
     pending = set(names)
 
@@ -102,7 +96,7 @@ def _say_when_loaded(names: tuple[str, ...]) -> None:
         for name in (module.partition(".")[0], module):
             if name in pending:
                 pending.discard(name)
-                log.debug("loading %s (first needed now)", name)
+                log.debug("loading %s (first needed now, on %s)", name, threading.current_thread().name)
 
     sys.addaudithook(hook)
 
@@ -288,7 +282,8 @@ async def _serve(
         # Counting the stored sessions is SQLite's work, done with the GIL let go: on a thread of
         # its own it runs beside the imports (on another core) rather than after them.
         counting = asyncio.ensure_future(store.read(session_counts))
-        await asyncio.to_thread(_load_behind_the_door)
+        for name in BEHIND_THE_DOOR:
+            await importer.load(name)
         from sessiond.daemon.around import Around
         from sessiond.daemon.core import Core
         from sessiond.daemon.events import EventLog

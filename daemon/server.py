@@ -17,11 +17,9 @@ import asyncio
 import contextvars
 import gc
 import hmac
-import importlib
 import json
 import logging
 import os
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from sessiond.daemon import gate, long_lived, wire
+from sessiond.daemon import gate, importer, long_lived, wire
 from sessiond.daemon.door import Door, Link
 from sessiond.daemon.events import Event, EventLog, Filter, Subscriber, SubscriberOverflow
 from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord
@@ -682,14 +680,7 @@ assert not _missing, f"methods without a handler: {_missing}"
 RUNNERS = {method: _runner(METHODS[method].params, handler) for method, handler in HANDLERS.items()}
 
 
-def _import_lsp_outbound() -> None:
-    started = time.perf_counter()
-    importlib.import_module(LSP_OUTBOUND)
-    took = time.perf_counter() - started
-    log.debug("loaded pygls and lsprotocol, for progress and requests to clients (%.2f s)", took)
-
-
-def _settle_once_loaded(loading: asyncio.Future[None]) -> None:
+def _settle_once_loaded(loading: asyncio.Future[Any]) -> None:
     if not loading.cancelled() and (exc := loading.exception()) is not None:
         log.error(
             "pygls did not load (%s): turns are not reported as progress and no permission is "
@@ -723,7 +714,7 @@ class DaemonServer:
         self.started_at = 0.0
         self.on_stop: Callable[[], None] | None = None  # begins the daemon's orderly stop (serve.py)
         self._closed_since_collection = 0
-        self._lsp_loading: asyncio.Future[None] | None = None
+        self._lsp_loading: asyncio.Future[Any] | None = None
         core.permissions.listeners.append(self._forward_permission)
 
     @property
@@ -767,12 +758,13 @@ class DaemonServer:
                     loop.call_soon(conn.ask_permission, pending, session)
         return conn
 
-    def load_lsp(self) -> asyncio.Future[None]:
-        """Import pygls and lsprotocol (`lsp_outbound.py`) on a thread, once: as the first client
-        that will need them initializes (an editor, before its first turn), or on first need.
-        A script's or the command line's turns never wait for them, nor share the GIL with them."""
+    def load_lsp(self) -> asyncio.Future[Any]:
+        """Import pygls and lsprotocol (`lsp_outbound.py`) on the importer's thread, once: as the
+        first client that will need them initializes (an editor, before its first turn), or on
+        first need. A script's or the command line's turns never wait for them, nor share the GIL
+        with them."""
         if self._lsp_loading is None:
-            self._lsp_loading = asyncio.ensure_future(asyncio.to_thread(_import_lsp_outbound))
+            self._lsp_loading = asyncio.ensure_future(importer.load(LSP_OUTBOUND))
             self._lsp_loading.add_done_callback(_settle_once_loaded)
         return self._lsp_loading
 

@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "agent_types",
                     "agents_config",
                     "long_lived",
+                    "importer",
                     "corked",
                     "mcp_tools",
                     "session_mcp",
@@ -154,13 +155,17 @@ def _string_constants(tree: ast.Module) -> dict[str, str]:
 
 
 def _imported_by_call(node: ast.AST, constants: dict[str, str]) -> str | None:
-    """The module an `importlib.import_module(...)` call loads, when its argument is a string or
-    a module constant holding one (a lazy import is an import all the same)."""
+    """The module an `importlib.import_module(...)` or `importer.load(...)` call loads, when its
+    argument is a string or a module constant holding one (a lazy import is an import all the
+    same)."""
     if not (isinstance(node, ast.Call) and node.args):
         return None
     func = node.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-    if name != "import_module":
+    loads = (
+        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "importer"
+    )
+    if name != "import_module" and not (name == "load" and loads):
         return None
     arg = node.args[0]
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
@@ -289,24 +294,47 @@ def test_every_module_of_the_daemon_and_the_protocol_has_a_layer() -> None:
 
 def test_an_import_by_importlib_counts_like_any_other(tmp_path: Path) -> None:
     """A lazy import named by a string, or by a module constant holding one, is seen: a climb
-    hidden in `importlib.import_module` fails the test as a plain import would."""
+    hidden in `importlib.import_module` or `importer.load` fails the test as a plain import would."""
     (tmp_path / "protocol").mkdir()
     (tmp_path / "protocol" / "__init__.py").write_text(
         'import importlib\nSERVER = "sessiond.daemon.server"\n'
-        "def late():\n"
-        "    return importlib.import_module(SERVER), importlib.import_module('sessiond.daemon.core')\n"
+        "from sessiond.daemon import importer\n"
+        "async def late():\n"
+        "    importlib.import_module(SERVER), importlib.import_module('sessiond.daemon.core')\n"
+        "    await importer.load('sessiond.daemon.serve')\n"
     )
     (tmp_path / "daemon").mkdir()
-    for name in ("__init__", "server", "core"):
+    for name in ("__init__", "server", "core", "serve", "importer"):
         (tmp_path / "daemon" / f"{name}.py").write_text("")
     found = {(i.importer, i.imported) for i in climbs(imports(tmp_path))}
     up = "sessiond.protocol"
-    assert found == {(up, "sessiond.daemon.server"), (up, "sessiond.daemon.core")}
+    assert found == {
+        (up, "sessiond.daemon.server"),
+        (up, "sessiond.daemon.core"),
+        (up, "sessiond.daemon.serve"),
+        (up, "sessiond.daemon.importer"),  # (the plain import of it)
+    }
 
 
 def test_no_import_climbs_a_layer() -> None:
     bad = climbs(imports(ROOT))
     assert not bad, "imports that climb a layer:\n" + "\n".join(describe_climb(i, ROOT) for i in bad)
+
+
+def test_the_daemon_loads_late_on_the_importers_thread_alone() -> None:
+    """What the daemon imports by name, on first need, goes through `importer.load`: imported on
+    the loop's thread it held every client up (a first turn's SDK, two seconds)."""
+    daemon = [(name, path) for name, path in module_paths(ROOT).items() if name.startswith(D)]
+    bad = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for name, path in daemon
+        if name != D + "importer"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute | ast.Name)
+        and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+    ]
+    assert not bad, f"use `await importer.load(name)` instead of importlib.import_module at {bad}"
 
 
 def test_the_collaborators_import_none_of_each_other() -> None:

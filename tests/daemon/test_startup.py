@@ -77,7 +77,8 @@ async def test_a_daemon_loads_the_acp_sdk_on_its_first_turn_and_not_before(
             assert _loaded(daemon) == set(), daemon.stderr
             reply = await session.asend("say hi")
             assert reply.text.startswith("hi")
-            daemon.wait_for_line("DEBUG loading acp ")
+            # On the importer's thread: the loop answered other clients meanwhile.
+            assert "on sessiond-importer" in daemon.wait_for_line("DEBUG loading acp ")
             # No ssh, worktree, sandbox or container session was asked for.
             assert _loaded(daemon).isdisjoint(["asyncssh", *PLACEMENTS]), _loaded(daemon)
     finally:
@@ -110,7 +111,8 @@ async def test_an_editors_first_turn_as_the_daemon_begins_serving_is_reported_as
         assert [p["value"]["kind"] for p in progress] == ["begin", "report", "end"]
         assert progress[1]["value"]["message"] == "hi"
         assert progress[0]["token"] == f"sessiond-{result['turnId']}"
-        daemon.wait_for_line("DEBUG loaded pygls and lsprotocol, for progress and requests to clients")
+        assert "on sessiond-importer" in daemon.wait_for_line("DEBUG loading pygls ")
+        daemon.wait_for_line("DEBUG loaded sessiond.daemon.lsp_outbound (")
         await editor.close()
     finally:
         assert daemon.stop() == 0
