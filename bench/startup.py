@@ -157,19 +157,39 @@ def relay_first_answer(home: Path) -> float:
     return elapsed
 
 
-def daemon_first_turn(home: Path) -> float:
+def daemon_first_turn(home: Path) -> tuple[float, float]:
     """A fresh daemon, serving: its first demo turn, from the prompt to the answer (the agent's
-    process started, the ACP SDK and the MCP endpoint brought up on the way)."""
+    process started, the ACP SDK and the MCP endpoint brought up on the way); and the longest
+    another client waited meanwhile for `fleet/summary`, asked again 10 ms after each answer."""
     from sessiond.client import aconnect
 
     running = Daemon(home=home).start()
 
-    async def turn() -> float:
-        async with aconnect(running.socket, start=False) as client:
+    async def turn() -> tuple[float, float]:
+        async with (
+            aconnect(running.socket, start=False) as client,
+            aconnect(running.socket, start=False) as other,
+        ):
             session = await (await client.agent("demo")).session(home)
+            await other.fleet()
+            waits: list[float] = []
+            answered = asyncio.Event()
+
+            async def ask_on() -> None:
+                while not answered.is_set():
+                    asked = time.perf_counter()
+                    await other.fleet()
+                    waits.append(time.perf_counter() - asked)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(answered.wait(), 0.01)
+
+            asking = asyncio.ensure_future(ask_on())
             started = time.perf_counter()
             await session.asend("say hello")
-            return time.perf_counter() - started
+            took = time.perf_counter() - started
+            answered.set()
+            await asking
+            return took, max(waits)
 
     try:
         return asyncio.run(turn())
@@ -230,6 +250,7 @@ def spawn_rows(rounds: int) -> list[Row]:
             "send",
             "agent",
             "turn",
+            "held",
         )
         times: dict[str, list[float]] = {k: [] for k in kinds}
         for _ in range(rounds):
@@ -252,7 +273,9 @@ def spawn_rows(rounds: int) -> list[Row]:
             times["agent"].append(agent_first_turn(fresh))
             shutil.rmtree(fresh, ignore_errors=True)
             fresh = _home()
-            times["turn"].append(daemon_first_turn(fresh))
+            took, longest = daemon_first_turn(fresh)
+            times["turn"].append(took)
+            times["held"].append(longest)
             shutil.rmtree(fresh, ignore_errors=True)
     finally:
         running.stop()
@@ -295,6 +318,12 @@ def spawn_rows(rounds: int) -> list[Row]:
             times["turn"],
             times["agent"],
             base_name="the agent alone",
+        ),
+        _ratio_row(
+            "another client's longest wait for fleet/summary during that first turn",
+            times["held"],
+            times["turn"],
+            base_name="the first turn",
         ),
     ]
 
