@@ -39,6 +39,7 @@ from sessiond.daemon.insight import ending_lines, recap_of
 from sessiond.daemon.insight_feed import InsightFeed
 from sessiond.daemon.merging import Merging
 from sessiond.daemon.permissions import Permissions
+from sessiond.daemon.placements import MODULES as PLACEMENT_MODULES
 from sessiond.daemon.placements import (
     PlacementError,
     PlacementOptions,
@@ -1160,6 +1161,8 @@ class Core:
         self, params: m.SessionPromptParams, listener: Callable[[str, dict[str, Any]], None] | None = None
     ) -> m.TurnResult:
         session = self.get_session(params.session)
+        if session.runtime is None and (module := PLACEMENT_MODULES.get(session.placement)):
+            await importer.load(module)  # (`runtime_of` makes the placement, on the loop's thread)
         if session.closed:
             raise RpcError(
                 ErrorCode.SESSION_CLOSED,

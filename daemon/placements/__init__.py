@@ -4,13 +4,15 @@ The core makes one placement per session (`make_placement`), checks it when
 the session is opened (`validate_placement`), prepares it before a turn,
 routes the agent's fs and terminal calls to it, and closes it with the
 session. See base.py for the interface. Each kind but `here` is imported when
-a session first asks for it: a daemon whose sessions work here loads none.
+a session first asks for it (on the importer's thread, `MODULES`): a daemon
+whose sessions work here loads none.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sessiond.daemon import importer
 from sessiond.daemon.placements.base import (
     KINDS,
     PathOutsideRoot,
@@ -28,6 +30,7 @@ if TYPE_CHECKING:  # each loads with the first session that works in one
 
 __all__ = [
     "KINDS",
+    "MODULES",
     "PathOutsideRoot",
     "Placement",
     "PlacementError",
@@ -38,6 +41,16 @@ __all__ = [
     "make_placement",
     "validate_placement",
 ]
+
+
+# The module of each kind but `here`, imported on the importer's thread when a session is first
+# opened with it, or first prompted after a restart (ssh's brings asyncssh, ~0.2 s).
+MODULES = {
+    "worktree": "sessiond.daemon.placements.worktree",
+    "ssh": "sessiond.daemon.placements.ssh",
+    "sandbox": "sessiond.daemon.placements.sandbox",
+    "container": "sessiond.daemon.placements.container",
+}
 
 
 def make_placement(
@@ -64,7 +77,7 @@ def make_placement(
 
         return WorktreePlacement(root=root, session_id=session_id, options=options)
     if kind == "ssh":
-        # asyncssh (and its cryptography) costs ~0.2 s at daemon start.
+        # asyncssh (and its cryptography) costs ~0.2 s to import: not at daemon start.
         from sessiond.daemon.placements.ssh import SshPlacement
 
         return SshPlacement(root=root, session_id=session_id, options=options)
@@ -96,6 +109,8 @@ async def validate_placement(kind: str, *, root: str, options: PlacementOptions)
         if options.checkout_dir is not None:
             check_checkout_dir(options.checkout_dir)
         return
+    if kind in MODULES:
+        await importer.load(MODULES[kind])  # before make_placement imports it on the loop's thread
     make_placement(kind, root=root, session_id="validate", options=options)
     if kind == "worktree":
         from sessiond.daemon.placements.worktree import validate as validate_worktree

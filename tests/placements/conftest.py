@@ -34,6 +34,18 @@ async def client() -> AsyncIterator[AsyncDaemon]:
 
 
 @pytest.fixture
+def debug_daemon(monkeypatch: pytest.MonkeyPatch) -> Iterator[Daemon]:
+    """A daemon of the test's own that logs at debug level (what loads when, on which thread)."""
+    monkeypatch.setenv("SESSIOND_LOG", "debug")
+    daemon = Daemon().start()
+    try:
+        yield daemon
+    finally:
+        assert daemon.stop() == 0
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+@pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A repository on `main` with one commit (README, src/app.py) and its own identity."""
     path = tmp_path / "repo"

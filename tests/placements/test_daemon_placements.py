@@ -170,28 +170,31 @@ async def test_a_sandboxed_command_cannot_reach_the_daemon_nor_write_outside(
 
 
 async def test_an_ssh_session_runs_and_writes_on_the_target(
-    client: AsyncDaemon, sshd: Sshd, tmp_path: Path
+    debug_daemon: Daemon, sshd: Sshd, tmp_path: Path
 ) -> None:
     remote = sshd.home / "remote-project"
     remote.mkdir()
     local = tmp_path / "local"
     local.mkdir()
-    session = await open_session(
-        client,
-        local,
-        "ssh",
-        ssh_target=f"{sshd.user}@127.0.0.1:{sshd.port}",
-        ssh_dir=str(remote),
-        ssh_key_file=sshd.key,
-        ssh_known_hosts=sshd.known_hosts,
-    )
-    reply = await prompt(client, session.id, "write landed.txt over ssh\nrun pwd")
-    assert (remote / "landed.txt").read_text() == "over ssh"
-    assert not (local / "landed.txt").exists()
-    assert str(remote) in reply
-    info = await (await client.session(session.id)).aget()
-    assert info.where is not None
-    assert info.where.host is not None
+    async with aconnect(debug_daemon.socket, start=False) as client:
+        session = await open_session(
+            client,
+            local,
+            "ssh",
+            ssh_target=f"{sshd.user}@127.0.0.1:{sshd.port}",
+            ssh_dir=str(remote),
+            ssh_key_file=sshd.key,
+            ssh_known_hosts=sshd.known_hosts,
+        )
+        reply = await prompt(client, session.id, "write landed.txt over ssh\nrun pwd")
+        assert (remote / "landed.txt").read_text() == "over ssh"
+        assert not (local / "landed.txt").exists()
+        assert str(remote) in reply
+        info = await (await client.session(session.id)).aget()
+        assert info.where is not None
+        assert info.where.host is not None
+    # asyncssh (~0.2 s to import) loaded with the first turn, off the loop's thread.
+    assert "on sessiond-importer" in debug_daemon.wait_for_line("DEBUG loading asyncssh ")
 
 
 async def test_an_unreachable_ssh_target_fails_the_turn_clearly_and_the_session_lives(
