@@ -2,14 +2,15 @@
 
 What loads late is heavy: the daemon behind the door at start (~0.3 s), the ACP SDK on the
 first turn (~0.9 s), the MCP SDK and its server with the daemon's MCP endpoint (~1 s), pygls
-once an editor connects (~0.8 s), asyncssh with the first ssh placement (~0.2 s). Imported on the loop's thread, each held every client up
-for as long: a first turn kept any other client's call waiting two seconds. Here the loop
-awaits a module and answers others meanwhile (sharing the GIL with the import, which lets it
-go every few milliseconds).
+once an editor connects (~0.8 s), asyncssh with the first ssh placement (~0.2 s). Imported on
+the loop's thread, such a module holds every client up for as long: a first turn, importing
+the two SDKs there, kept any other client's call waiting two seconds. Here the loop awaits a
+module and answers others meanwhile (sharing the GIL with the import, which lets it go every
+few milliseconds).
 
 One thread imports them all, one after another: two threads importing packages that share
 modules at the same time can meet a half-imported one. The loop's own imports stay small
-(a placement's module, say) and are not of these packages.
+(a module of the daemon's own, say) and are not of these packages.
 """
 
 from __future__ import annotations
