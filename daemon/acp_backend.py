@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import math
@@ -694,7 +695,7 @@ class AgentProcess:
         self.capabilities = Capabilities()
         self.agent_info: dict[str, Any] | None = None
         self.exited = asyncio.Event()  # set through _set_exited, which wakes the calls waiting
-        self._wakers: set[Callable[..., None]] = set()  # each call's, while it waits
+        self._scopes: set[asyncio.Timeout] = set()  # each call's, while it waits
         self.exit_code: int | None = None
         self.started_at: float | None = None
         self.stopping = False
@@ -786,46 +787,37 @@ class AgentProcess:
 
     def _set_exited(self) -> None:
         self.exited.set()
-        for wake in list(self._wakers):
-            wake()
+        now = asyncio.get_running_loop().time()
+        for scope in list(self._scopes):
+            scope.reschedule(now)  # its call ends as its timeout would, and says the agent exited
 
     async def _call(self, awaitable: Any, *, timeout: float | None = None, what: str = "request") -> Any:
-        """Await a request to the agent, racing the process's exit, with an optional timeout."""
-        request = asyncio.ensure_future(awaitable)
-        if not request.done() and not self.exited.is_set():
-            # One future woken by whichever comes first (the answer, the exit, the timeout): a call
-            # per request costs no task of its own for the race, as `asyncio.wait` would.
-            loop = asyncio.get_running_loop()
-            woken = loop.create_future()
+        """Await a request to the agent, racing the process's exit, with an optional timeout.
 
-            def wake(_: Any = None) -> None:
-                if not woken.done():
-                    woken.set_result(None)
-
-            request.add_done_callback(wake)
-            self._wakers.add(wake)
-            timer = loop.call_later(timeout, wake) if timeout is not None else None
-            try:
-                await woken
-            except BaseException:
-                request.cancel()
-                raise
-            finally:
-                request.remove_done_callback(wake)
-                self._wakers.discard(wake)
-                if timer is not None:
-                    timer.cancel()
-        if request.done():
-            try:
-                return request.result()
-            except acp.RequestError as exc:
-                raise AgentRequestFailed(describe_request_error(exc), exc.code, exc.data) from None
-            except ConnectionError:
-                raise AgentExited(await self._exit_reason_when_gone(what)) from None
-        request.cancel()
+        The request runs in the caller's task, inside one cancel scope that the timeout and the
+        exit both end: a call costs no task of its own, nor a future to race them."""
         if self.exited.is_set():
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # never sent
             raise AgentExited(await self._exit_reason_when_gone(what))
-        raise TimeoutError(f"agent {self.name!r} did not answer {what} within {timeout:g} s")
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                self._scopes.add(scope)  # (only while entered: an exit reschedules it)
+                try:
+                    return await awaitable
+                finally:
+                    self._scopes.discard(scope)
+        except TimeoutError:
+            if not scope.expired():
+                raise  # (the request's own, not ours)
+            if self.exited.is_set():
+                raise AgentExited(await self._exit_reason_when_gone(what)) from None
+            raise TimeoutError(f"agent {self.name!r} did not answer {what} within {timeout:g} s") from None
+        except acp.RequestError as exc:
+            raise AgentRequestFailed(describe_request_error(exc), exc.code, exc.data) from None
+        except ConnectionError:
+            raise AgentExited(await self._exit_reason_when_gone(what)) from None
 
     async def _exit_reason_when_gone(self, what: str) -> str:
         # The pipe closes a moment before the exit status is known: wait for it.

@@ -1,0 +1,94 @@
+"""A request to an agent ends at its deadline or at the agent's exit, whichever comes first.
+
+Driven at `AgentProcess` itself, with a real agent process: a small script speaking ACP over its
+stdio that answers `initialize`, then says nothing to `session/new` or exits on it. Session setup
+waits two minutes in the daemon; the test shortens that deadline in this process, which a daemon
+started as a process of its own cannot be told. The daemon's side of the agent's calls (`host`)
+is a stand-in: this agent makes none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from sessiond.daemon import acp_backend
+from sessiond.daemon.acp_backend import AgentProcess
+from sessiond.daemon.agent_types import AgentExited
+
+AGENT = r"""
+import json, sys
+on_new = sys.argv[1]
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+    elif message.get("method") == "session/new":
+        if on_new == "exit":
+            sys.exit(3)
+        # "hang": never answers, and stays up
+"""
+
+
+class Host:
+    """The daemon's side of the agent: its environment, and nobody watching; the agent calls
+    nothing back."""
+
+    def child_environment(self, extra: Mapping[str, str]) -> dict[str, str]:
+        return dict(extra)
+
+    def watched(self) -> bool:
+        return False  # no client waits for this agent's updates
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"the agent called back the daemon ({name}); this one never should")
+
+
+@pytest.fixture
+async def agent(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AgentProcess]:
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    process = AgentProcess(
+        "scripted",
+        [sys.executable, str(script), request.param],
+        {},
+        tmp_path / "agent.log",
+        Host(),  # type: ignore[arg-type]
+        "test",
+    )
+    await asyncio.wait_for(process.start(), 30)
+    try:
+        yield process
+    finally:
+        await process.stop()
+
+
+@pytest.mark.parametrize("agent", ["hang"], indirect=True)
+async def test_a_request_the_agent_never_answers_ends_at_its_deadline(
+    agent: AgentProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(acp_backend, "SESSION_SETUP_TIMEOUT", 0.5)
+    with pytest.raises(TimeoutError, match=r"agent 'scripted' did not answer session/new within 0.5 s"):
+        await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
+    assert agent.alive  # a late answer is the agent's slowness, not its end
+    # The next request is sent and waited for in the same way.
+    with pytest.raises(TimeoutError, match="did not answer session/new"):
+        await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
+
+
+@pytest.mark.parametrize("agent", ["exit"], indirect=True)
+async def test_a_request_ends_when_the_agent_exits_long_before_its_deadline(
+    agent: AgentProcess, tmp_path: Path
+) -> None:
+    with pytest.raises(AgentExited, match="exit") as exited:
+        await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)  # its deadline: two minutes
+    assert "session/new" in str(exited.value)
+    assert not agent.alive
+    # A request after the exit is not sent: it fails at once, saying why.
+    with pytest.raises(AgentExited, match="session/new"):
+        await asyncio.wait_for(agent.new_session(str(tmp_path)), 5)
