@@ -66,9 +66,3 @@ async def direct_agent(prompt: str, cwd: Path, state_dir: Path) -> AsyncIterator
 
         await one()
         yield Rounds(round_, process.pid)
-
-
-async def run_turns(count: int, prompt: str, cwd: Path, state_dir: Path) -> float:
-    """One round of `count` turns at once, straight to the agent."""
-    async with direct_agent(prompt, cwd, state_dir) as round_:
-        return await round_(count)

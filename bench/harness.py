@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -121,6 +122,22 @@ def cpu_seconds(pid: int) -> float:
         with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
             total += int((task / "schedstat").read_text().split()[0])
     return total / 1e9
+
+
+async def settled(pid: int, *, window: float = 0.2, quiet: float = 0.02, timeout: float = 20.0) -> None:
+    """Until the process takes under `quiet` of a core over `window` seconds: a fresh daemon's first
+    turn sets off loads that go on after its answer (the MCP SDK with the daemon's MCP endpoint, ~1 s
+    of CPU), which a figure of steady work must not count. Gives up after `timeout`, saying so."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    before = cpu_seconds(pid)
+    while loop.time() < deadline:
+        await asyncio.sleep(window)
+        now = cpu_seconds(pid)
+        if now - before < quiet * window:
+            return
+        before = now
+    print(f"bench: process {pid} was still busy after {timeout:g} s; measuring anyway", file=sys.stderr)
 
 
 def children(pid: int) -> list[int]:
