@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sqlite3
 import statistics
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from bench import connections, limits, ray_agents, real_agents, scale, startup, streaming
 from bench.direct_acp import direct_agent
-from bench.harness import cpu_seconds, daemon, settled, table, tree_rss_kib
+from bench.harness import IN_MEMORY, cpu_seconds, daemon, scratch, settled, table, tree_rss_kib
 from sessiond.client import AsyncDaemon, aconnect
 
 TURN_PROMPT = "say done"
@@ -90,12 +91,13 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
     to the demo agent through the ACP SDK and through the daemon, rounds alternating; with the CPU
     time each process took for them (this machine has two cores: the daemon and the agent share
     them, and a burst is as fast as the busier of the two)."""
-    work = Path(tempfile.mkdtemp(prefix="sd-bench-work-"))
+    # Every file of both sides on tmpfs where there is one (harness.IN_MEMORY says why).
+    work = scratch("sd-bench-work-", in_memory=True)
     # The agent's own state goes beside the work, not in it: sessions outside git snapshot their root.
-    state = Path(tempfile.mkdtemp(prefix="sd-bench-state-"))
+    state = scratch("sd-bench-state-", in_memory=True)
     times: dict[str, list[float]] = {"direct": [], "daemon": []}
     cpu: dict[str, list[float]] = {"direct agent": [], "direct client": [], "daemon": [], "its agent": []}
-    with daemon() as d:
+    with daemon(in_memory=True) as d:
         async with (
             direct_agent(TURN_PROMPT, work, state) as direct_round,
             aconnect(d.socket, start=False) as client,
@@ -118,6 +120,8 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
                 cpu["daemon"].append(cpu_seconds(d.pid) - before_daemon)
                 cpu["its agent"].append(cpu_seconds(agent_pid) - before_agent)
                 assert all(r.text == "done" for r in replies)
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(state, ignore_errors=True)
     direct = statistics.median(times["direct"])
     through_daemon = statistics.median(times["daemon"])
     per_turn = {k: statistics.median(v) / count * 1000 for k, v in cpu.items()}
@@ -125,7 +129,8 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
         (
             f"{count} first turns at once, straight to the agent (ACP), median of {TURN_ROUNDS}",
             f"{direct:.3f} s",
-            f"{count / direct:.0f} turns/s",
+            f"{count / direct:.0f} turns/s; files of both sides "
+            + (f"on tmpfs ({IN_MEMORY})" if IN_MEMORY else "on disk (no tmpfs here)"),
         ),
         (
             f"{count} first turns at once, through the daemon, median of {TURN_ROUNDS}",
