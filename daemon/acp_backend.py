@@ -15,6 +15,7 @@ import logging
 import math
 import re
 import signal
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Any, Literal, cast, get_args, get_origin
 
 import acp
 from acp import schema as s
+from acp.client import ClientSideConnection
+from acp.connection import Connection
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 # Plain types, kept apart so the core need not import ACP; imported from here too.
@@ -55,6 +58,11 @@ def _update_kind(update: Any) -> str:
 # ---------------------------------------------------------------- updates
 
 _SALVAGE_ROUNDS = 32
+
+
+def _dumped(model: BaseModel) -> dict[str, Any]:
+    """A model of the schema in its wire form: by alias, without nulls."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _update_models() -> dict[str, type[BaseModel]]:
@@ -291,7 +299,7 @@ def _read_validated(kind: str, raw: dict[str, Any]) -> ReadUpdate:
     except ValidationError:
         pass
     else:
-        return ReadUpdate(kind, update.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return ReadUpdate(kind, _dumped(update))
     # Salvage: drop what does not fit, one field at a time (locations shift once one goes).
     partial = _partial(model)
     data = json.loads(json.dumps(raw))  # a private copy to cut down
@@ -310,7 +318,7 @@ def _read_validated(kind: str, raw: dict[str, Any]) -> ReadUpdate:
         unreadable.append(f"{_where(error['loc'])}: {error['msg']}")
     else:
         return ReadUpdate(kind, None, unreadable)
-    payload = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+    payload = _dumped(update)
     for name, info in model.model_fields.items():
         key = info.alias or name
         named = any(u.startswith(f"{key}:") for u in unreadable)
@@ -412,6 +420,19 @@ async def _read_line(reader: asyncio.StreamReader) -> bytes:
         return b"".join(chunks)
 
 
+def _json_rpc(conn: ClientSideConnection) -> Connection:
+    """The JSON-RPC connection under the SDK's client side, for the requests whose params the
+    daemon writes in ACP's wire form and whose answers it reads itself (`_opened`, `_outcome`):
+    a turn's `session/new` and `session/prompt` skip the SDK's models both ways, which took 12%
+    of the daemon's CPU per turn with 200 first turns at once. The SDK offers no request without
+    its models (`ext_method` names its method `_...`): this is its `_conn`, there in the versions
+    pyproject allows, and test_answer_fast_path checks that it still is."""
+    connection = getattr(conn, "_conn", None)
+    if not isinstance(connection, Connection):
+        raise TypeError("the ACP SDK's client side no longer holds its JSON-RPC connection as `_conn`")
+    return connection
+
+
 class _Client:
     """The ACP client side: every call from the agent goes to the host."""
 
@@ -421,7 +442,7 @@ class _Client:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         # Runs before any await: the SDK starts one task per notification, in
         # arrival order, so handling it synchronously keeps the agent's order.
-        payload = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+        payload = _dumped(update)
         self._host.on_update(session_id, _update_kind(update), payload)
 
     async def request_permission(
@@ -429,8 +450,8 @@ class _Client:
     ) -> s.RequestPermissionResponse:
         chosen = await self._host.request_permission(
             session_id,
-            tool_call.model_dump(mode="json", by_alias=True, exclude_none=True),
-            [option.model_dump(mode="json", by_alias=True, exclude_none=True) for option in options],
+            _dumped(tool_call),
+            [_dumped(option) for option in options],
         )
         outcome: s.AllowedOutcome | s.DeniedOutcome
         if chosen is None:
@@ -657,7 +678,7 @@ def _last_relevant_line(path: Path, start: int, known: str, limit: int = 256 * 1
 def _auth_method(method: Any, env: Mapping[str, str]) -> dict[str, Any]:
     """An auth method as the agent declared it, with `satisfied`: the agent's environment holds
     every variable an env_var method needs (other kinds need a person, so never)."""
-    info: dict[str, Any] = method.model_dump(mode="json", by_alias=True, exclude_none=True)
+    info: dict[str, Any] = _dumped(method)
     info.setdefault("type", "agent")
     needed = [v for v in info.get("vars", []) if not v.get("optional")]
     info["satisfied"] = info["type"] == "env_var" and all(env.get(v["name"]) for v in needed)
@@ -684,6 +705,7 @@ class AgentProcess:
         self._client_version = client_version
         self._proc: AgentProc | None = None
         self._conn: Any = None
+        self._rpc: Any = None  # the JSON-RPC connection under it (`_json_rpc`)
         self._watcher: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._stdin: Corked | None = None  # the process's stdin: what a turn of the loop wrote, sent as one
@@ -731,6 +753,7 @@ class AgentProcess:
         if isinstance(stdin, asyncio.StreamWriter):
             stdin = self._stdin = Corked(stdin)
         self._conn = acp.connect_to_agent(_Client(self._host), stdin, sdk_stdout, use_unstable_protocol=True)
+        self._rpc = _json_rpc(self._conn)
         self._watcher = asyncio.create_task(self._watch(), name=f"agent-{self.name}-watch")
         response = await self._call(
             self._conn.initialize(
@@ -922,38 +945,37 @@ class AgentProcess:
     async def new_session(
         self, cwd: str, mcp: list[dict[str, Any]] | None = None
     ) -> tuple[str, SessionSetup]:
-        response = await self._session_call(
-            lambda: self._conn.new_session(cwd=cwd, mcp_servers=_mcp(mcp)),
-            "session/new",
-        )
-        return response.session_id, _setup(response)
+        return await self._open("session/new", s.NewSessionResponse, cwd=cwd, mcpServers=mcp or [])
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp: list[dict[str, Any]] | None = None
     ) -> tuple[str, SessionSetup]:
-        response = await self._session_call(
-            lambda: self._conn.fork_session(session_id=session_id, cwd=cwd, mcp_servers=_mcp(mcp)),
-            "session/fork",
+        return await self._open(
+            "session/fork", s.ForkSessionResponse, sessionId=session_id, cwd=cwd, mcpServers=mcp or []
         )
-        return response.session_id, _setup(response)
 
     async def resume_session(
         self, session_id: str, cwd: str, mcp: list[dict[str, Any]] | None = None
     ) -> SessionSetup:
-        response = await self._session_call(
-            lambda: self._conn.resume_session(session_id=session_id, cwd=cwd, mcp_servers=_mcp(mcp)),
-            "session/resume",
+        _, setup = await self._open(
+            "session/resume", s.ResumeSessionResponse, sessionId=session_id, cwd=cwd, mcpServers=mcp or []
         )
-        return _setup(response)
+        return setup
 
     async def load_session(
         self, session_id: str, cwd: str, mcp: list[dict[str, Any]] | None = None
     ) -> SessionSetup:
-        response = await self._session_call(
-            lambda: self._conn.load_session(cwd=cwd, session_id=session_id, mcp_servers=_mcp(mcp)),
-            "session/load",
+        _, setup = await self._open(
+            "session/load", s.LoadSessionResponse, sessionId=session_id, cwd=cwd, mcpServers=mcp or []
         )
-        return _setup(response)
+        return setup
+
+    async def _open(self, method: str, answer: type[BaseModel], **params: Any) -> tuple[str, SessionSetup]:
+        """A session/new, load, resume or fork (its MCP servers already in ACP's `McpServer`
+        shapes, as `Around.mcp_servers` gives them): the session's id (new and fork name one)
+        and its setup."""
+        raw = await self._session_call(lambda: self._rpc.send_request(method, params), method)
+        return _opened(raw, answer)
 
     def known(self, session_id: str) -> None:
         """The daemon has the session by this id now (its session/new, load, resume or fork
@@ -980,7 +1002,7 @@ class AgentProcess:
             what="session/set_config_option",
         )
         options = getattr(response, "config_options", None) or []
-        return [option.model_dump(mode="json", by_alias=True, exclude_none=True) for option in options]
+        return [_dumped(option) for option in options]
 
     def log_reader(self) -> Callable[[], str | None]:
         """Its log's last line that speaks of an error or a retry, written after this call."""
@@ -990,8 +1012,10 @@ class AgentProcess:
     async def prompt(self, session_id: str, text: str) -> PromptOutcome:
         log_start = _size(self.log_path)
         try:
-            response = await self._call(
-                self._conn.prompt(session_id=session_id, prompt=[s.TextContentBlock(type="text", text=text)]),
+            answer = await self._call(
+                self._rpc.send_request(
+                    "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+                ),
                 what="session/prompt",
             )
         except AgentRequestFailed as exc:
@@ -1006,10 +1030,7 @@ class AgentProcess:
                 )
                 raise AgentRequestFailed(explained, exc.code, exc.data) from None
             raise
-        usage = None
-        if response.usage is not None:
-            usage = response.usage.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return PromptOutcome(stop_reason=response.stop_reason, usage=usage)
+        return _outcome(answer)
 
     async def cancel(self, session_id: str) -> None:
         if self.alive:
@@ -1041,15 +1062,61 @@ class AgentProcess:
                 await asyncio.wait_for(asyncio.gather(self._reader, return_exceptions=True), grace)
 
 
-def _mcp(servers: list[dict[str, Any]] | None) -> list[Any]:
-    """MCP servers offered to a session: http ones (name, url, headers) or stdio ones
-    (name, command, args, env)."""
-    return [
-        s.HttpMcpServer.model_validate(server)
-        if server.get("type") == "http"
-        else s.McpServerStdio.model_validate(server)
-        for server in servers or []
-    ]
+_STOP_REASONS = frozenset(get_args(s.PromptResponse.model_fields["stop_reason"].annotation))
+_USAGE_FIELDS = {str(f.alias or name): f.is_required() for name, f in s.Usage.model_fields.items()}
+_USAGE_PLAIN = frozenset(_USAGE_FIELDS) - {"_meta"}  # (integers all)
+_USAGE_REQUIRED = [key for key, required in _USAGE_FIELDS.items() if required]
+
+
+def _outcome(raw: Any) -> PromptOutcome:
+    """An answer to session/prompt, as the schema's model reads it (validated, then dumped by
+    alias without nulls): read by hand when it is the plain shape (a stop reason the schema knows,
+    usage of integers), else by the model, which raises as the SDK did for one that does not fit."""
+    plain = isinstance(raw, dict) and raw.keys() <= {"stopReason", "usage"}
+    if plain and raw.get("stopReason") in _STOP_REASONS:
+        usage = raw.get("usage")
+        if usage is None:
+            return PromptOutcome(stop_reason=raw["stopReason"])
+        if (
+            isinstance(usage, dict)
+            and usage.keys() <= _USAGE_PLAIN
+            and all(usage.get(key) is not None for key in _USAGE_REQUIRED)
+            and all(value is None or type(value) is int for value in usage.values())
+        ):
+            kept = {key: usage[key] for key in _USAGE_FIELDS if usage.get(key) is not None}  # (its order)
+            return PromptOutcome(stop_reason=raw["stopReason"], usage=kept)
+    response = s.PromptResponse.model_validate(raw)
+    usage = _dumped(response.usage) if response.usage is not None else None
+    return PromptOutcome(stop_reason=response.stop_reason, usage=usage)
+
+
+_SETUPS: OrderedDict[str, str] = OrderedDict()  # a setup as JSON, by the answer it was read from
+SETUP_CACHE = 64
+
+
+def _opened(raw: Any, answer: type[BaseModel]) -> tuple[str, SessionSetup]:
+    """An answer to session/new, load, resume or fork: its session id ("" for load and resume,
+    which name none) and its setup as `_setup` reads it from the schema's model. An agent tells
+    every session it opens the same modes and options: the model reads each answer that differs
+    from those before only in its session id once, and each caller gets a fresh copy."""
+    data = raw if isinstance(raw, dict) else {}  # (null: the SDK read load's and resume's as {})
+    said = data.get("sessionId")
+    session_id = said if isinstance(said, str) and said else None
+    needs_id = "session_id" in answer.model_fields
+    key = answer.__name__ + json.dumps(
+        {k: v for k, v in data.items() if k != "sessionId"}, sort_keys=True, separators=(",", ":")
+    )
+    known = _SETUPS.get(key)
+    if known is None or (needs_id and session_id is None):
+        response = answer.model_validate(data)  # raises for an answer that does not fit
+        setup = _setup(response)
+        _SETUPS[key] = json.dumps([setup.modes, setup.mode, setup.config])
+        while len(_SETUPS) > SETUP_CACHE:
+            _SETUPS.popitem(last=False)
+        return str(getattr(response, "session_id", "")), setup
+    _SETUPS.move_to_end(key)
+    modes, mode, config = json.loads(known)
+    return (session_id or "") if needs_id else "", SessionSetup(modes=modes, mode=mode, config=config)
 
 
 def _setup(response: Any) -> SessionSetup:
@@ -1058,10 +1125,8 @@ def _setup(response: Any) -> SessionSetup:
         return setup
     modes = getattr(response, "modes", None)
     if modes is not None:
-        setup.modes = [
-            mode.model_dump(mode="json", by_alias=True, exclude_none=True) for mode in modes.available_modes
-        ]
+        setup.modes = [_dumped(mode) for mode in modes.available_modes]
         setup.mode = modes.current_mode_id
     for option in getattr(response, "config_options", None) or []:
-        setup.config[option.id] = option.model_dump(mode="json", by_alias=True, exclude_none=True)
+        setup.config[option.id] = _dumped(option)
     return setup
