@@ -423,8 +423,8 @@ async def _read_line(reader: asyncio.StreamReader) -> bytes:
 def _json_rpc(conn: ClientSideConnection) -> Connection:
     """The JSON-RPC connection under the SDK's client side, for the requests whose params the
     daemon writes in ACP's wire form and whose answers it reads itself (`_opened`, `_outcome`):
-    a turn's `session/new` and `session/prompt` skip the SDK's models both ways, which took 12%
-    of the daemon's CPU per turn with 200 first turns at once. The SDK offers no request without
+    a turn's `session/new` and `session/prompt` skip the SDK's models both ways, about a tenth of
+    the daemon's CPU per turn with 200 first turns at once. The SDK offers no request without
     its models (`ext_method` names its method `_...`): this is its `_conn`, there in the versions
     pyproject allows, and test_answer_fast_path checks that it still is."""
     connection = getattr(conn, "_conn", None)
