@@ -1103,9 +1103,9 @@ def _opened(raw: Any, answer: type[BaseModel]) -> tuple[str, SessionSetup]:
     said = data.get("sessionId")
     session_id = said if isinstance(said, str) and said else None
     needs_id = "session_id" in answer.model_fields
-    key = answer.__name__ + json.dumps(
-        {k: v for k, v in data.items() if k != "sessionId"}, sort_keys=True, separators=(",", ":")
-    )
+    # (In the order the agent wrote it: an agent writes the same answer the same way each time.)
+    rest = {k: v for k, v in data.items() if k != "sessionId"}
+    key = answer.__name__ + json.dumps(rest, separators=(",", ":"))
     known = _SETUPS.get(key)
     if known is None or (needs_id and session_id is None):
         response = answer.model_validate(data)  # raises for an answer that does not fit
