@@ -36,6 +36,7 @@ from sessiond.daemon.agent_types import (
     Capabilities,
     ClientError,
     PromptOutcome,
+    PromptOverdue,
     SessionSetup,
     TerminalResult,  # noqa: F401 (re-exported)
 )
@@ -1009,15 +1010,30 @@ class AgentProcess:
         start = _size(self.log_path)
         return lambda: _last_relevant_line(self.log_path, start, "", limit=64 * 1024)
 
-    async def prompt(self, session_id: str, text: str) -> PromptOutcome:
+    async def prompt(
+        self, session_id: str, text: str, *, timeout: float | None = None, grace: float = 0.0
+    ) -> PromptOutcome:
+        """Send the prompt and wait for its answer. Past `timeout` seconds the agent is told to stop
+        (session/cancel) and its answer waited for `grace` seconds more, so that the session's next
+        prompt does not find it still busy with this one; then PromptOverdue, answered or not."""
         log_start = _size(self.log_path)
+        loop = asyncio.get_running_loop()
+        told: list[asyncio.Future[None]] = []  # the session/cancel sent at the deadline, if it passed
+        deadline = (
+            loop.call_later(timeout, lambda: told.append(asyncio.ensure_future(self.cancel(session_id))))
+            if timeout is not None
+            else None
+        )
         try:
             answer = await self._call(
                 self._rpc.send_request(
                     "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
                 ),
+                timeout=None if timeout is None else timeout + grace,
                 what="session/prompt",
             )
+        except TimeoutError:
+            raise PromptOverdue(f"session/prompt ran past {timeout:g} s") from None
         except AgentRequestFailed as exc:
             if exc.code == AUTH_REQUIRED and self.auth_methods:
                 raise AgentRequestFailed(str(exc) + self.auth_help(), exc.code, exc.data) from None
@@ -1030,6 +1046,13 @@ class AgentProcess:
                 )
                 raise AgentRequestFailed(explained, exc.code, exc.data) from None
             raise
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+            if told:
+                await asyncio.gather(*told, return_exceptions=True)  # (sent, or the agent is gone)
+        if told:
+            raise PromptOverdue(f"session/prompt ran past {timeout:g} s")
         return _outcome(answer)
 
     async def cancel(self, session_id: str) -> None:

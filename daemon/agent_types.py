@@ -19,6 +19,11 @@ class AgentExited(Exception):
     """The agent process went away while a request to it was outstanding."""
 
 
+class PromptOverdue(Exception):
+    """The agent worked on a prompt past its deadline: it was told to stop (session/cancel), and
+    its answer waited for a grace period more."""
+
+
 class AgentRequestFailed(Exception):
     """The agent answered a request with an error."""
 

@@ -30,7 +30,7 @@ from sessiond.daemon import importer
 from sessiond.daemon import store as st
 from sessiond.daemon.agent_host import AgentHost
 from sessiond.daemon.agent_spawn import kill, ray_request, spawn_agent
-from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, SessionSetup
+from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, PromptOverdue, SessionSetup
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.around import Around
 from sessiond.daemon.controls import Offer, offer_of, value_problem
@@ -1384,26 +1384,14 @@ class Core:
                 text = f"{session.preface}\n\n{turn.prompt}"
             session.preface = None
             turn.log_says = process.log_reader()
-            prompting = asyncio.ensure_future(process.prompt(agent_session_id, text))
             try:
-                outcome = await asyncio.wait_for(asyncio.shield(prompting), timeout)
-            except TimeoutError:
-                # Told to stop, the agent ends its turn: wait for that (as a cancel does), so that
-                # the session's next prompt does not find the agent still busy with this one.
-                await process.cancel(agent_session_id)
-                await asyncio.wait({prompting}, timeout=CANCEL_GRACE)
-                if not prompting.done():
-                    prompting.cancel()
-                elif not prompting.cancelled():
-                    prompting.exception()  # (retrieved: how it ended is the timeout's to tell)
+                outcome = await process.prompt(agent_session_id, text, timeout=timeout, grace=CANCEL_GRACE)
+            except PromptOverdue:
                 raise RpcError(
                     ErrorCode.TURN_TIMEOUT,
                     f"the turn ran past the agent's turn_timeout of {timeout:g} s and was cancelled; "
                     f"raise it with agent/update if the work needs longer",
                 ) from None
-            except BaseException:
-                prompting.cancel()  # the turn itself was cancelled (or failed): so is its prompt
-                raise
             turn.usage = outcome.usage
             return outcome.stop_reason
         except AgentExited as exc:

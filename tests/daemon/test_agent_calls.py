@@ -1,10 +1,11 @@
-"""A request to an agent ends at its deadline or at the agent's exit, whichever comes first.
+"""A request to an agent ends at its deadline or at the agent's exit, whichever comes first; a
+prompt past its deadline is cancelled at the agent, whose answer is waited for a grace period.
 
 Driven at `AgentProcess` itself, with a real agent process: a small script speaking ACP over its
-stdio that answers `initialize`, then says nothing to `session/new` or exits on it. Session setup
-waits two minutes in the daemon; the test shortens that deadline in this process, which a daemon
-started as a process of its own cannot be told. The daemon's side of the agent's calls (`host`)
-is a stand-in: this agent makes none.
+stdio that answers `initialize`, then says nothing to `session/new` or exits on it, or works on a
+prompt until told to stop (or past that). Session setup waits two minutes in the daemon; the test
+shortens that deadline in this process, which a daemon started as a process of its own cannot be
+told. The daemon's side of the agent's calls (`host`) is a stand-in: this agent makes none.
 """
 
 from __future__ import annotations
@@ -18,20 +19,30 @@ import pytest
 
 from sessiond.daemon import acp_backend
 from sessiond.daemon.acp_backend import AgentProcess
-from sessiond.daemon.agent_types import AgentExited
+from sessiond.daemon.agent_types import AgentExited, PromptOverdue
 
 AGENT = r"""
 import json, sys
-on_new = sys.argv[1]
+mode = sys.argv[1]
+prompt = None
+def answer(id, result):
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
 for line in sys.stdin:
     message = json.loads(line)
-    if message.get("method") == "initialize":
-        result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
-        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
-    elif message.get("method") == "session/new":
-        if on_new == "exit":
+    method = message.get("method")
+    if method == "initialize":
+        answer(message["id"], {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []})
+    elif method == "session/new":
+        if mode == "exit":
             sys.exit(3)
-        # "hang": never answers, and stays up
+        if mode != "hang":  # "hang": never answers, and stays up
+            answer(message["id"], {"sessionId": "one"})
+    elif method == "session/prompt":
+        if mode == "answers":
+            answer(message["id"], {"stopReason": "end_turn"})
+        prompt = message["id"]  # "obeys" and "ignores": works on it until told to stop
+    elif method == "session/cancel" and mode == "obeys" and prompt is not None:
+        answer(prompt, {"stopReason": "cancelled"})
 """
 
 
@@ -92,3 +103,34 @@ async def test_a_request_ends_when_the_agent_exits_long_before_its_deadline(
     # A request after the exit is not sent: it fails at once, saying why.
     with pytest.raises(AgentExited, match="session/new"):
         await asyncio.wait_for(agent.new_session(str(tmp_path)), 5)
+
+
+@pytest.mark.parametrize("agent", ["answers"], indirect=True)
+async def test_a_prompt_answered_before_its_deadline_is_its_answer(
+    agent: AgentProcess, tmp_path: Path
+) -> None:
+    session_id, _ = await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
+    outcome = await asyncio.wait_for(agent.prompt(session_id, "work", timeout=60, grace=60), 30)
+    assert (outcome.stop_reason, outcome.usage) == ("end_turn", None)
+
+
+@pytest.mark.parametrize("agent", ["obeys"], indirect=True)
+async def test_a_prompt_past_its_deadline_is_cancelled_at_the_agent_and_ends_overdue(
+    agent: AgentProcess, tmp_path: Path
+) -> None:
+    session_id, _ = await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
+    # The agent answers once told to stop: the call ends then, long before its grace is out
+    # (which wait_for would report as a TimeoutError instead).
+    with pytest.raises(PromptOverdue):
+        await asyncio.wait_for(agent.prompt(session_id, "work", timeout=0.3, grace=120), 30)
+    assert agent.alive
+
+
+@pytest.mark.parametrize("agent", ["ignores"], indirect=True)
+async def test_a_prompt_the_agent_will_not_stop_ends_overdue_once_its_grace_is_out(
+    agent: AgentProcess, tmp_path: Path
+) -> None:
+    session_id, _ = await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
+    with pytest.raises(PromptOverdue):
+        await asyncio.wait_for(agent.prompt(session_id, "work", timeout=0.2, grace=0.3), 30)
+    assert agent.alive
