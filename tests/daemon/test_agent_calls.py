@@ -114,23 +114,21 @@ async def test_a_prompt_answered_before_its_deadline_is_its_answer(
     assert (outcome.stop_reason, outcome.usage) == ("end_turn", None)
 
 
-@pytest.mark.parametrize("agent", ["obeys"], indirect=True)
+@pytest.mark.parametrize(
+    ("agent", "grace"),
+    [
+        # The agent answers once told to stop: the call ends then, long before its grace is out
+        # (which wait_for would report as a TimeoutError instead).
+        ("obeys", 120.0),
+        # It goes on: the call is let go once its grace is out.
+        ("ignores", 0.3),
+    ],
+    indirect=["agent"],
+)
 async def test_a_prompt_past_its_deadline_is_cancelled_at_the_agent_and_ends_overdue(
-    agent: AgentProcess, tmp_path: Path
-) -> None:
-    session_id, _ = await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
-    # The agent answers once told to stop: the call ends then, long before its grace is out
-    # (which wait_for would report as a TimeoutError instead).
-    with pytest.raises(PromptOverdue):
-        await asyncio.wait_for(agent.prompt(session_id, "work", timeout=0.3, grace=120), 30)
-    assert agent.alive
-
-
-@pytest.mark.parametrize("agent", ["ignores"], indirect=True)
-async def test_a_prompt_the_agent_will_not_stop_ends_overdue_once_its_grace_is_out(
-    agent: AgentProcess, tmp_path: Path
+    agent: AgentProcess, grace: float, tmp_path: Path
 ) -> None:
     session_id, _ = await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
     with pytest.raises(PromptOverdue):
-        await asyncio.wait_for(agent.prompt(session_id, "work", timeout=0.2, grace=0.3), 30)
+        await asyncio.wait_for(agent.prompt(session_id, "work", timeout=0.3, grace=grace), 30)
     assert agent.alive
