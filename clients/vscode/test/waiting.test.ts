@@ -42,23 +42,25 @@ describe('a permission request waiting before the client connects', () => {
     // Each connection: the handler is given to connect(); the request must reach it.
     for (let i = 0; i < 10; i += 1) {
       let got: PermissionRequestParams | undefined;
-      const asked = new Promise<void>((resolve) => {
-        void (async () => {
-          const client = await SessiondClient.connect(
-            await connectSocket(daemon.socket),
-            { clientName: `late ${i}`, answersPermissions: true },
-            {
-              permissions: (params) => {
-                got = params;
-                resolve();
-                return new Promise(() => undefined); // keep it open: another client answers
-              },
+      let heard: () => void = () => undefined;
+      const asked = new Promise<void>((resolve) => (heard = resolve));
+      // The request arrives before connect() returns: each connection is kept (and disposed
+      // below) once it has returned, whatever the race, or it outlives the test.
+      const connecting = connectSocket(daemon.socket).then((transport) =>
+        SessiondClient.connect(
+          transport,
+          { clientName: `late ${i}`, answersPermissions: true },
+          {
+            permissions: (params) => {
+              got = params;
+              heard();
+              return new Promise(() => undefined); // keep it open: another client answers
             },
-          );
-          clients.push(client);
-        })();
-      });
+          },
+        ),
+      );
       await Promise.race([asked, new Promise((r) => setTimeout(r, 5000).unref())]);
+      clients.push(await connecting);
       assert.equal(got?.permission, permission.id, `connection ${i + 1} of 10 was sent the waiting request`);
     }
     for (const client of clients) client.dispose();
