@@ -9,6 +9,8 @@ const REDRAW_AGAIN_MS = 500;
 // anew is refreshed on the row VS Code is replacing, and never shows.
 const QUIET_MS = 300;
 const MOST_WAITS = 5;
+// A row redrawn again while VS Code never went quiet is redrawn again, up to this many times in all.
+const AGAIN_ROUNDS = 3;
 
 /**
  * The "Sessions" view: a thin adapter from ui/tree's descriptions to TreeItems. Nodes are kept
@@ -59,16 +61,20 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
    * redrawn inside (below), once VS Code has stopped reading children: a "Merge queue" row
    * redrawn again while they were read kept "1 merging" after its merge had failed.
    */
-  private redrawAgain(nodes: TreeNode[]): void {
+  private redrawAgain(nodes: TreeNode[], rounds = AGAIN_ROUNDS): void {
     for (const node of nodes) this.again.add(node);
     if (this.againTimer) return;
     this.whenQuiet(
-      () => {
+      (quiet) => {
         this.againTimer = undefined;
         const model = this.sessiond.model;
         const again = [...this.again].filter((node) => !gone(model, node));
         this.again.clear();
-        if (again.length) this.changed.fire(again);
+        if (!again.length) return;
+        this.changed.fire(again);
+        // Fired while VS Code still read children (it never went quiet): it may have been drawn
+        // on a row being replaced, as the first was. Once more, a moment later.
+        if (!quiet && rounds > 1) this.redrawAgain(again, rounds - 1);
       },
       (timer) => (this.againTimer = timer),
     );
@@ -76,17 +82,19 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
 
   /**
    * Call `then` a moment from now, once VS Code has not asked for children for QUIET_MS (or
-   * after MOST_WAITS waits): a row redrawn while VS Code reads its parent's children anew is
-   * redrawn on the row being replaced, and never shows. `keep` is handed each wait's timer.
+   * after MOST_WAITS waits; `quiet` says which): a row redrawn while VS Code reads its parent's
+   * children anew is redrawn on the row being replaced, and never shows. `keep` is handed each
+   * wait's timer.
    */
-  private whenQuiet(then: () => void, keep: (timer: ReturnType<typeof setTimeout>) => void): void {
+  private whenQuiet(then: (quiet: boolean) => void, keep: (timer: ReturnType<typeof setTimeout>) => void): void {
     let waits = 0;
     const check = (): void => {
-      if (Date.now() - this.childrenAskedAt < QUIET_MS && waits++ < MOST_WAITS) {
+      const quiet = Date.now() - this.childrenAskedAt >= QUIET_MS;
+      if (!quiet && waits++ < MOST_WAITS) {
         keep(setTimeout(check, QUIET_MS));
         return;
       }
-      then();
+      then(quiet);
     };
     keep(setTimeout(check, REDRAW_AGAIN_MS));
   }
