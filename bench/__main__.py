@@ -97,31 +97,33 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
     state = scratch("sd-bench-state-", in_memory=True)
     times: dict[str, list[float]] = {"direct": [], "daemon": []}
     cpu: dict[str, list[float]] = {"direct agent": [], "direct client": [], "daemon": [], "its agent": []}
-    with daemon(in_memory=True) as d:
-        async with (
-            direct_agent(TURN_PROMPT, work, state) as direct_round,
-            aconnect(d.socket, start=False) as client,
-        ):
-            agent = await client.agent("demo")
-            await (await agent.session(work)).asend(TURN_PROMPT)
-            await settled(d.pid)
-            (agent_pid,) = d.children()
-            # Rounds alternate, so that what else the machine does weighs on both sides alike.
-            for _ in range(TURN_ROUNDS):
-                before, before_client = cpu_seconds(direct_round.pid), time.process_time()
-                times["direct"].append(await direct_round(count))
-                cpu["direct agent"].append(cpu_seconds(direct_round.pid) - before)
-                cpu["direct client"].append(time.process_time() - before_client)
-                sessions = await agent.sessions(count, work)
-                before_daemon, before_agent = cpu_seconds(d.pid), cpu_seconds(agent_pid)
-                started = time.perf_counter()
-                replies = await asyncio.gather(*(s.asend(TURN_PROMPT) for s in sessions))
-                times["daemon"].append(time.perf_counter() - started)
-                cpu["daemon"].append(cpu_seconds(d.pid) - before_daemon)
-                cpu["its agent"].append(cpu_seconds(agent_pid) - before_agent)
-                assert all(r.text == "done" for r in replies)
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(state, ignore_errors=True)
+    try:
+        with daemon(in_memory=True) as d:
+            async with (
+                direct_agent(TURN_PROMPT, work, state) as direct_round,
+                aconnect(d.socket, start=False) as client,
+            ):
+                agent = await client.agent("demo")
+                await (await agent.session(work)).asend(TURN_PROMPT)
+                await settled(d.pid)
+                (agent_pid,) = d.children()
+                # Rounds alternate, so that what else the machine does weighs on both sides alike.
+                for _ in range(TURN_ROUNDS):
+                    before, before_client = cpu_seconds(direct_round.pid), time.process_time()
+                    times["direct"].append(await direct_round(count))
+                    cpu["direct agent"].append(cpu_seconds(direct_round.pid) - before)
+                    cpu["direct client"].append(time.process_time() - before_client)
+                    sessions = await agent.sessions(count, work)
+                    before_daemon, before_agent = cpu_seconds(d.pid), cpu_seconds(agent_pid)
+                    started = time.perf_counter()
+                    replies = await asyncio.gather(*(s.asend(TURN_PROMPT) for s in sessions))
+                    times["daemon"].append(time.perf_counter() - started)
+                    cpu["daemon"].append(cpu_seconds(d.pid) - before_daemon)
+                    cpu["its agent"].append(cpu_seconds(agent_pid) - before_agent)
+                    assert all(r.text == "done" for r in replies)
+    finally:  # (on tmpfs: memory)
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)
     direct = statistics.median(times["direct"])
     through_daemon = statistics.median(times["daemon"])
     per_turn = {k: statistics.median(v) / count * 1000 for k, v in cpu.items()}

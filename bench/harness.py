@@ -23,7 +23,7 @@ class Daemon:
 
     def __init__(self, home: Path | None = None, *, extra_args: tuple[str, ...] = ()) -> None:
         # Short, under /tmp: a unix socket path must stay under 108 bytes.
-        self.home = home or Path(tempfile.mkdtemp(prefix="sd-", dir="/tmp"))
+        self.home = home or scratch("sd-")
         self.socket = self.home / "run" / "sessiond.sock"
         self.extra_args = extra_args
         self.stderr: list[str] = []

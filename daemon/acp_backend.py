@@ -1032,19 +1032,13 @@ class AgentProcess:
                 timeout=None if timeout is None else timeout + grace,
                 what="session/prompt",
             )
-        except TimeoutError:
-            raise PromptOverdue(f"session/prompt ran past {timeout:g} s") from None
-        except AgentRequestFailed as exc:
-            if exc.code == AUTH_REQUIRED and self.auth_methods:
-                raise AgentRequestFailed(str(exc) + self.auth_help(), exc.code, exc.data) from None
-            if exc.code != AUTH_REQUIRED:
-                said = _last_relevant_line(self.log_path, log_start, str(exc))
-                explained = (
-                    str(exc)
-                    + (f" (its log says: {said})" if said else "")
-                    + model_api_hint(f"{exc} {said or ''}", self.name)
-                )
-                raise AgentRequestFailed(explained, exc.code, exc.data) from None
+        except Exception as exc:
+            # Past its deadline, however the prompt then ended (answered with an error once told
+            # to stop, say), the deadline is what ended it.
+            if told or isinstance(exc, TimeoutError):
+                raise PromptOverdue(f"session/prompt ran past {timeout:g} s") from None
+            if isinstance(exc, AgentRequestFailed):
+                raise self._explained(exc, log_start) from None
             raise
         finally:
             if deadline is not None:
@@ -1054,6 +1048,21 @@ class AgentProcess:
         if told:
             raise PromptOverdue(f"session/prompt ran past {timeout:g} s")
         return _outcome(answer)
+
+    def _explained(self, exc: AgentRequestFailed, log_start: int) -> AgentRequestFailed:
+        """A prompt's error as the agent said it, with what to do: authenticate, or what its log
+        said since the prompt was sent and what that points to (a model API's failure, say)."""
+        if exc.code == AUTH_REQUIRED:
+            if not self.auth_methods:
+                return exc
+            return AgentRequestFailed(str(exc) + self.auth_help(), exc.code, exc.data)
+        said = _last_relevant_line(self.log_path, log_start, str(exc))
+        explained = (
+            str(exc)
+            + (f" (its log says: {said})" if said else "")
+            + model_api_hint(f"{exc} {said or ''}", self.name)
+        )
+        return AgentRequestFailed(explained, exc.code, exc.data)
 
     async def cancel(self, session_id: str) -> None:
         if self.alive:

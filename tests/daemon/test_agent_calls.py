@@ -3,9 +3,10 @@ prompt past its deadline is cancelled at the agent, whose answer is waited for a
 
 Driven at `AgentProcess` itself, with a real agent process: a small script speaking ACP over its
 stdio that answers `initialize`, then says nothing to `session/new` or exits on it, or works on a
-prompt until told to stop (or past that). Session setup waits two minutes in the daemon; the test
-shortens that deadline in this process, which a daemon started as a process of its own cannot be
-told. The daemon's side of the agent's calls (`host`) is a stand-in: this agent makes none.
+prompt until told to stop (then answers, or errs, or goes on). Session setup waits two minutes in
+the daemon; the test shortens that deadline in this process, which a daemon started as a process
+of its own cannot be told. The daemon's side of the agent's calls (`host`) is a stand-in: this
+agent makes none.
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ for line in sys.stdin:
     elif method == "session/prompt":
         if mode == "answers":
             answer(message["id"], {"stopReason": "end_turn"})
-        prompt = message["id"]  # "obeys" and "ignores": works on it until told to stop
+        prompt = message["id"]  # "obeys", "errs" and "ignores": works on it until told to stop
     elif method == "session/cancel" and mode == "obeys" and prompt is not None:
         answer(prompt, {"stopReason": "cancelled"})
+    elif method == "session/cancel" and mode == "errs" and prompt is not None:
+        error = {"code": -32603, "message": "the request was cancelled"}
+        print(json.dumps({"jsonrpc": "2.0", "id": prompt, "error": error}), flush=True)
 """
 
 
@@ -120,6 +124,8 @@ async def test_a_prompt_answered_before_its_deadline_is_its_answer(
         # The agent answers once told to stop: the call ends then, long before its grace is out
         # (which wait_for would report as a TimeoutError instead).
         ("obeys", 120.0),
+        # It stops, and answers the prompt with an error: still the deadline's doing.
+        ("errs", 120.0),
         # It goes on: the call is let go once its grace is out.
         ("ignores", 0.3),
     ],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from collections import OrderedDict
 from typing import Any
 
 import acp
@@ -22,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from sessiond.daemon import acp_backend
 from sessiond.daemon.acp_backend import _Client, _json_rpc, _opened, _outcome, _setup
 
 
@@ -142,8 +144,9 @@ def _model_reading(raw: Any, answer: type[BaseModel]) -> tuple[str, Any]:
     "answer", [s.NewSessionResponse, s.ForkSessionResponse, s.ResumeSessionResponse, s.LoadSessionResponse]
 )
 def test_a_session_answer_reads_as_the_model_reads_it_and_each_reader_has_its_own_copy(
-    answer: type[BaseModel],
+    answer: type[BaseModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(acp_backend, "_SETUPS", OrderedDict())  # (what other tests read, not here)
     names_one = "session_id" in answer.model_fields
     for n in range(3):  # the first is read by the model; the others are told what it read
         raw = {**SETUP, "sessionId": f"agent-{n}"} if names_one else json.loads(json.dumps(SETUP))
