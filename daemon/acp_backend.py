@@ -23,8 +23,6 @@ from typing import Any, Literal, cast, get_args, get_origin
 
 import acp
 from acp import schema as s
-from acp.client import ClientSideConnection
-from acp.connection import Connection
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 # Plain types, kept apart so the core need not import ACP; imported from here too.
@@ -41,6 +39,7 @@ from sessiond.daemon.agent_types import (
     TerminalResult,  # noqa: F401 (re-exported)
 )
 from sessiond.daemon.corked import Corked
+from sessiond.daemon.direct_requests import DirectRequests
 from sessiond.daemon.placements.base import Machine
 from sessiond.daemon.placements.repository import LOCAL
 from sessiond.daemon.terminals import Terminals
@@ -371,13 +370,9 @@ class _Updates:
             "the rest of it was kept" if kept else "it was dropped",
         )
 
-    def take(self, line: bytes) -> bool:
-        """True if the line was a session/update notification, now handled."""
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return False  # the SDK reports it
-        if not isinstance(message, dict) or message.get("method") != "session/update" or "id" in message:
+    def take(self, message: dict[str, Any]) -> bool:
+        """True if the message was a session/update notification, now handled."""
+        if message.get("method") != "session/update" or "id" in message:
             return False
         self.handle(message.get("params"))
         return True
@@ -419,19 +414,6 @@ async def _read_line(reader: asyncio.StreamReader) -> bytes:
     except asyncio.IncompleteReadError as exc:
         chunks.append(exc.partial)
         return b"".join(chunks)
-
-
-def _json_rpc(conn: ClientSideConnection) -> Connection:
-    """The JSON-RPC connection under the SDK's client side, for the requests whose params the
-    daemon writes in ACP's wire form and whose answers it reads itself (`_opened`, `_outcome`):
-    a turn's `session/new` and `session/prompt` skip the SDK's models both ways, about a tenth of
-    the daemon's CPU per turn with 200 first turns at once. The SDK offers no request without
-    its models (`ext_method` names its method `_...`): this is its `_conn`, there in the versions
-    pyproject allows, and test_answer_fast_path checks that it still is."""
-    connection = getattr(conn, "_conn", None)
-    if not isinstance(connection, Connection):
-        raise TypeError("the ACP SDK's client side no longer holds its JSON-RPC connection as `_conn`")
-    return connection
 
 
 class _Client:
@@ -706,7 +688,7 @@ class AgentProcess:
         self._client_version = client_version
         self._proc: AgentProc | None = None
         self._conn: Any = None
-        self._rpc: Any = None  # the JSON-RPC connection under it (`_json_rpc`)
+        self._direct: DirectRequests | None = None  # a turn's requests, past the SDK
         self._watcher: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._stdin: Corked | None = None  # the process's stdin: what a turn of the loop wrote, sent as one
@@ -753,8 +735,8 @@ class AgentProcess:
         stdin = self._proc.stdin
         if isinstance(stdin, asyncio.StreamWriter):
             stdin = self._stdin = Corked(stdin)
+        self._direct = DirectRequests(stdin, acp.RequestError)
         self._conn = acp.connect_to_agent(_Client(self._host), stdin, sdk_stdout, use_unstable_protocol=True)
-        self._rpc = _json_rpc(self._conn)
         self._watcher = asyncio.create_task(self._watch(), name=f"agent-{self.name}-watch")
         response = await self._call(
             self._conn.initialize(
@@ -788,17 +770,27 @@ class AgentProcess:
         return self._updates.malformed
 
     async def _read_stdout(self, source: asyncio.StreamReader, sdk: asyncio.StreamReader) -> None:
-        """Hand session/update notifications to `_Updates` as they arrive; the rest to the SDK."""
+        """Hand session/update notifications to `_Updates` as they arrive, and the answers to a
+        turn's requests to `DirectRequests`; the rest to the SDK."""
+        direct = self._direct
+        assert direct is not None
 
         def handle(line: bytes) -> None:
-            if not (b'"session/update"' in line and self._updates.take(line)):
-                sdk.feed_data(line)
+            if b'"session/update"' in line or direct.waiting:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    message = None  # the SDK reports it
+                if isinstance(message, dict) and (self._updates.take(message) or direct.take(message)):
+                    return
+            sdk.feed_data(line)
 
         try:
             await pump_lines(source, handle, self._host.watched)
         except Exception:
             log.exception("reading agent %r's output failed", self.name)
         finally:
+            direct.ended(f"agent {self.name!r} closed its output")
             sdk.feed_eof()
 
     async def _watch(self) -> None:
@@ -975,8 +967,12 @@ class AgentProcess:
         """A session/new, load, resume or fork (its MCP servers already in ACP's `McpServer`
         shapes, as `Around.mcp_servers` gives them): the session's id (new and fork name one)
         and its setup."""
-        raw = await self._session_call(lambda: self._rpc.send_request(method, params), method)
+        raw = await self._session_call(lambda: self._requests().request(method, params), method)
         return _opened(raw, answer)
+
+    def _requests(self) -> DirectRequests:
+        assert self._direct is not None, "the agent was not started"
+        return self._direct
 
     def known(self, session_id: str) -> None:
         """The daemon has the session by this id now (its session/new, load, resume or fork
@@ -1026,7 +1022,7 @@ class AgentProcess:
         )
         try:
             answer = await self._call(
-                self._rpc.send_request(
+                self._requests().request(
                     "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
                 ),
                 timeout=None if timeout is None else timeout + grace,
@@ -1067,7 +1063,7 @@ class AgentProcess:
     async def cancel(self, session_id: str) -> None:
         if self.alive:
             with contextlib.suppress(ConnectionError, OSError):
-                await self._conn.cancel(session_id=session_id)
+                await self._requests().notify("session/cancel", {"sessionId": session_id})
 
     # ------------------------------------------------------------ stopping
 

@@ -64,7 +64,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("placements", (D + "placements",)),
     # agent_spawn starts agent processes, acp_backend speaks ACP to them; the demo agent is an agent
     # (a program of its own).
-    ("the agent side", (D + "agent_spawn", D + "ray_runner", D + "acp_backend", D + "demo_agent")),
+    (
+        "the agent side",
+        (D + "agent_spawn", D + "ray_runner", D + "direct_requests", D + "acp_backend", D + "demo_agent"),
+    ),
     # What the core keeps: a session's record holds its placement and its agent's process.
     ("records", (D + "records", D + "session_table", D + "runs")),
     (

@@ -3,7 +3,8 @@ prompt past its deadline is cancelled at the agent, whose answer is waited for a
 
 Driven at `AgentProcess` itself, with a real agent process: a small script speaking ACP over its
 stdio that answers `initialize`, then says nothing to `session/new` or exits on it, or works on a
-prompt until told to stop (then answers, or errs, or goes on). Session setup waits two minutes in
+prompt until told to stop (then answers, or errs, or goes on), or refuses a session, or answers a
+request of the SDK's while a prompt waits. Session setup waits two minutes in
 the daemon; the test shortens that deadline in this process, which a daemon started as a process
 of its own cannot be told. The daemon's side of the agent's calls (`host`) is a stand-in: this
 agent makes none.
@@ -20,7 +21,7 @@ import pytest
 
 from sessiond.daemon import acp_backend
 from sessiond.daemon.acp_backend import AgentProcess
-from sessiond.daemon.agent_types import AgentExited, PromptOverdue
+from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, PromptOverdue
 
 AGENT = r"""
 import json, sys
@@ -36,12 +37,23 @@ for line in sys.stdin:
     elif method == "session/new":
         if mode == "exit":
             sys.exit(3)
+        if mode == "refuses":
+            error = {"code": -32602, "message": "no such folder", "data": {"cwd": message["params"]["cwd"]}}
+            print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}), flush=True)
+            continue
         if mode != "hang":  # "hang": never answers, and stays up
             answer(message["id"], {"sessionId": "one"})
     elif method == "session/prompt":
         if mode == "answers":
             answer(message["id"], {"stopReason": "end_turn"})
-        prompt = message["id"]  # "obeys", "errs" and "ignores": works on it until told to stop
+        prompt = message["id"]  # "obeys", "errs", "ignores" and "talks": works on it until told to stop
+    elif method == "session/set_mode" and mode == "talks":
+        # An answer nobody waits for, the request's answer, then the prompt's: one write.
+        stray = {"jsonrpc": "2.0", "id": prompt + 7, "result": {"stopReason": "refusal"}}
+        said = [stray, {"jsonrpc": "2.0", "id": message["id"], "result": {}}]
+        said.append({"jsonrpc": "2.0", "id": prompt, "result": {"stopReason": "end_turn"}})
+        sys.stdout.write("".join(json.dumps(m) + "\n" for m in said))
+        sys.stdout.flush()
     elif method == "session/cancel" and mode == "obeys" and prompt is not None:
         answer(prompt, {"stopReason": "cancelled"})
     elif method == "session/cancel" and mode == "errs" and prompt is not None:
@@ -137,4 +149,29 @@ async def test_a_prompt_past_its_deadline_is_cancelled_at_the_agent_and_ends_ove
     session_id, _ = await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
     with pytest.raises(PromptOverdue):
         await asyncio.wait_for(agent.prompt(session_id, "work", timeout=0.3, grace=grace), 30)
+    assert agent.alive
+
+
+@pytest.mark.parametrize("agent", ["refuses"], indirect=True)
+async def test_a_request_the_agent_refuses_fails_with_its_code_message_and_data(
+    agent: AgentProcess, tmp_path: Path
+) -> None:
+    with pytest.raises(AgentRequestFailed, match="no such folder") as refused:
+        await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
+    assert (refused.value.code, refused.value.data) == (-32602, {"cwd": str(tmp_path)})
+    assert agent.alive
+
+
+@pytest.mark.parametrize("agent", ["talks"], indirect=True)
+async def test_the_sdks_requests_are_answered_while_a_prompt_waits_and_each_answer_reaches_its_asker(
+    agent: AgentProcess, tmp_path: Path
+) -> None:
+    """A turn's prompt is written and answered past the SDK, whose own requests share the pipe:
+    the agent answers one of the SDK's, an id nobody asked, and the prompt, in one write."""
+    session_id, _ = await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
+    prompt = asyncio.ensure_future(agent.prompt(session_id, "work", timeout=60))
+    await asyncio.sleep(0)  # (the prompt is written before the request below)
+    await asyncio.wait_for(agent.set_mode(session_id, "plan"), 30)
+    outcome = await asyncio.wait_for(prompt, 30)
+    assert outcome.stop_reason == "end_turn"  # not the stray answer's "refusal"
     assert agent.alive

@@ -4,27 +4,23 @@ without nulls, key order included), and anything else must still go through the 
 raise for an answer that does not fit.
 
 Pure: `_outcome` and `_opened` against the models' reading, on answers chosen by hand and drawn
-by hypothesis; and the SDK's connection, over a socket pair, still holding what `_json_rpc` takes.
+by hypothesis.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
 from collections import OrderedDict
 from typing import Any
 
-import acp
 import pytest
 from acp import schema as s
-from acp.connection import Connection
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from sessiond.daemon import acp_backend
-from sessiond.daemon.acp_backend import _Client, _json_rpc, _opened, _outcome, _setup
+from sessiond.daemon.acp_backend import _opened, _outcome, _setup
 
 
 def _by_model(raw: Any) -> tuple[str, dict[str, int] | None]:
@@ -183,17 +179,3 @@ def test_a_null_answer_to_load_or_resume_is_a_session_with_nothing_said() -> Non
     for answer in (s.LoadSessionResponse, s.ResumeSessionResponse):
         session_id, setup = _opened(None, answer)
         assert (session_id, setup.modes, setup.mode, setup.config) == ("", [], None, {})
-
-
-async def test_the_sdk_still_holds_the_json_rpc_connection_the_daemon_sends_those_requests_on() -> None:
-    """`_json_rpc` reaches under the SDK's client side (it has no request without its models):
-    an SDK that no longer holds it there fails here, not in a turn."""
-    left, right = socket.socketpair()
-    reader, writer = await asyncio.open_connection(sock=left)
-    conn = acp.connect_to_agent(_Client(None), writer, reader)  # type: ignore[arg-type]
-    try:
-        assert isinstance(_json_rpc(conn), Connection)
-    finally:
-        await conn.close()
-        writer.close()
-        right.close()

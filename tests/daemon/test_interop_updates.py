@@ -7,6 +7,7 @@ agents' shapes are in test_interop_claude.py and test_interop_codex.py.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -95,9 +96,8 @@ def test_malformed_updates_are_counted_and_logged_once_per_kind(caplog: pytest.L
     chunk += b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}'
     with caplog.at_level(logging.WARNING, logger="sessiond.acp"):
         for line in (usage, chunk, usage, usage):
-            assert updates.take(line)
-        assert not updates.take(b'{"jsonrpc":"2.0","id":3,"result":{}}')  # a response: the SDK's
-        assert not updates.take(b"not json")
+            assert updates.take(json.loads(line))
+        assert not updates.take({"jsonrpc": "2.0", "id": 3, "result": {}})  # a response: not an update
     assert updates.malformed == 3
     assert [kind for _, kind, _ in host.updates] == ["usage_update", "agent_message_chunk"] + [
         "usage_update"
