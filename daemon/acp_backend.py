@@ -623,6 +623,18 @@ def model_api_hint(text: str, agent: str) -> str:
     return ""
 
 
+@dataclass(frozen=True, slots=True)
+class LogSince:
+    """An agent's log from `start` (bytes) on: called, its last line that speaks of an error or
+    a retry."""
+
+    path: Path
+    start: int
+
+    def __call__(self) -> str | None:
+        return _last_relevant_line(self.path, self.start, "", limit=64 * 1024)
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -1001,18 +1013,24 @@ class AgentProcess:
         options = getattr(response, "config_options", None) or []
         return [_dumped(option) for option in options]
 
-    def log_reader(self) -> Callable[[], str | None]:
+    def log_reader(self) -> LogSince:
         """Its log's last line that speaks of an error or a retry, written after this call."""
-        start = _size(self.log_path)
-        return lambda: _last_relevant_line(self.log_path, start, "", limit=64 * 1024)
+        return LogSince(self.log_path, _size(self.log_path))
 
     async def prompt(
-        self, session_id: str, text: str, *, timeout: float | None = None, grace: float = 0.0
+        self,
+        session_id: str,
+        text: str,
+        *,
+        timeout: float | None = None,
+        grace: float = 0.0,
+        log: LogSince | None = None,
     ) -> PromptOutcome:
         """Send the prompt and wait for its answer. Past `timeout` seconds the agent is told to stop
         (session/cancel) and its answer waited for `grace` seconds more, so that the session's next
-        prompt does not find it still busy with this one; then PromptOverdue, answered or not."""
-        log_start = _size(self.log_path)
+        prompt does not find it still busy with this one; then PromptOverdue, answered or not.
+        An error is explained from the log written since `log` began (else since this call)."""
+        log_start = log.start if log is not None else _size(self.log_path)
         loop = asyncio.get_running_loop()
         told: list[asyncio.Future[None]] = []  # the session/cancel sent at the deadline, if it passed
         deadline = (

@@ -21,7 +21,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -53,6 +53,7 @@ from sessiond.daemon.records import (
     INSERT_SESSIONS,
     SAVE_SESSION,
     UPDATE_SESSION,
+    UPSERT_TURN,
     AgentRuntime,
     ProcessRuntime,
     SessionRecord,
@@ -89,6 +90,14 @@ INTERRUPTED_QUEUED = (
 
 def _now() -> float:
     return time.time()
+
+
+def _placement_failed(session: SessionRecord, exc: PlacementError) -> RpcError:
+    return RpcError(
+        ErrorCode.PLACEMENT_FAILED,
+        f"the session's {session.placement} placement could not be set up: {exc}; "
+        "the session stays usable: send the prompt again once that is fixed",
+    )
 
 
 def _silence(session: SessionRecord, running: Turn) -> str | None:
@@ -1034,6 +1043,19 @@ class Core:
 
         self.store.write(save, wait=False)
 
+    def _save_turn(self, turn: Turn) -> None:
+        """Store the turn's row as it is when the batch commits: queued, started and ended before
+        one commit, it is written once."""
+        if turn.row_waiting:
+            return
+        turn.row_waiting = True
+
+        def save(conn: sqlite3.Connection) -> None:
+            turn.row_waiting = False  # (a batch run again, after an outage, writes it as it is then)
+            conn.execute(UPSERT_TURN, turn.row())
+
+        self.store.write(save, wait=False)
+
     def set_status(self, session: SessionRecord, *, closed: bool = False) -> None:
         rt = session.runtime
         running = rt.running if rt else None
@@ -1186,13 +1208,7 @@ class Core:
         )
         if listener is not None:
             turn.listeners.append(listener)
-        self.store.write(
-            st.execute(
-                "INSERT INTO turns (id, session, prompt, state, queued_at) VALUES (?,?,?,?,?)",
-                (turn.id, session.id, turn.prompt, "queued", turn.queued_at),
-            ),
-            wait=False,
-        )
+        self._save_turn(turn)
         rt.queue.append(turn)
         turn.queued_seq = self.events.emit(
             EventKind.TURN_QUEUED, agent=agent.name, session=session.id, turn=turn.id, prompt=turn.prompt
@@ -1347,12 +1363,8 @@ class Core:
     async def _drive_started(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> str:
         turn.started_at = _now()
         agent.active_turns += 1
-        self.store.write(
-            st.execute(
-                "UPDATE turns SET state='running', started_at=? WHERE id=?", (turn.started_at, turn.id)
-            ),
-            wait=False,
-        )
+        turn.state = "running"
+        self._save_turn(turn)
         self.events.emit(EventKind.TURN_STARTED, agent=agent.name, session=session.id, turn=turn.id)
         turn.notify("started", {})
         self.set_status(session)
@@ -1383,9 +1395,11 @@ class Core:
             if session.preface is not None and not session.forked:
                 text = f"{session.preface}\n\n{turn.prompt}"
             session.preface = None
-            turn.log_says = process.log_reader()
+            turn.log_says = log = process.log_reader()
             try:
-                outcome = await process.prompt(agent_session_id, text, timeout=timeout, grace=CANCEL_GRACE)
+                outcome = await process.prompt(
+                    agent_session_id, text, timeout=timeout, grace=CANCEL_GRACE, log=log
+                )
             except PromptOverdue:
                 raise RpcError(
                     ErrorCode.TURN_TIMEOUT,
@@ -1688,21 +1702,9 @@ class Core:
             self.feed.changes_soon(session)
         if text.strip():
             session.recap = recap_of(text)
-        self.store.write(
-            st.execute(
-                "UPDATE turns SET state=?, text=?, stop_reason=?, error=?, usage=?, ended_at=? WHERE id=?",
-                (
-                    "failed" if error else "done",
-                    text,
-                    stop_reason,
-                    error.message if error else None,
-                    None if turn.usage is None else str(turn.usage),
-                    ended,
-                    turn.id,
-                ),
-            ),
-            wait=False,
-        )
+        turn.state, turn.ended_at = ("failed" if error else "done"), ended
+        turn.stop_reason, turn.error = stop_reason, error.message if error else None
+        self._save_turn(turn)
         data: dict[str, Any] = {"stopReason": stop_reason} if error is None else {"error": error.message}
         outcome = m.TurnOutcome.CANCELLED if stop_reason == "cancelled" else m.TurnOutcome.COMPLETED
         data["outcome"] = (m.TurnOutcome.FAILED if error else outcome).value
@@ -1815,8 +1817,10 @@ class Core:
 
     async def _prepare_placement(self, session: SessionRecord) -> None:
         rt = self.runtime_of(session)
-        with self._placement_failures(session):
+        try:
             await rt.placement.prepare()
+        except PlacementError as exc:
+            raise _placement_failed(session, exc) from None
 
     async def _make_where_the_agent_runs(self, session: SessionRecord, process: AgentProcess) -> None:
         """A worktree of a repository is made (or moved) where the agent's process runs, now that it
@@ -1825,23 +1829,13 @@ class Core:
         repository = as_repository(rt.placement)
         if repository is None:
             return
-        with self._placement_failures(session):
+        try:
             notice = await repository.make_at(process.machine())
+        except PlacementError as exc:
+            raise _placement_failed(session, exc) from None
         if notice is not None and rt.running is not None:
             rt.running.notice = notice if rt.running.notice is None else f"{rt.running.notice}; {notice}"
         await self.feed.start_tracking(session)
-
-    @staticmethod
-    @contextlib.contextmanager
-    def _placement_failures(session: SessionRecord) -> Iterator[None]:
-        try:
-            yield
-        except PlacementError as exc:
-            raise RpcError(
-                ErrorCode.PLACEMENT_FAILED,
-                f"the session's {session.placement} placement could not be set up: {exc}; "
-                "the session stays usable: send the prompt again once that is fixed",
-            ) from None
 
     # ================================================================ merging
 

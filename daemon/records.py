@@ -38,6 +38,17 @@ UPDATE_SESSION = (
 )
 
 
+# A turn's row as it is now: inserted by its first write, updated by the later ones (the same turn:
+# a client's turn id that names an older turn's row leaves that row alone).
+UPSERT_TURN = (
+    "INSERT INTO turns (id, session, prompt, state, text, stop_reason, error, usage, queued_at, started_at, "
+    "ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
+    "text = excluded.text, stop_reason = excluded.stop_reason, error = excluded.error, "
+    "usage = excluded.usage, started_at = excluded.started_at, ended_at = excluded.ended_at "
+    "WHERE turns.session = excluded.session AND turns.queued_at = excluded.queued_at"
+)
+
+
 @dataclass(slots=True)
 class SessionRecord:
     id: str
@@ -161,6 +172,29 @@ class Turn:
     notice: str | None = None  # what a person should know of how it ran (its session could not be restored)
     # What the agent's log says since the turn was sent (the process's reader), for a silent turn.
     log_says: Callable[[], str | None] | None = None
+    # Its row in the store, as the next commit writes it (`Core._save_turn`).
+    state: str = "queued"  # then running; done or failed
+    stop_reason: str | None = None
+    error: str | None = None
+    ended_at: float | None = None
+    row_waiting: bool = False  # a write of the row waits for the commit
+
+    def row(self) -> tuple[Any, ...]:
+        """The values of UPSERT_TURN: the text and usage once it has ended."""
+        ended = self.ended_at is not None
+        return (
+            self.id,
+            self.session,
+            self.prompt,
+            self.state,
+            self.text if ended else None,
+            self.stop_reason,
+            self.error,
+            str(self.usage) if ended and self.usage is not None else None,
+            self.queued_at,
+            self.started_at,
+            self.ended_at,
+        )
 
     @property
     def text(self) -> str:

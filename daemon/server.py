@@ -363,8 +363,7 @@ class Connection:
 
     async def prompt(self, params: m.SessionPromptParams) -> m.TurnResult:
         msg_id = REQUEST_ID.get()
-        turn_id = params.turn_id or f"t-{uuid.uuid4().hex[:12]}"
-        params = params.model_copy(update={"turn_id": turn_id})
+        turn_id = params.turn_id = params.turn_id or f"t-{uuid.uuid4().hex[:12]}"  # (this request's own)
         token = params.work_done_token
         listener = None
         if token is not None or self.link.progress_supported:

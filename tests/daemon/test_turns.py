@@ -18,6 +18,8 @@ from sessiond.client import (
     SessionClosed,
     TurnTimeout,
 )
+from sessiond.protocol import methods
+from sessiond.protocol.models import TurnResult
 
 
 async def test_opening_sessions_starts_nothing_until_the_first_turn(
@@ -290,3 +292,29 @@ async def test_an_agent_silent_in_its_turn_flags_the_session_and_says_since_when
     assert "agent_silent" not in [a.value for a in info.attention]
     assert info.status_detail is None
     await agent.aremove()
+
+
+async def test_a_turns_stored_row_is_the_whole_turn_and_a_reused_turn_id_leaves_the_older_row_alone(
+    client: AsyncDaemon, daemon: Daemon, work: Path
+) -> None:
+    # Queued, started and ended (each may come before the commit that writes the one before):
+    # the row holds all three. A client that names a second turn by the first's id gets its turn
+    # run, and the first turn's row stays what it was.
+    a, b = await (await client.agent("demo")).sessions(2, work)
+    first = await client._call(
+        methods.SESSION_PROMPT, TurnResult, session=a.id, prompt="say one", turn_id="t-mine"
+    )
+    again = await client._call(
+        methods.SESSION_PROMPT, TurnResult, session=b.id, prompt="say two", turn_id="t-mine"
+    )
+    assert (first.text, again.text) == ("one", "two")
+    store = sqlite3.connect(daemon.home / "state" / "sessiond.db")
+    rows = store.execute(
+        "SELECT session, prompt, state, text, stop_reason, error, queued_at, started_at, ended_at"
+        " FROM turns WHERE id = 't-mine'"
+    ).fetchall()
+    assert len(rows) == 1
+    session, said, state, text, stop_reason, error, queued_at, started_at, ended_at = rows[0]
+    assert (session, said, state, text) == (a.id, "say one", "done", "one")
+    assert (stop_reason, error) == ("end_turn", None)
+    assert queued_at <= started_at <= ended_at
