@@ -43,6 +43,7 @@ from sessiond.daemon.direct_requests import DirectRequests
 from sessiond.daemon.placements.base import Machine
 from sessiond.daemon.placements.repository import LOCAL
 from sessiond.daemon.terminals import Terminals
+from sessiond.protocol import fast_json
 
 log = logging.getLogger("sessiond.acp")
 
@@ -790,7 +791,7 @@ class AgentProcess:
         def handle(line: bytes) -> None:
             if b'"session/update"' in line or direct.waiting:
                 try:
-                    message = json.loads(line)
+                    message = fast_json.loads(line)
                 except ValueError:
                     message = None  # the SDK reports it
                 if isinstance(message, dict) and (self._updates.take(message) or direct.take(message)):
@@ -1136,7 +1137,7 @@ def _outcome(raw: Any) -> PromptOutcome:
     return PromptOutcome(stop_reason=response.stop_reason, usage=usage)
 
 
-_SETUPS: OrderedDict[str, str] = OrderedDict()  # a setup as JSON, by the answer it was read from
+_SETUPS: OrderedDict[bytes, bytes] = OrderedDict()  # a setup as JSON, by the answer it was read from
 SETUP_CACHE = 64
 
 
@@ -1151,17 +1152,17 @@ def _opened(raw: Any, answer: type[BaseModel]) -> tuple[str, SessionSetup]:
     needs_id = "session_id" in answer.model_fields
     # (In the order the agent wrote it: an agent writes the same answer the same way each time.)
     rest = {k: v for k, v in data.items() if k != "sessionId"}
-    key = answer.__name__ + json.dumps(rest, separators=(",", ":"))
+    key = answer.__name__.encode() + fast_json.dumps(rest)
     known = _SETUPS.get(key)
     if known is None or (needs_id and session_id is None):
         response = answer.model_validate(data)  # raises for an answer that does not fit
         setup = _setup(response)
-        _SETUPS[key] = json.dumps([setup.modes, setup.mode, setup.config])
+        _SETUPS[key] = fast_json.dumps([setup.modes, setup.mode, setup.config])
         while len(_SETUPS) > SETUP_CACHE:
             _SETUPS.popitem(last=False)
         return str(getattr(response, "session_id", "")), setup
     _SETUPS.move_to_end(key)
-    modes, mode, config = json.loads(known)
+    modes, mode, config = fast_json.loads(known)
     return (session_id or "") if needs_id else "", SessionSetup(modes=modes, mode=mode, config=config)
 
 

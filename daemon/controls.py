@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sessiond.daemon.agent_types import SessionSetup
+from sessiond.protocol import fast_json
 from sessiond.protocol import models as m
 
 # The agent's session updates that change what it offers.
@@ -171,7 +172,7 @@ def controls_info(offer: Offer | None, source: m.ControlsSource, choices: Choice
     )
 
 
-_WIRES: OrderedDict[str, str] = OrderedDict()  # what controls_wire made, by what it was made from
+_WIRES: OrderedDict[bytes, bytes] = OrderedDict()  # what controls_wire made, by what it was made from
 WIRE_CACHE = 256
 
 
@@ -179,18 +180,17 @@ def controls_wire(offer: Offer | None, source: m.ControlsSource, choices: Choice
     """`controls_info(...).wire()`, made once for each set of inputs (every session an agent opens
     is offered the same, and says so in an event): a fresh copy each time."""
     try:
-        key = json.dumps(
+        key = fast_json.dumps(
             [source, choices.mode, choices.config]
-            + ([offer.modes, offer.mode, offer.options, offer.commands] if offer is not None else []),
-            separators=(",", ":"),
+            + ([offer.modes, offer.mode, offer.options, offer.commands] if offer is not None else [])
         )
     except (TypeError, ValueError):
         return controls_info(offer, source, choices).wire()
     wire = _WIRES.get(key)
     if wire is None:
-        wire = _WIRES[key] = json.dumps(controls_info(offer, source, choices).wire())
+        wire = _WIRES[key] = fast_json.dumps(controls_info(offer, source, choices).wire())
         while len(_WIRES) > WIRE_CACHE:
             _WIRES.popitem(last=False)
     else:
         _WIRES.move_to_end(key)
-    return cast(dict[str, Any], json.loads(wire))
+    return cast(dict[str, Any], fast_json.loads(wire))

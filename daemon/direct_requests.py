@@ -17,9 +17,10 @@ authenticate, ...) and the answers to the agent's own requests still go through 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from sessiond.protocol import fast_json
 
 FIRST_ID = 1_000_000_000
 
@@ -66,7 +67,7 @@ class DirectRequests:
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def _send(self, message: dict[str, Any]) -> None:
-        self._writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        self._writer.write(fast_json.dumps(message) + b"\n")
         await self._writer.drain()  # (waits only while the pipe is full)
 
     def take(self, message: dict[str, Any]) -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 from typing import Any, Protocol
@@ -27,6 +26,7 @@ from sessiond.daemon import gate, handshake, wire
 from sessiond.daemon.corked import Corked
 from sessiond.daemon.gate import Access, Drop, Phase, Refuse
 from sessiond.daemon.wire import Kind, Limits
+from sessiond.protocol import fast_json
 from sessiond.protocol.errors import ErrorCode, RpcError
 
 log = logging.getLogger("sessiond.server")
@@ -341,10 +341,10 @@ class Link:
 
     def send_result(self, msg_id: Any, result: bytes) -> None:
         """Answer a request with its result, already JSON text."""
-        self.write_body(b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (json.dumps(msg_id).encode(), result))
+        self.write_body(b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (fast_json.dumps(msg_id), result))
 
     def send_raw(self, payload: dict[str, Any]) -> None:
-        self.write_body(json.dumps(payload).encode())
+        self.write_body(fast_json.dumps(payload))
 
     def write_body(self, body: bytes) -> None:
         if self.writable and not self.writer.is_closing():

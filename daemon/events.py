@@ -15,7 +15,6 @@ still replaying, waits for its pump task to be woken, a turn later.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import sqlite3
@@ -29,6 +28,7 @@ from typing import Any
 import msgpack
 
 from sessiond.daemon.store import Store
+from sessiond.protocol import fast_json
 
 log = logging.getLogger("sessiond.events")
 
@@ -73,7 +73,7 @@ class Event:
                 if value is not None:
                     wire[key] = value
             wire["data"] = self.data
-            cached = _WIRE[self.seq] = json.dumps(wire)
+            cached = _WIRE[self.seq] = fast_json.dumps(wire).decode()
             global _wire_chars
             _wire_chars += len(cached)
             while len(_WIRE) > WIRE_CACHE or (_wire_chars > WIRE_CACHE_CHARS and len(_WIRE) > 1):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from sessiond.protocol import fast_json
 from sessiond.protocol.errors import ErrorCode
 
 MiB = 1024 * 1024
@@ -205,10 +206,14 @@ def _no_constant(text: str) -> Any:
     raise ValueError(f"{text} is not JSON")
 
 
+def _strict_loads(body: bytes) -> Any:
+    return json.loads(body, parse_int=_bounded_int, parse_constant=_no_constant)
+
+
 def parse(body: bytes) -> Message:
     """The message in `body`, or a Refusal saying what is wrong with it."""
     try:
-        data = json.loads(body, parse_int=_bounded_int, parse_constant=_no_constant)
+        data = fast_json.loads(body, _strict_loads)
     except _TooLong as exc:
         raise Refusal(
             ErrorCode.PARSE_ERROR, f"the message holds {exc}: numbers are at most {MAX_DIGITS}"
