@@ -296,6 +296,44 @@ class Insight:
             percent=round(100 * used / size, 1) if size else None,
         )
 
+    def context_wire(self) -> dict[str, Any] | None:
+        """`context_view()` as it goes on the wire, made without the models where its values are the
+        plain types they hold (each session.usage event carries it; a test holds the two together)."""
+        fill = self._fill()
+        if fill is None:
+            return None
+        used, size, estimated = fill
+        cost = None if estimated or self.context is None else self.context.get("cost")
+        plain_cost = cost is None or (
+            isinstance(cost, dict)
+            and type(cost.get("amount")) in (int, float)
+            and type(cost.get("currency")) is str
+        )
+        if type(size) is not int or not plain_cost:
+            view = self.context_view()
+            return view.wire() if view is not None else None
+        if estimated:
+            return {"used": used, "size": size, "percent": round(100 * used / size, 1), "estimated": True}
+        wire: dict[str, Any] = {"used": used, "size": size}
+        if cost:
+            wire["cost"] = {"amount": float(cost["amount"]), "currency": cost["currency"]}
+        if size:
+            wire["percent"] = round(100 * used / size, 1)
+        wire["estimated"] = False
+        return wire
+
+    def usage_wire(self) -> dict[str, Any] | None:
+        """`usage_view()` as it goes on the wire, made without the model."""
+        if self.turns == 0:
+            return None
+        return {
+            "turns": int(self.turns),
+            "inputTokens": int(self.usage.get("inputTokens", 0)),
+            "outputTokens": int(self.usage.get("outputTokens", 0)),
+            "totalTokens": int(self.usage.get("totalTokens", 0)),
+            "busySeconds": float(round(self.busy_seconds, 3)),
+        }
+
     def usage_view(self) -> m.SessionUsage | None:
         if self.turns == 0:
             return None

@@ -403,8 +403,7 @@ class InsightFeed:
             plan = ins.plan_view()
             data = {"plan": plan.wire() if plan else None}
         elif kind == EventKind.SESSION_USAGE:
-            context, usage = ins.context_view(), ins.usage_view()
-            data = {"context": context.wire() if context else None, "usage": usage.wire() if usage else None}
+            data = {"context": ins.context_wire(), "usage": ins.usage_wire()}
         elif kind == EventKind.SESSION_CHANGES:
             data = {"changes": ins.changes.wire() if ins.changes else None}
         else:

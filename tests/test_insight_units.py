@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessiond.daemon.changes import count_lines
 from sessiond.daemon.insight import Insight, TranscriptBuilder, ending_lines, recap_of, transcript_pieces
@@ -203,3 +209,67 @@ def test_controls_made_once_per_offer_are_what_the_model_gives_and_a_fresh_copy_
         assert again == controls_info(shown, source, choices).wire()  # type: ignore[arg-type]
     offer.mode = "plan"  # what it was made from changed: made again
     assert controls_wire(offer, "session", Choices())["mode"] == "plan"
+
+
+_numbers = st.integers(min_value=0, max_value=10**7) | st.floats(min_value=0, max_value=1e7, allow_nan=False)
+_costs = (
+    st.none()
+    | st.fixed_dictionaries(
+        {
+            "amount": _numbers | st.booleans() | st.text(max_size=3),
+            "currency": st.sampled_from(["USD", "EUR"]),
+        },
+        optional={"extra": st.integers()},
+    )
+    | st.just({})
+)
+
+
+@settings(max_examples=400)
+@given(
+    reported=st.booleans(),
+    used=_numbers,
+    size=st.integers(min_value=1, max_value=10**7) | st.just(0) | st.floats(min_value=1, max_value=1e7),
+    cost=_costs,
+    window=st.integers(min_value=1, max_value=10**7) | st.floats(min_value=1, max_value=1e7),
+    chars=st.integers(min_value=0, max_value=10**8),
+    turns=st.integers(min_value=0, max_value=50),
+    tokens=st.dictionaries(
+        st.sampled_from(["inputTokens", "outputTokens", "totalTokens"]), st.integers(0, 10**9)
+    ),
+    busy=st.floats(min_value=0, max_value=1e6, allow_nan=False),
+)
+def test_the_usage_events_wire_forms_are_what_the_models_give(
+    reported: bool,
+    used: Any,
+    size: Any,
+    cost: Any,
+    window: Any,
+    chars: int,
+    turns: int,
+    tokens: dict[str, int],
+    busy: float,
+) -> None:
+    """session.usage's context and usage, made without the models, are what the models give:
+    values, their types (1 and 1.0 differ on the wire), key order; or the same error."""
+    context = {"used": used, "size": size, **({"cost": cost} if cost is not None else {})}
+    ins = Insight(context=context, context_reported=reported, window=window, transcript_chars=chars)
+    ins.turns, ins.usage, ins.busy_seconds = turns, dict(tokens), busy
+
+    def by_model() -> Any:
+        view = ins.context_view()
+        return view.wire() if view is not None else None
+
+    for fast, slow in ((ins.context_wire, by_model), (ins.usage_wire, lambda: _wire(ins.usage_view()))):
+        try:
+            expected = slow()
+        except Exception as exc:
+            with pytest.raises(type(exc)):
+                fast()
+            continue
+        got = fast()
+        assert json.dumps(got) == json.dumps(expected)  # (types and key order too)
+
+
+def _wire(view: Any) -> Any:
+    return view.wire() if view is not None else None
