@@ -792,7 +792,7 @@ class AgentProcess:
             if b'"session/update"' in line or direct.waiting:
                 try:
                     message = fast_json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     message = None  # the SDK reports it
                 if isinstance(message, dict) and (self._updates.take(message) or direct.take(message)):
                     return
