@@ -89,19 +89,22 @@ TURN_ROUNDS = 21  # each figure is the median of this many rounds: one round is 
 
 async def turns(count: int) -> list[tuple[str, str, str]]:
     """`count` first turns at once (each opens its session at the agent, then prompts), straight
-    to the demo agent through the ACP SDK and through the daemon, rounds alternating; with the CPU
-    time each process took for them (this machine has two cores: the daemon and the agent share
-    them, and a burst is as fast as the busier of the two)."""
+    to the demo agent through the ACP SDK, through a process that only passes lines (what a third
+    process on the path costs, doing nothing), and through the daemon, rounds taking turns; with
+    the CPU time each process took for them (this machine has two cores: the daemon and the agent
+    share them with the client)."""
     # Every file of both sides on tmpfs where there is one (harness.IN_MEMORY says why).
     work = scratch("sd-bench-work-", in_memory=True)
     # The agent's own state goes beside the work, not in it: sessions outside git snapshot their root.
     state = scratch("sd-bench-state-", in_memory=True)
-    times: dict[str, list[float]] = {"direct": [], "daemon": []}
+    relayed_state = scratch("sd-bench-state-", in_memory=True)
+    times: dict[str, list[float]] = {"direct": [], "relayed": [], "daemon": []}
     cpu: dict[str, list[float]] = {"direct agent": [], "direct client": [], "daemon": [], "its agent": []}
     try:
         with daemon(in_memory=True) as d:
             async with (
                 direct_agent(TURN_PROMPT, work, state) as direct_round,
+                direct_agent(TURN_PROMPT, work, relayed_state, relayed=True) as relayed_round,
                 aconnect(d.socket, start=False) as client,
             ):
                 agent = await client.agent("demo")
@@ -114,6 +117,7 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
                     times["direct"].append(await direct_round(count))
                     cpu["direct agent"].append(cpu_seconds(direct_round.pid) - before)
                     cpu["direct client"].append(time.process_time() - before_client)
+                    times["relayed"].append(await relayed_round(count))
                     sessions = await agent.sessions(count, work)
                     before_daemon, before_agent = cpu_seconds(d.pid), cpu_seconds(agent_pid)
                     started = time.perf_counter()
@@ -125,7 +129,9 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
     finally:  # (on tmpfs: memory)
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(relayed_state, ignore_errors=True)
     direct = statistics.median(times["direct"])
+    relayed = statistics.median(times["relayed"])
     through_daemon = statistics.median(times["daemon"])
     per_turn = {k: statistics.median(v) / count * 1000 for k, v in cpu.items()}
     paired = [d / s for d, s in zip(times["daemon"], times["direct"], strict=True)]
@@ -135,6 +141,11 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             f"{direct:.3f} s",
             f"{count / direct:.0f} turns/s; files of both sides "
             + (f"on tmpfs ({IN_MEMORY})" if IN_MEMORY else "on disk (no tmpfs here)"),
+        ),
+        (
+            f"{count} first turns at once, through a process that only passes lines, median of {TURN_ROUNDS}",
+            f"{relayed:.3f} s",
+            f"{relayed / direct:.2f}x straight: a third process on the path (bench/line_relay.py)",
         ),
         (
             f"{count} first turns at once, through the daemon, median of {TURN_ROUNDS}",

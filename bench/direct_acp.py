@@ -39,14 +39,17 @@ class Rounds:
 
 
 @contextlib.asynccontextmanager
-async def direct_agent(prompt: str, cwd: Path, state_dir: Path) -> AsyncIterator[Rounds]:
-    """The demo agent spoken to straight through the ACP SDK; yields its `Rounds` (after one
-    warm-up turn)."""
+async def direct_agent(
+    prompt: str, cwd: Path, state_dir: Path, *, relayed: bool = False
+) -> AsyncIterator[Rounds]:
+    """The demo agent spoken to straight through the ACP SDK (or, `relayed`, through a process
+    that only passes lines: bench/line_relay.py); yields its `Rounds` (after one warm-up turn),
+    whose `pid` is the agent's (or the relay's)."""
     async with acp.spawn_agent_process(
         _QuietClient(),  # type: ignore[arg-type]
         sys.executable,
         "-m",
-        "sessiond.daemon.demo_agent",
+        "bench.line_relay" if relayed else "sessiond.daemon.demo_agent",
         "--state-dir",
         str(state_dir),
         transport_kwargs={"stderr": subprocess.DEVNULL},
