@@ -22,17 +22,19 @@ from typing import Any
 
 import orjson
 
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+# A run of 19 digits, found as a run of 19 ones once every digit is a one and all else a zero
+# (several times faster than a regular expression, and a line is checked before each read).
+_DIGITS_AS_ONES = bytes(0x31 if 0x30 <= byte <= 0x39 else 0x30 for byte in range(256))
+_LONG_RUN = b"1" * 19
 _LONG_NUMBER_TEXT = re.compile(r"[0-9]{19}")
 
 
 def loads(data: bytes | str, fallback: Callable[[Any], Any] = json.loads) -> Any:
     """`fallback(data)` (`json.loads`, or it with hooks): the same values, the same errors."""
-    exact = (
-        _LONG_NUMBER.search(data) is None
-        if isinstance(data, bytes)
-        else _LONG_NUMBER_TEXT.search(data) is None
-    )
+    if isinstance(data, bytes):
+        exact = _LONG_RUN not in data.translate(_DIGITS_AS_ONES)
+    else:
+        exact = _LONG_NUMBER_TEXT.search(data) is None
     if exact:
         try:
             return orjson.loads(data)
