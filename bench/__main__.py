@@ -84,7 +84,7 @@ async def open_many(count: int) -> list[tuple[str, str, str]]:
 
 
 TURN_ROUNDS = 21  # each figure is the median of this many rounds: one round is a fraction of a second, and
-# rounds on this shared machine swing from 0.9x to 1.9x one against the next
+# rounds on this shared machine swing from 0.7x to 1.9x one against the next
 
 
 async def turns(count: int) -> list[tuple[str, str, str]]:

@@ -1,7 +1,8 @@
 """`fast_json` reads what `json` reads, as `json` reads it, and refuses what it refuses with the
 same error; what it writes `json` reads back as the value written. Hypothesis draws the values
-and texts, with those where orjson and `json` part ways: integers past 64 bits, lone surrogates,
-NaN, keys that are no strings."""
+(integers past 64 bits and lone surrogates among them); chosen texts and values cover the rest
+of where orjson and `json` part ways (NaN, a byte order mark, UTF-16, deep nesting, 1e400, keys
+that are no strings)."""
 
 from __future__ import annotations
 
