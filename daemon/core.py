@@ -1363,7 +1363,6 @@ class Core:
     async def _drive_started(self, agent: AgentRuntime, session: SessionRecord, turn: Turn) -> str:
         turn.started_at = _now()
         agent.active_turns += 1
-        turn.state = "running"
         self._save_turn(turn)
         self.events.emit(EventKind.TURN_STARTED, agent=agent.name, session=session.id, turn=turn.id)
         turn.notify("started", {})
@@ -1702,8 +1701,7 @@ class Core:
             self.feed.changes_soon(session)
         if text.strip():
             session.recap = recap_of(text)
-        turn.state, turn.ended_at = ("failed" if error else "done"), ended
-        turn.stop_reason, turn.error = stop_reason, error.message if error else None
+        turn.stop_reason, turn.error, turn.ended_at = stop_reason, error.message if error else None, ended
         self._save_turn(turn)
         data: dict[str, Any] = {"stopReason": stop_reason} if error is None else {"error": error.message}
         outcome = m.TurnOutcome.CANCELLED if stop_reason == "cancelled" else m.TurnOutcome.COMPLETED

@@ -173,20 +173,24 @@ class Turn:
     # What the agent's log says since the turn was sent (the process's reader), for a silent turn.
     log_says: Callable[[], str | None] | None = None
     # Its row in the store, as the next commit writes it (`Core._save_turn`).
-    state: str = "queued"  # then running; done or failed
     stop_reason: str | None = None
     error: str | None = None
     ended_at: float | None = None
     row_waiting: bool = False  # a write of the row waits for the commit
 
     def row(self) -> tuple[Any, ...]:
-        """The values of UPSERT_TURN: the text and usage once it has ended."""
+        """The values of UPSERT_TURN: its state (queued, running, done or failed), and the text and
+        usage once it has ended."""
         ended = self.ended_at is not None
+        if ended:
+            state = "failed" if self.error is not None else "done"
+        else:
+            state = "running" if self.started_at is not None else "queued"
         return (
             self.id,
             self.session,
             self.prompt,
-            self.state,
+            state,
             self.text if ended else None,
             self.stop_reason,
             self.error,
