@@ -109,9 +109,15 @@ test('a change redraws only the rows whose look or children changed', () => {
   const agent: TreeNode = { type: 'agent', agent: 'demo' };
   const s1: TreeNode = { type: 'session', session: 's1' };
   const s2: TreeNode = { type: 'session', session: 's2' };
-  // What VS Code asked for: the root, the agent, both sessions.
-  refresh.noteDrawn(model, undefined);
-  for (const node of [agent, s1, s2]) refresh.noteDrawn(model, node);
+  // What VS Code asked for: the root, the agent, both sessions (each row and its children).
+  const drawn = (...nodes: TreeNode[]): void => {
+    for (const node of nodes) {
+      refresh.noteItem(model, node);
+      refresh.noteChildren(model, node);
+    }
+  };
+  refresh.noteChildren(model, undefined);
+  drawn(agent, s1, s2);
   assert.deepEqual(refresh.changed(model), [], 'nothing changed, nothing redrawn');
 
   // A transcript chunk changes no row.
@@ -121,14 +127,22 @@ test('a change redraws only the rows whose look or children changed', () => {
   // A plan on s1: its row (description, children) only; the agent's counts did not move.
   model.apply(event('session.plan', { session: 's1', data: { plan: { entries: [{ content: 'Read', status: 'pending' }] } } }));
   assert.deepEqual(refresh.changed(model).map((node) => nodeKey(node!)), [nodeKey(s1)]);
-  refresh.noteDrawn(model, s1);
+  drawn(s1);
+
+  // A row's children read after a change say nothing of its look: it was drawn before the change
+  // (a "Merge queue" row kept "1 merging" when its children were read just after the merge failed).
+  model.apply(event('session.plan', { session: 's1', data: { plan: { entries: [{ content: 'Read', status: 'completed' }] } } }));
+  refresh.noteChildren(model, s1);
+  assert.deepEqual(refresh.changed(model).map((node) => nodeKey(node!)), [nodeKey(s1)], 'its look still to be redrawn');
+  refresh.noteItem(model, s1);
+  assert.deepEqual(refresh.changed(model), [], 'drawn anew');
 
   // s2 starts working: the agent's description ("1 working") changes; s2 is inside it.
   model.apply(event('session.status', { session: 's2', data: { status: 'working' } }));
   assert.deepEqual(refresh.changed(model).map((node) => nodeKey(node!)), [nodeKey(agent)]);
   // ...and is redrawn on its own besides (VS Code does not always show a row redrawn through its parent).
   assert.deepEqual(refresh.changes(model).inside.map(nodeKey), [nodeKey(s2)]);
-  for (const node of [agent, s1, s2]) refresh.noteDrawn(model, node);
+  drawn(agent, s1, s2);
 
   // A new agent: the root's children change, the whole tree is redrawn.
   model.setAgents([...model.agents.values(), { name: 'other', command: ['x'], envKeys: [], options: {}, process: { state: 'stopped' } }]);

@@ -55,11 +55,9 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   }
 
   /**
-   * Redraw these rows once more a moment later. VS Code asks for a row and for its children at
-   * different moments; a change in between (a merge's entry failing as the "Merge queue" row was
-   * asked for) is noted as drawn on a row that still shows what came before it. Like the rows
-   * redrawn inside (below), once VS Code has stopped reading children: a "Merge queue" row
-   * redrawn again while they were read kept "1 merging" after its merge had failed.
+   * Redraw these rows once more a moment later, once VS Code has stopped reading children (as the
+   * rows redrawn inside, below): a refresh fired while VS Code reads their parent's children anew
+   * may never be asked for (after a reconnect, sessions kept "stale" with their agent redrawn).
    */
   private redrawAgain(nodes: TreeNode[], rounds = AGAIN_ROUNDS): void {
     for (const node of nodes) this.again.add(node);
@@ -142,7 +140,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   getChildren(node?: TreeNode): TreeNode[] {
     this.childrenAskedAt = Date.now();
     const model = this.sessiond.model;
-    this.refresh.noteDrawn(model, node, this.options);
+    this.refresh.noteChildren(model, node);
     return children(model, node).map((child) => this.intern(child));
   }
 
@@ -153,7 +151,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
 
   getTreeItem(node: TreeNode): vscode.TreeItem {
     const view = describe(this.sessiond.model, node, this.options);
-    this.refresh.noteDrawn(this.sessiond.model, node, this.options);
+    this.refresh.noteItem(this.sessiond.model, node, this.options);
     const item = new vscode.TreeItem(view.label, COLLAPSIBLE[view.collapsible]);
     item.id = view.id;
     item.description = view.description;

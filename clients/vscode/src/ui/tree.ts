@@ -383,16 +383,26 @@ export function parent(model: ModelView, node: TreeNode): TreeNode | undefined {
  * `key`s are `nodeKey`s; the view remembers what it drew last for each node it was asked for.
  */
 export class TreeRefresh {
-  private readonly drawn = new Map<string, string>();
+  // Kept apart: VS Code asks for a row (its look) and for its children at different moments, and a
+  // row whose children were read after a change still shows the look it was drawn with (a "Merge
+  // queue" row kept "1 merging" when its children were read just after its merge failed).
+  private readonly looks = new Map<string, string>();
+  private readonly kids = new Map<string, string>();
 
-  /** Remember how `node` was drawn (call from getTreeItem / getChildren). */
-  noteDrawn(model: ModelView, node: TreeNode | undefined, options: DescribeOptions = {}): void {
-    this.drawn.set(node ? nodeKey(node) : ROOT, signature(model, node, options));
+  /** Remember how `node` looked when it was handed over (call from getTreeItem). */
+  noteItem(model: ModelView, node: TreeNode, options: DescribeOptions = {}): void {
+    this.looks.set(nodeKey(node), look(model, node, options));
+  }
+
+  /** Remember which children `node` (the root: undefined) had when they were handed over (call from getChildren). */
+  noteChildren(model: ModelView, node: TreeNode | undefined): void {
+    this.kids.set(node ? nodeKey(node) : ROOT, kidsOf(model, node));
   }
 
   /** Forget everything drawn (the whole tree was redrawn). */
   reset(): void {
-    this.drawn.clear();
+    this.looks.clear();
+    this.kids.clear();
   }
 
   /**
@@ -409,20 +419,20 @@ export class TreeRefresh {
    */
   changes(model: ModelView, options: DescribeOptions = {}): { redraw: (TreeNode | undefined)[]; inside: TreeNode[] } {
     const dirty: (TreeNode | undefined)[] = [];
-    for (const [key, drawn] of this.drawn) {
+    for (const key of new Set([...this.looks.keys(), ...this.kids.keys()])) {
       const node = key === ROOT ? undefined : (JSON.parse(key) as TreeNode);
       if (node && gone(model, node)) {
         // Its parent's children changed too: redrawing the parent drops this row.
-        this.drawn.delete(key);
+        this.looks.delete(key);
+        this.kids.delete(key);
         continue;
       }
-      let now: string;
-      try {
-        now = signature(model, node, options);
-      } catch {
-        now = '';
-      }
-      if (now !== drawn) dirty.push(node);
+      const drawnLook = this.looks.get(key);
+      const drawnKids = this.kids.get(key);
+      const changed =
+        (drawnLook !== undefined && node !== undefined && look(model, node, options) !== drawnLook) ||
+        (drawnKids !== undefined && kidsOf(model, node) !== drawnKids);
+      if (changed) dirty.push(node);
     }
     const rows = dirty.filter((node): node is TreeNode => node !== undefined);
     if (rows.length < dirty.length) return { redraw: [undefined], inside: rows };
@@ -441,9 +451,20 @@ export class TreeRefresh {
 
 const ROOT = '<root>';
 
-/** How a node looks and which children it has (relative times frozen: they age by themselves). */
-function signature(model: ModelView, node: TreeNode | undefined, options: DescribeOptions): string {
-  const kids = children(model, node).map(nodeKey);
-  if (!node) return JSON.stringify(kids);
-  return JSON.stringify([describe(model, node, { ...options, now: 0 }), kids]);
+/** How a node looks (relative times frozen: they age by themselves); '' for one that cannot be described now. */
+function look(model: ModelView, node: TreeNode, options: DescribeOptions): string {
+  try {
+    return JSON.stringify(describe(model, node, { ...options, now: 0 }));
+  } catch {
+    return '';
+  }
+}
+
+/** Which children a node (the root: undefined) has. */
+function kidsOf(model: ModelView, node: TreeNode | undefined): string {
+  try {
+    return JSON.stringify(children(model, node).map(nodeKey));
+  } catch {
+    return '';
+  }
 }
