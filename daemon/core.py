@@ -160,7 +160,11 @@ class Core:
         # Sessions are read from the store on first need (see session_table), as a dict by id.
         self.sessions = SessionTable(store, self._adopt)
         self.by_agent_session: dict[tuple[str, str], SessionRecord] = {}
-        self._unsaved: dict[str, SessionRecord] = {}  # sessions whose row waits for the next commit
+        # Rows written as they stand at the next commit, in one statement for all (store.RowsAtCommit).
+        self._session_rows: st.RowsAtCommit[str, SessionRecord] = st.RowsAtCommit(
+            store, UPDATE_SESSION, SessionRecord.changes, self._sessions_stored
+        )
+        self._turn_rows: st.RowsAtCommit[int, Turn] = st.RowsAtCommit(store, UPSERT_TURN, Turn.row)
         self.children = LazyIndex(self.sessions, "parent")  # by parent id: side chats, tasks, threads
         self.by_run = LazyIndex(self.sessions, "run")  # the sessions each run opened
         self._next_ordinal = 1
@@ -920,7 +924,7 @@ class Core:
         for session_id, session in list(moving.items()):
             if session.activity == session.stored_activity:
                 del moving[session_id]  # handed its insight, but did nothing its row does not say
-        ahead = {**moving, **self._unsaved}
+        ahead = {**moving, **self._session_rows.waiting}
         mine = sorted(
             (
                 (order(s), s)
@@ -1025,36 +1029,17 @@ class Core:
     def _save_session(self, session: SessionRecord) -> None:
         """Store the session's row as it is when the batch commits: saved three times in one turn
         of the loop (queued, working, live), it is written once."""
-        if session.id in self._unsaved:
-            return
-        self._unsaved[session.id] = session
-        if len(self._unsaved) > 1:
-            return  # the write queued for the first of them takes this one too
-        taken: list[SessionRecord] = []
+        self._session_rows.save(session.id, session)
 
-        def save(conn: sqlite3.Connection) -> None:
-            if not taken:  # (a batch run again, after a failure or an outage, keeps its sessions)
-                taken.extend(self._unsaved.values())
-                self._unsaved.clear()
-            conn.executemany(UPDATE_SESSION, [s.changes() for s in taken])
-            for s in taken:  # stored as memory knows it: a page by activity may read its row
-                s.stored_activity = s.activity
-                self.feed.moving.pop(s.id, None)
-
-        self.store.write(save, wait=False)
+    def _sessions_stored(self, sessions: list[SessionRecord]) -> None:
+        for s in sessions:  # stored as memory knows it: a page by activity may read its row
+            s.stored_activity = s.activity
+            self.feed.moving.pop(s.id, None)
 
     def _save_turn(self, turn: Turn) -> None:
         """Store the turn's row as it is when the batch commits: queued, started and ended before
-        one commit, it is written once."""
-        if turn.row_waiting:
-            return
-        turn.row_waiting = True
-
-        def save(conn: sqlite3.Connection) -> None:
-            turn.row_waiting = False  # (a batch run again, after an outage, writes it as it is then)
-            conn.execute(UPSERT_TURN, turn.row())
-
-        self.store.write(save, wait=False)
+        one commit, it is written once (a client's turn id may name an older turn: by the object)."""
+        self._turn_rows.save(id(turn), turn)
 
     def set_status(self, session: SessionRecord, *, closed: bool = False) -> None:
         rt = session.runtime

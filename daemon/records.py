@@ -172,11 +172,10 @@ class Turn:
     notice: str | None = None  # what a person should know of how it ran (its session could not be restored)
     # What the agent's log says since the turn was sent (the process's reader), for a silent turn.
     log_says: Callable[[], str | None] | None = None
-    # Its row in the store, as the next commit writes it (`Core._save_turn`).
+    # Its row in the store, as the next commit writes it (`Core._save_turn`): row() below.
     stop_reason: str | None = None
     error: str | None = None
     ended_at: float | None = None
-    row_waiting: bool = False  # a write of the row waits for the commit
 
     def row(self) -> tuple[Any, ...]:
         """The values of UPSERT_TURN: its state (queued, running, done or failed), and the text and

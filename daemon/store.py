@@ -32,13 +32,14 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sessiond.protocol.errors import ErrorCode, RpcError
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 Write = Callable[[sqlite3.Connection], None]
 
 SCHEMA_VERSION = 1
@@ -640,6 +641,41 @@ def _savepoint(conn: sqlite3.Connection) -> Any:
         conn.execute("RELEASE op")
         raise
     conn.execute("RELEASE op")
+
+
+class RowsAtCommit(Generic[K, T]):
+    """Rows of one statement written as their items stand when the next batch commits: an item saved
+    again before then is written once, and every item saved before it in one `executemany`, at the
+    place in the batch of the first. A batch run again (after an outage) keeps its items and writes
+    them as they are then. `stored` hears of the items once their rows are written in the batch."""
+
+    def __init__(
+        self,
+        store: Store,
+        sql: str,
+        values: Callable[[T], Sequence[Any]],
+        stored: Callable[[list[T]], None] | None = None,
+    ) -> None:
+        self._store, self._sql, self._values, self._stored = store, sql, values, stored
+        self.waiting: dict[K, T] = {}  # by the caller's key: what the next commit writes
+
+    def save(self, key: K, item: T) -> None:
+        if key in self.waiting:
+            return
+        self.waiting[key] = item
+        if len(self.waiting) > 1:
+            return  # the write queued for the first of them takes this one too
+        taken: list[T] = []
+
+        def write(conn: sqlite3.Connection) -> None:
+            if not taken:
+                taken.extend(self.waiting.values())
+                self.waiting.clear()
+            conn.executemany(self._sql, [self._values(item) for item in taken])
+            if self._stored is not None:
+                self._stored(taken)
+
+        self._store.write(write, wait=False)
 
 
 def executemany(sql: str, rows: Iterable[Sequence[Any]]) -> Write:

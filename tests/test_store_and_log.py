@@ -79,6 +79,36 @@ async def test_a_failing_write_fails_alone(tmp_path: Path) -> None:
     await store.close()
 
 
+async def test_rows_at_commit_are_written_once_as_they_stand_then(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.start()
+    written: list[list[str]] = []
+    rows: st.RowsAtCommit[str, dict[str, str]] = st.RowsAtCommit(
+        store,
+        "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        lambda item: (item["key"], item["value"]),
+        lambda items: written.append([i["key"] for i in items]),
+    )
+    a, b = {"key": "a", "value": "queued"}, {"key": "b", "value": "queued"}
+    rows.save("a", a)
+    rows.save("b", b)
+    a["value"] = "ended"
+    rows.save("a", a)  # saved again before the commit: still one row
+    assert set(rows.waiting) == {"a", "b"}
+    await store.flush()
+    assert written == [["a", "b"]]  # one statement for both, each once
+    assert rows.waiting == {}
+    a["value"] = "again"
+    rows.save("a", a)  # after the commit: written anew by the next one
+    await store.flush()
+    assert written == [["a", "b"], ["a"]]
+    await store.close()
+    stored = dict(
+        sqlite3.connect(tmp_path / "s.db").execute("SELECT key, value FROM meta WHERE key IN ('a', 'b')")
+    )
+    assert stored == {"a": "again", "b": "queued"}
+
+
 async def test_events_are_numbered_stored_and_delivered_in_order(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
     log = EventLog(store)

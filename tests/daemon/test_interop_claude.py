@@ -94,12 +94,19 @@ async def claude(
         await agent.aremove()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30, what: str = "") -> None:
-    """State events are throttled: poll until `check` holds."""
+async def eventually(
+    check: Callable[[], Awaitable[bool]],
+    timeout: float = 30,
+    what: str = "",
+    seen: Callable[[], str] | None = None,
+) -> None:
+    """State events are throttled: poll until `check` holds. `seen` says, on a failure, what the
+    last check found."""
     deadline = time.monotonic() + timeout
     while not await check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
+            found = f"; the last check found {seen()}" if seen is not None else ""
+            raise AssertionError(f"not within {timeout} s: {what}{found}")
         await asyncio.sleep(0.05)
 
 

@@ -111,12 +111,17 @@ async def test_opencode_streams_text_writes_edits_and_runs_a_command_at_the_plac
     assert len(main) == 4
     assert len(main[-1].tool_results()) == 3  # each tool's result went back to the model
 
+    last: list[str] = ["nothing yet"]
+
     async def settled() -> bool:
         info = await session.aget()
         paths = {f.path for f in info.changes.files} if info.changes else set()
+        last[0] = f"changed files {sorted(paths)}, context {info.context}"
         return {"notes.txt", "where.txt"} <= paths and info.context is not None
 
-    await eventually(settled, what="the changed files and the context fill")
+    await eventually(
+        settled, what="the changed files (notes.txt, where.txt) and the context fill", seen=lambda: last[0]
+    )
     info = await session.aget()
     assert info.context is not None
     assert not info.context.estimated  # opencode sends usage_update, with a cost
