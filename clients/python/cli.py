@@ -34,13 +34,16 @@ from sessiond.client.errors import (
     sentence,
 )
 from sessiond.client.wording import (
+    context_cell,
     controls_source,
     duration,
+    files_cell,
     fleet_line,
     merge_outcome,
     mode_lines,
     money,
     option_lines,
+    plan_cell,
     serial_sentence,
     short,
     show_lines,
@@ -110,22 +113,31 @@ def _pairs(pairs: Sequence[tuple[str, str]]) -> None:
 
 
 def _session_rows(sessions: Sequence[dict[str, Any]]) -> list[list[str]]:
-    """Rows of sessions as the daemon sends them (`sessiond ls`)."""
-    return [
-        [
-            s["id"],
-            s["agent"],
-            s["status"],
-            str(s["turns"]),
-            s["root"],
-            short(s.get("title"), 30) or "-",
-            short(s.get("recap")),
-        ]
-        for s in sessions
-    ]
+    """Rows of sessions as the daemon sends them (`sessiond ls`): with each one's plan, context
+    fill and changed files, as `sessiond watch` shows them."""
+    rows = []
+    for s in sessions:
+        plan, fill, changes = s.get("plan"), s.get("context"), s.get("changes")
+        rows.append(
+            [
+                s["id"],
+                s["agent"],
+                s["status"],
+                str(s["turns"]),
+                plan_cell(plan["done"], plan["total"]) if plan else "-",
+                context_cell(fill["used"], fill["size"], fill.get("percent"), estimated=fill["estimated"])
+                if fill
+                else "-",
+                files_cell(len(changes["files"]), changes["added"], changes["removed"]) if changes else "-",
+                s["root"],
+                short(s.get("title"), 30) or "-",
+                short(s.get("recap")),
+            ]
+        )
+    return rows
 
 
-SESSION_HEADERS = ["ID", "AGENT", "STATUS", "TURNS", "ROOT", "TITLE", "RECAP"]
+SESSION_HEADERS = ["ID", "AGENT", "STATUS", "TURNS", "PLAN", "CTX", "FILES", "ROOT", "TITLE", "RECAP"]
 
 
 def _process_text(process: dict[str, Any], *, live: bool = False) -> str:
@@ -1027,7 +1039,7 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
         metavar="URL",
         help="work in a worktree of this git repository, cloned where the agent runs (placement worktree)",
     )
-    new.add_argument("--count", metavar="N", type=int, default=1, help="open N sessions alike")
+    new.add_argument("-n", "--count", metavar="N", type=int, default=1, help="open N sessions alike")
 
     ls = command("ls", cmd_ls, "list sessions (open ones, unless --all)", as_json)
     ls.add_argument("--agent", metavar="A")

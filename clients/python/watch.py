@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sessiond.client.aio import AsyncDaemon, AsyncEventStream, StrPath, aconnect
-from sessiond.client.wording import fleet_line, short, show_lines
+from sessiond.client.wording import context_cell, files_cell, fleet_line, plan_cell, short, show_lines
 from sessiond.protocol.models import (
     Attention,
     Changes,
@@ -262,16 +262,13 @@ class WatchModel:
         return f"sessiond watch  {fleet}{where}"
 
     def row(self, info: SessionInfo) -> str:
-        plan = f"{info.plan.done}/{info.plan.total}" if info.plan and info.plan.total else "-"
+        plan = plan_cell(info.plan.done, info.plan.total) if info.plan else "-"
         context = "-"
-        if info.context is not None:
-            percent = info.context.percent
-            if percent is None:
-                percent = 100 * info.context.used / max(info.context.size, 1)
-            context = f"{percent:.0f}%{'~' if info.context.estimated else ''}"
+        if (fill := info.context) is not None:
+            context = context_cell(fill.used, fill.size, fill.percent, estimated=fill.estimated)
         files = "-"
-        if info.changes is not None and info.changes.files:
-            files = f"{len(info.changes.files)} +{info.changes.added} -{info.changes.removed}"
+        if (changes := info.changes) is not None:
+            files = files_cell(len(changes.files), changes.added, changes.removed)
         # A turn at work shows what it has said (or its plan's step), not the last turn's recap.
         said = self.last_line.get(info.id) or ("" if info.status in AT_WORK else info.recap or "")
         lines = [line for line in said.splitlines() if line.strip()]

@@ -103,6 +103,23 @@ def placement_text(info: SessionInfo) -> str:
     return ", ".join(parts)
 
 
+def plan_cell(done: int, total: int) -> str:
+    """A plan in a column: `2/5` steps done, `-` without one."""
+    return f"{done}/{total}" if total else "-"
+
+
+def context_cell(used: int, size: int, percent: float | None, *, estimated: bool) -> str:
+    """The context fill in a column: `25%`, `25%~` when estimated."""
+    if percent is None:
+        percent = 100 * used / max(size, 1)
+    return f"{percent:.0f}%{'~' if estimated else ''}"
+
+
+def files_cell(count: int, added: int, removed: int) -> str:
+    """Changed files in a column: `3 +40 -2` (files, lines added and removed), `-` for none."""
+    return f"{count} +{added} -{removed}" if count else "-"
+
+
 def context_text(context: ContextFill | None) -> str:
     if context is None:
         return "-"

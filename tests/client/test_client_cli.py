@@ -77,10 +77,21 @@ def test_new_ls_show_close(
 
     code, out, _ = run(capsys, "ls")
     header, *rows = out.splitlines()
-    assert header.split() == ["ID", "AGENT", "STATUS", "TURNS", "ROOT", "TITLE", "RECAP"]
+    assert header.split() == [
+        "ID",
+        "AGENT",
+        "STATUS",
+        "TURNS",
+        "PLAN",
+        "CTX",
+        "FILES",
+        "ROOT",
+        "TITLE",
+        "RECAP",
+    ]
     assert [row.split()[0] for row in rows] == [first, opened[0]["id"], opened[1]["id"]]
-    assert rows[0].split()[1:] == ["demo", "idle", "0", str(home), "first"]
-    assert rows[1].split()[1:] == ["demo", "idle", "0", "/", "-"]  # no title, no recap yet
+    assert rows[0].split()[1:] == ["demo", "idle", "0", "-", "-", "-", str(home), "first"]
+    assert rows[1].split()[1:] == ["demo", "idle", "0", "-", "-", "-", "/", "-"]  # no plan, title, recap yet
     assert header.index("STATUS") == rows[0].index("idle")  # aligned
 
     code, out, _ = run(capsys, "close", str(opened[0]["id"]))

@@ -174,6 +174,50 @@ def test_the_command_line_against_the_real_daemon(real: RealDaemon, home: Path) 
     assert sessiond("close", session).stdout == f"closed {session}\n"
 
 
+def test_ls_shows_each_sessions_plan_context_fill_and_changed_files(
+    real: RealDaemon, home: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    for argv in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv], cwd=work, check=True)
+    busy, quiet = cli(home, "new", "-n", "2", "--root", str(work)).stdout.split()
+    steps = [
+        "plan Read | Write | Test",
+        "progress 1 completed",
+        r"write notes.txt one\ntwo",
+        "usage 50000 200000",
+    ]
+    with (
+        connect(real.socket, start=False) as daemon,
+        daemon.events(sessions=[busy], kinds=["session.changes"]) as changes,
+    ):
+        sent = cli(home, "send", busy, "\n".join([*steps, "say done"]))  # (`\n` in TEXT: a new line)
+        assert sent.returncode == 0, sent.stderr
+        for event in changes:  # until its changed files are known
+            if [f["path"] for f in (event.data.get("changes") or {}).get("files", [])] == ["notes.txt"]:
+                break
+    header, *rows = cli(home, "ls").stdout.splitlines()
+    assert header.split() == [
+        "ID",
+        "AGENT",
+        "STATUS",
+        "TURNS",
+        "PLAN",
+        "CTX",
+        "FILES",
+        "ROOT",
+        "TITLE",
+        "RECAP",
+    ]
+    cells = {row.split()[0]: row.split() for row in rows}
+    # 1 of 3 steps done, 25% of the context, one file of two lines added; the other has none of it.
+    assert cells[busy][1:8] == ["demo", "idle", "1", "1/3", "25%", "1", "+2"]
+    assert cells[busy][8:10] == ["-0", str(work)]
+    assert cells[quiet][1:8] == ["demo", "idle", "0", "-", "-", "-", str(work)]
+    assert header.index("PLAN") == rows[0].index("1/3" if rows[0].startswith(busy) else "-")  # aligned
+
+
 def test_sessiond_stop_cancels_the_turns_and_waits_for_the_daemon_to_exit(
     real: RealDaemon, home: Path
 ) -> None:
