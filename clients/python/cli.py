@@ -683,8 +683,10 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             ("fleet", fleet_line(fleet)),
             ("by status", " · ".join(f"{n} {k.value}" for k, n in fleet.by_status.items() if n) or "-"),
             ("attention", " · ".join(f"{n} {k.value}" for k, n in fleet.attention.items() if n) or "-"),
-            ("turns", str(fleet.turns)),
-            ("time", serial_sentence(fleet.serial_seconds, fleet.wall_seconds)),
+            # (turns and their time count the ended ones: with 20 working and none ended, "0" alone
+            # read as if nothing ran)
+            ("turns", f"{fleet.turns} ended" + (f", {fleet.working} working" if fleet.working else "")),
+            ("time", serial_sentence(fleet.serial_seconds, fleet.wall_seconds) if fleet.turns else "-"),
             ("cost", money(fleet.cost)),
         ]
     )

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -216,6 +217,30 @@ def test_ls_shows_each_sessions_plan_context_fill_and_changed_files(
     assert cells[busy][8:10] == ["-0", str(work)]
     assert cells[quiet][1:8] == ["demo", "idle", "0", "-", "-", "-", str(work)]
     assert header.index("PLAN") == rows[0].index("1/3" if rows[0].startswith(busy) else "-")  # aligned
+
+
+def test_fleet_counts_ended_turns_and_says_what_is_working(real: RealDaemon, home: Path) -> None:
+    def fleet() -> dict[str, str]:
+        out = cli(home, "fleet").stdout
+        return {key: value.strip() for key, value in (line.split(" ", 1) for line in out.splitlines())}
+
+    with connect(real.socket, start=False) as daemon:
+        session = daemon.agent("demo").session(home)
+        with daemon.events(sessions=[session.id], kinds=["turn.started"]) as events:
+            hanging = subprocess.Popen(
+                [sys.executable, "-m", "sessiond.client", "send", session.id, "hang"],
+                env={**os.environ, "SESSIOND_HOME": str(home)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            next(iter(events))  # its turn runs
+        working = fleet()
+        assert (working["turns"], working["time"]) == ("0 ended, 1 working", "-")
+        assert session.cancel() == 1
+        hanging.wait(30)  # (a cancelled turn: `send` exits 1)
+    ended = fleet()
+    assert ended["turns"] == "1 ended"
+    assert re.fullmatch(r"\S+ \S+ if they went one after another; took \S+ \S+", ended["time"]), ended
 
 
 def test_sessiond_stop_cancels_the_turns_and_waits_for_the_daemon_to_exit(
