@@ -96,7 +96,7 @@ test('merge steps move a session\'s merge through the queue to its outcome, on i
   model.apply(step('s1', { step: 'merged', base: 'main', commit: '0123456789abcdef' }));
   const merged = model.merges.get('s1')!;
   assert.equal(mergeOutcome(merged, model.sessions.get('s1')).message, 'sessiond: merged port parser (s1) into main (0123456789).');
-  assert.equal(describeNode(model, { type: 'merges' }).description, '2 done');
+  assert.equal(describeNode(model, { type: 'merges' }).description, '1 merged · 1 failed'); // s1 landed, s2's gate said no
   assert.equal(describeNode(model, { type: 'merge', session: 's1' }).description, 's1 · merged 0123456 · sessiond/s1-1 → main');
   assert.equal(describeNode(model, { type: 'merge', session: 's1' }).icon?.id, 'git-merge');
 });

@@ -1,5 +1,6 @@
 import * as vscode from 'vscode';
 import type { Sessiond } from '../protocol/live';
+import { Pacer } from '../protocol/coalesce';
 import { children, describe, gone, nodeKey, parent, TreeRefresh, type DescribeOptions, type TreeNode } from '../ui/tree';
 
 // Long enough for the first refresh to have been drawn on a busy machine, short enough to go unseen.
@@ -11,6 +12,11 @@ const QUIET_MS = 300;
 const MOST_WAITS = 5;
 // A row redrawn again while VS Code never went quiet is redrawn again, up to this many times in all.
 const AGAIN_ROUNDS = 3;
+// VS Code gathers a view's refreshes until none came for 200 ms (each one starts the 200 ms again):
+// refreshes closer together than that, as while a session reports progress every 0.1 s, are held
+// back until they stop, and the whole view showed what it showed when they began (a new session
+// kept "idle" for its whole turn). Refreshes go at most this often, each on its own.
+const TREE_GAP_MS = 350;
 
 /**
  * The "Sessions" view: a thin adapter from ui/tree's descriptions to TreeItems. Nodes are kept
@@ -20,7 +26,9 @@ const AGAIN_ROUNDS = 3;
 export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<TreeNode | TreeNode[] | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
-  private readonly subscriptions: vscode.Disposable[] = [this.changed];
+  /** What to redraw (`undefined`: the whole tree), handed to VS Code at most every TREE_GAP_MS. */
+  private readonly redraws = new Pacer<TreeNode | undefined>(TREE_GAP_MS, (nodes) => this.fire(nodes));
+  private readonly subscriptions: vscode.Disposable[] = [this.changed, this.redraws];
   private readonly nodes = new Map<string, TreeNode>();
   private readonly refresh = new TreeRefresh();
   private readonly again = new Set<TreeNode>();
@@ -45,10 +53,10 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
     if (!redraw.length) return;
     if (redraw.includes(undefined)) {
       this.refresh.reset();
-      this.changed.fire(undefined);
+      this.redraws.add([undefined]);
     } else {
       const nodes = redraw.map((node) => this.intern(node!));
-      this.changed.fire(nodes);
+      this.redraws.add(nodes);
       this.redrawAgain(nodes);
     }
     if (inside.length) this.redrawInside(new Set(inside.map((node) => this.intern(node))));
@@ -69,7 +77,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
         const again = [...this.again].filter((node) => !gone(model, node));
         this.again.clear();
         if (!again.length) return;
-        this.changed.fire(again);
+        this.redraws.add(again);
         // Fired while VS Code still read children (it never went quiet): it may have been drawn
         // on a row being replaced, as the first was. Once more, a moment later.
         if (!quiet && rounds > 1) this.redrawAgain(again, rounds - 1);
@@ -121,12 +129,22 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
         const up = parent(model, node);
         return !up || !keys.has(nodeKey(up));
       });
-      if (outer.length) this.changed.fire(outer);
+      if (outer.length) this.redraws.add(outer);
       const fired = new Set(outer);
       const deeper = rows.filter((node) => !fired.has(node));
       if (deeper.length) this.redrawInside(new Set(deeper));
     };
     this.whenQuiet(fire, (timer) => (this.insideTimer = timer));
+  }
+
+  private fire(nodes: Set<TreeNode | undefined>): void {
+    if (nodes.has(undefined)) {
+      this.changed.fire(undefined);
+      return;
+    }
+    const model = this.sessiond.model;
+    const rows = [...nodes].filter((node): node is TreeNode => node !== undefined && !gone(model, node));
+    if (rows.length) this.changed.fire(rows);
   }
 
   /** The one object of this node's key. */

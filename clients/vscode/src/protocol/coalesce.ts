@@ -66,3 +66,47 @@ export class Coalescer<K> {
     this.flush(keys);
   }
 }
+
+/**
+ * Hands keys on at once when nothing was handed on for `gapMs`, else gathers them and hands them
+ * on `gapMs` after the last time: a lone change goes without delay, and a stream of changes goes
+ * in hand-overs never closer together than `gapMs`.
+ */
+export class Pacer<K> {
+  private pending = new Set<K>();
+  private handle: unknown;
+  private last = -Infinity;
+  private disposed = false;
+
+  constructor(
+    private readonly gapMs: number,
+    private readonly flush: (keys: Set<K>) => void,
+    private readonly scheduler: Scheduler = realScheduler,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  add(keys: Iterable<K>): void {
+    if (this.disposed) return;
+    for (const key of keys) this.pending.add(key);
+    if (this.handle !== undefined || this.pending.size === 0) return;
+    const wait = this.last + this.gapMs - this.now();
+    if (wait <= 0) this.fire();
+    else this.handle = this.scheduler.setTimeout(() => this.fire(), wait);
+  }
+
+  dispose(): void {
+    if (this.handle !== undefined) this.scheduler.clearTimeout(this.handle);
+    this.handle = undefined;
+    this.pending.clear();
+    this.disposed = true;
+  }
+
+  private fire(): void {
+    this.handle = undefined;
+    if (this.pending.size === 0) return;
+    const keys = this.pending;
+    this.pending = new Set();
+    this.last = this.now();
+    this.flush(keys);
+  }
+}

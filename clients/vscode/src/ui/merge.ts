@@ -3,7 +3,7 @@
  * place in the queue and its outcome are said (notification, session row, the "Merge queue" node).
  * Pure; no `vscode` import.
  */
-import { mergeDone, type KnownMerge } from '../protocol/model';
+import { type KnownMerge } from '../protocol/model';
 import type { MergeParams, SessionInfo } from '../protocol/types';
 import { sessionName } from './format';
 import type { ModelView } from './view';
@@ -199,13 +199,20 @@ export function gateOutputText(entry: KnownMerge, session: SessionInfo | undefin
     .join('\n');
 }
 
-/** The "Merge queue" node's description: "1 merging · 2 waiting · 3 done". */
+/** The "Merge queue" node's description: "1 merging · 2 waiting · 3 merged · 1 failed" (how the
+ * ended ones ended, not "done": a queue whose one merge failed read "1 done"). */
 export function mergeQueueDescription(entries: KnownMerge[]): string {
-  const running = entries.filter((entry) => entry.status === 'running').length;
-  const waiting = entries.filter((entry) => entry.status === 'queued').length;
-  const done = entries.filter(mergeDone).length;
-  return [running ? `${running} merging` : undefined, waiting ? `${waiting} waiting` : undefined, done ? `${done} done` : undefined]
-    .filter(Boolean)
+  const count = (status: KnownMerge['status']): number => entries.filter((entry) => entry.status === status).length;
+  const parts: [number, string][] = [
+    [count('running'), 'merging'],
+    [count('queued'), 'waiting'],
+    [count('merged'), 'merged'],
+    [count('failed'), 'failed'],
+    [count('cancelled'), 'cancelled'],
+  ];
+  return parts
+    .filter(([n]) => n > 0)
+    .map(([n, what]) => `${n} ${what}`)
     .join(' · ');
 }
 
