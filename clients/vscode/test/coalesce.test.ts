@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Coalescer, Pacer, type Scheduler } from '../src/protocol/coalesce';
+import { Coalescer, type Scheduler } from '../src/protocol/coalesce';
 import { ManualScheduler } from './helpers/fixtures';
 
 test('many adds within the delay become one flush with every key once', () => {
@@ -58,16 +58,20 @@ class Clock implements Scheduler {
   }
 }
 
-test('a pacer hands a lone change on at once, and a stream of changes on no closer together than its gap', () => {
+test('leading: a lone change is flushed at once, and a stream of changes in flushes no closer together than the delay', () => {
   const clock = new Clock();
   const handed: { at: number; keys: string[] }[] = [];
-  const pacer = new Pacer<string>(350, (keys) => handed.push({ at: clock.now, keys: [...keys] }), clock, () => clock.now);
-  pacer.add(['a']);
+  const coalescer = new Coalescer<string>(350, (keys) => handed.push({ at: clock.now, keys: [...keys] }), clock, {
+    leading: true,
+    now: () => clock.now,
+  });
+  coalescer.add('a');
   assert.deepEqual(handed, [{ at: 1000, keys: ['a'] }], 'the first change goes at once');
   // A session reporting every 100 ms for 3 s: what VS Code would have held back until it stopped.
   for (let i = 1; i <= 30; i++) {
     clock.advance(100);
-    pacer.add([`s${i % 3}`, 'agent']);
+    coalescer.add(`s${i % 3}`);
+    coalescer.add('agent');
   }
   const times = handed.map((hand) => hand.at);
   assert.ok(handed.length >= 8, `the stream went on in ${handed.length} hand-overs: ${times.join(', ')}`);
@@ -81,10 +85,10 @@ test('a pacer hands a lone change on at once, and a stream of changes on no clos
   assert.ok(last.at >= 4000 && last.at <= 4350, `the last hand-over (${last.at}) followed the last change (4000) within the gap`);
   const count = handed.length;
   clock.advance(1000);
-  pacer.add(['b']);
+  coalescer.add('b');
   assert.equal(handed.length, count + 1, 'after a quiet while, a change goes at once again');
-  pacer.add(['c']);
-  pacer.dispose();
+  coalescer.add('c');
+  coalescer.dispose();
   clock.advance(1000);
   assert.equal(handed.length, count + 1, 'dispose drops what is waiting');
 });

@@ -1,6 +1,6 @@
 import * as vscode from 'vscode';
 import type { Sessiond } from '../protocol/live';
-import { Pacer } from '../protocol/coalesce';
+import { Coalescer } from '../protocol/coalesce';
 import { children, describe, gone, nodeKey, parent, TreeRefresh, type DescribeOptions, type TreeNode } from '../ui/tree';
 
 // Long enough for the first refresh to have been drawn on a busy machine, short enough to go unseen.
@@ -27,7 +27,9 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   private readonly changed = new vscode.EventEmitter<TreeNode | TreeNode[] | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   /** What to redraw (`undefined`: the whole tree), handed to VS Code at most every TREE_GAP_MS. */
-  private readonly redraws = new Pacer<TreeNode | undefined>(TREE_GAP_MS, (nodes) => this.fire(nodes));
+  private readonly redraws = new Coalescer<TreeNode | undefined>(TREE_GAP_MS, (nodes) => this.fire(nodes), undefined, {
+    leading: true,
+  });
   private readonly subscriptions: vscode.Disposable[] = [this.changed, this.redraws];
   private readonly nodes = new Map<string, TreeNode>();
   private readonly refresh = new TreeRefresh();
@@ -53,10 +55,10 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
     if (!redraw.length) return;
     if (redraw.includes(undefined)) {
       this.refresh.reset();
-      this.redraws.add([undefined]);
+      this.redraws.add(undefined);
     } else {
       const nodes = redraw.map((node) => this.intern(node!));
-      this.redraws.add(nodes);
+      for (const node of nodes) this.redraws.add(node);
       this.redrawAgain(nodes);
     }
     if (inside.length) this.redrawInside(new Set(inside.map((node) => this.intern(node))));
@@ -77,7 +79,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
         const again = [...this.again].filter((node) => !gone(model, node));
         this.again.clear();
         if (!again.length) return;
-        this.redraws.add(again);
+        for (const node of again) this.redraws.add(node);
         // Fired while VS Code still read children (it never went quiet): it may have been drawn
         // on a row being replaced, as the first was. Once more, a moment later.
         if (!quiet && rounds > 1) this.redrawAgain(again, rounds - 1);
@@ -129,7 +131,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
         const up = parent(model, node);
         return !up || !keys.has(nodeKey(up));
       });
-      if (outer.length) this.redraws.add(outer);
+      for (const node of outer) this.redraws.add(node);
       const fired = new Set(outer);
       const deeper = rows.filter((node) => !fired.has(node));
       if (deeper.length) this.redrawInside(new Set(deeper));

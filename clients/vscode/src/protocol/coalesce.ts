@@ -21,24 +21,39 @@ export const realScheduler: Scheduler = {
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
 
-/** Collects keys and calls `flush` with all of them at most once per `delayMs`. */
+/**
+ * Collects keys and calls `flush` with all of them at most once per `delayMs`: `delayMs` after the
+ * first of them; or, `leading`, at once when nothing was flushed for `delayMs`, else `delayMs` after
+ * the last flush (a lone change goes without delay, a stream in flushes `delayMs` apart).
+ */
 export class Coalescer<K> {
   private pending = new Set<K>();
   private handle: unknown;
   private disposed = false;
+  private lastFlush = -Infinity;
 
   constructor(
     private readonly delayMs: number,
     private readonly flush: (keys: Set<K>) => void,
     private readonly scheduler: Scheduler = realScheduler,
+    private readonly pace: { leading?: boolean; now?: () => number } = {},
   ) {}
 
   add(key: K): void {
     if (this.disposed) return;
     this.pending.add(key);
-    if (this.handle === undefined) {
+    if (this.handle !== undefined) return;
+    if (!this.pace.leading) {
       this.handle = this.scheduler.setTimeout(() => this.fire(), this.delayMs);
+      return;
     }
+    const wait = this.lastFlush + this.delayMs - this.now();
+    if (wait <= 0) this.fire();
+    else this.handle = this.scheduler.setTimeout(() => this.fire(), wait);
+  }
+
+  private now(): number {
+    return (this.pace.now ?? Date.now)();
   }
 
   /** Flush now what is pending (for shutdown, and for callers that must see the state at once). */
@@ -63,50 +78,8 @@ export class Coalescer<K> {
     if (this.pending.size === 0) return;
     const keys = this.pending;
     this.pending = new Set();
+    this.lastFlush = this.now();
     this.flush(keys);
   }
 }
 
-/**
- * Hands keys on at once when nothing was handed on for `gapMs`, else gathers them and hands them
- * on `gapMs` after the last time: a lone change goes without delay, and a stream of changes goes
- * in hand-overs never closer together than `gapMs`.
- */
-export class Pacer<K> {
-  private pending = new Set<K>();
-  private handle: unknown;
-  private last = -Infinity;
-  private disposed = false;
-
-  constructor(
-    private readonly gapMs: number,
-    private readonly flush: (keys: Set<K>) => void,
-    private readonly scheduler: Scheduler = realScheduler,
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  add(keys: Iterable<K>): void {
-    if (this.disposed) return;
-    for (const key of keys) this.pending.add(key);
-    if (this.handle !== undefined || this.pending.size === 0) return;
-    const wait = this.last + this.gapMs - this.now();
-    if (wait <= 0) this.fire();
-    else this.handle = this.scheduler.setTimeout(() => this.fire(), wait);
-  }
-
-  dispose(): void {
-    if (this.handle !== undefined) this.scheduler.clearTimeout(this.handle);
-    this.handle = undefined;
-    this.pending.clear();
-    this.disposed = true;
-  }
-
-  private fire(): void {
-    this.handle = undefined;
-    if (this.pending.size === 0) return;
-    const keys = this.pending;
-    this.pending = new Set();
-    this.last = this.now();
-    this.flush(keys);
-  }
-}
