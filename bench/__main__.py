@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import shutil
 import sqlite3
 import statistics
@@ -83,27 +84,37 @@ async def open_many(count: int) -> list[tuple[str, str, str]]:
     ]
 
 
-TURN_ROUNDS = 21  # each figure is the median of this many rounds: one round is a fraction of a second, and
-# rounds on this shared machine swing from 0.7x to 1.9x one against the next
+TURN_ROUNDS = 24  # each figure is the median of this many rounds: one round is a fraction of a second, and
+# rounds on this shared machine swing from 0.6x to 2.7x one against the next (a multiple of the four
+# sides, so that each goes first as often as the others)
 
 
 async def turns(count: int) -> list[tuple[str, str, str]]:
     """`count` first turns at once (each opens its session at the agent, then prompts), straight
-    to the demo agent through the ACP SDK, through a process that only passes lines (what a third
-    process on the path costs, doing nothing), and through the daemon, rounds taking turns; with
-    the CPU time each process took for them (this machine has two cores: the daemon and the agent
-    share them with the client)."""
+    to the demo agent through the ACP SDK, straight with each session offered an MCP server as the
+    daemon offers its own (what that offer costs the agent, apart from the daemon), through a
+    process that only passes lines (what a third process on the path costs, doing nothing), and
+    through the daemon, rounds taking turns; with the CPU time each process took for them (this
+    machine has two cores: the daemon and the agent share them with the client)."""
     # Every file of both sides on tmpfs where there is one (harness.IN_MEMORY says why).
     work = scratch("sd-bench-work-", in_memory=True)
     # The agent's own state goes beside the work, not in it: sessions outside git snapshot their root.
     state = scratch("sd-bench-state-", in_memory=True)
     relayed_state = scratch("sd-bench-state-", in_memory=True)
-    times: dict[str, list[float]] = {"direct": [], "relayed": [], "daemon": []}
-    cpu: dict[str, list[float]] = {"direct agent": [], "direct client": [], "daemon": [], "its agent": []}
+    offered_state = scratch("sd-bench-state-", in_memory=True)
+    times: dict[str, list[float]] = {"direct": [], "offered": [], "relayed": [], "daemon": []}
+    cpu: dict[str, list[float]] = {
+        "direct agent": [],
+        "offered agent": [],
+        "direct client": [],
+        "daemon": [],
+        "its agent": [],
+    }
     try:
         with daemon(in_memory=True) as d:
             async with (
                 direct_agent(TURN_PROMPT, work, state) as direct_round,
+                direct_agent(TURN_PROMPT, work, offered_state, offered=True) as offered_round,
                 direct_agent(TURN_PROMPT, work, relayed_state, relayed=True) as relayed_round,
                 aconnect(d.socket, start=False) as client,
             ):
@@ -111,14 +122,22 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
                 await (await agent.session(work)).asend(TURN_PROMPT)
                 await settled(d.pid)
                 (agent_pid,) = d.children()
-                # Rounds alternate, so that what else the machine does weighs on both sides alike.
-                for _ in range(TURN_ROUNDS):
+
+                async def straight() -> None:
                     before, before_client = cpu_seconds(direct_round.pid), time.process_time()
                     times["direct"].append(await direct_round(count))
                     cpu["direct agent"].append(cpu_seconds(direct_round.pid) - before)
                     cpu["direct client"].append(time.process_time() - before_client)
+
+                async def straight_offered() -> None:
+                    before = cpu_seconds(offered_round.pid)
+                    times["offered"].append(await offered_round(count))
+                    cpu["offered agent"].append(cpu_seconds(offered_round.pid) - before)
+
+                async def relayed() -> None:
                     times["relayed"].append(await relayed_round(count))
-                    sessions = await agent.sessions(count, work)
+
+                async def through_the_daemon() -> None:
                     before_daemon, before_agent = cpu_seconds(d.pid), cpu_seconds(agent_pid)
                     started = time.perf_counter()
                     replies = await asyncio.gather(*(s.asend(TURN_PROMPT) for s in sessions))
@@ -126,21 +145,42 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
                     cpu["daemon"].append(cpu_seconds(d.pid) - before_daemon)
                     cpu["its agent"].append(cpu_seconds(agent_pid) - before_agent)
                     assert all(r.text == "done" for r in replies)
+
+                sides = [straight, straight_offered, relayed, through_the_daemon]
+                # Rounds take turns, so that what else the machine does weighs on every side alike, each
+                # side first as often as the others (what runs after a side pays for what it left
+                # running); each round starts once the daemon is quiet, and with this process's garbage
+                # collected (a full pass of its collector took 50 ms inside one round).
+                for n in range(TURN_ROUNDS):
+                    sessions = await agent.sessions(count, work)
+                    for side in sides[n % len(sides) :] + sides[: n % len(sides)]:
+                        await settled(d.pid, window=0.05, quiet=0.05)
+                        gc.collect()
+                        await side()
     finally:  # (on tmpfs: memory)
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(state, ignore_errors=True)
         shutil.rmtree(relayed_state, ignore_errors=True)
+        shutil.rmtree(offered_state, ignore_errors=True)
     direct = statistics.median(times["direct"])
+    offered = statistics.median(times["offered"])
     relayed = statistics.median(times["relayed"])
     through_daemon = statistics.median(times["daemon"])
     per_turn = {k: statistics.median(v) / count * 1000 for k, v in cpu.items()}
     paired = [d / s for d, s in zip(times["daemon"], times["direct"], strict=True)]
+    paired_offered = [d / s for d, s in zip(times["daemon"], times["offered"], strict=True)]
     return [
         (
             f"{count} first turns at once, straight to the agent (ACP), median of {TURN_ROUNDS}",
             f"{direct:.3f} s",
             f"{count / direct:.0f} turns/s; files of both sides "
             + (f"on tmpfs ({IN_MEMORY})" if IN_MEMORY else "on disk (no tmpfs here)"),
+        ),
+        (
+            f"{count} first turns at once, straight, each session offered an MCP server as the daemon "
+            f"offers its own, median of {TURN_ROUNDS}",
+            f"{offered:.3f} s",
+            f"{offered / direct:.2f}x straight: what the offer costs the agent (it checks and keeps it)",
         ),
         (
             f"{count} first turns at once, through a process that only passes lines, median of {TURN_ROUNDS}",
@@ -158,15 +198,28 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             f"{(through_daemon - direct) / count * 1000:.2f} ms per turn; target < 1.15x",
         ),
         (
-            "daemon overhead, round by round (each daemon round against the direct one before it)",
+            "daemon overhead, round by round (each daemon round against the straight one beside it)",
             f"{min(paired):.2f}-{max(paired):.2f}x",
             f"median {statistics.median(paired):.2f}x; {sum(r <= 1.15 for r in paired)} of {len(paired)} "
             "rounds within 1.15x",
         ),
         (
+            "daemon overhead against the same sessions straight (each offered the MCP server)",
+            f"{through_daemon / offered:.2f}x",
+            f"{(through_daemon - offered) / count * 1000:.2f} ms per turn; round by round "
+            f"{min(paired_offered):.2f}-{max(paired_offered):.2f}x, median "
+            f"{statistics.median(paired_offered):.2f}x, {sum(r <= 1.15 for r in paired_offered)} of "
+            f"{len(paired_offered)} within 1.15x",
+        ),
+        (
             "CPU per turn: the agent, straight",
             f"{per_turn['direct agent']:.3f} ms",
             "baseline",
+        ),
+        (
+            "CPU per turn: the agent, straight, each session offered the MCP server",
+            f"{per_turn['offered agent']:.3f} ms",
+            f"{per_turn['offered agent'] / per_turn['direct agent']:.2f}x the baseline",
         ),
         (
             "CPU per turn: the agent, through the daemon",

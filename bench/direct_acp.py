@@ -14,6 +14,12 @@ from typing import Any
 import acp
 from acp import schema
 
+from sessiond.daemon.session_mcp import own_http_server
+
+# What the daemon offers the demo agent (which takes http MCP servers): its endpoint on loopback and
+# a session's token, of the length the daemon's are (never connected to here).
+_OFFER = own_http_server("http://127.0.0.1:9/mcp", "s1." + "0" * 64)
+
 
 class _QuietClient:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
@@ -40,11 +46,14 @@ class Rounds:
 
 @contextlib.asynccontextmanager
 async def direct_agent(
-    prompt: str, cwd: Path, state_dir: Path, *, relayed: bool = False
+    prompt: str, cwd: Path, state_dir: Path, *, relayed: bool = False, offered: bool = False
 ) -> AsyncIterator[Rounds]:
     """The demo agent spoken to straight through the ACP SDK (or, `relayed`, through a process
     that only passes lines: bench/line_relay.py); yields its `Rounds` (after one warm-up turn),
-    whose `pid` is the agent's (or the relay's)."""
+    whose `pid` is the agent's (or the relay's). `offered`: each session is offered an MCP server
+    as the daemon offers its own to every session (the agent checks and keeps it; it starts none
+    unless a tool of it is called, which these prompts do not)."""
+    mcp_servers = [schema.HttpMcpServer.model_validate(_OFFER)] if offered else []
     async with acp.spawn_agent_process(
         _QuietClient(),  # type: ignore[arg-type]
         sys.executable,
@@ -57,7 +66,7 @@ async def direct_agent(
         await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
 
         async def one() -> None:
-            session = await conn.new_session(cwd=str(cwd), mcp_servers=[])
+            session = await conn.new_session(cwd=str(cwd), mcp_servers=mcp_servers)
             await conn.prompt(
                 session_id=session.session_id, prompt=[schema.TextContentBlock(type="text", text=prompt)]
             )

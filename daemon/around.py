@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.prompt_limit import check_prompt_size
 from sessiond.daemon.records import AgentRuntime, SessionRecord
-from sessiond.daemon.session_mcp import SERVER_NAME, offered_mcp_servers, stored_specs
+from sessiond.daemon.session_mcp import SERVER_NAME, offered_mcp_servers, own_http_server, stored_specs
 from sessiond.daemon.session_table import LazyIndex, SessionTable
 from sessiond.daemon.tasks import TaskBook, TaskRecord
 from sessiond.protocol import models as m
@@ -177,12 +177,7 @@ class Around:
             except OSError as exc:  # no port to bind: the bridge still works, offer it instead
                 log.warning("the MCP endpoint did not start (%s); offering the stdio bridge", exc)
             else:
-                return {
-                    "type": "http",
-                    "name": SERVER_NAME,
-                    "url": url,
-                    "headers": [{"name": "Authorization", "value": f"Bearer {token}"}],
-                }
+                return own_http_server(url, token)
         env = {
             "SESSIOND_SOCKET": socket_path,
             "SESSIOND_SESSION": session.id,

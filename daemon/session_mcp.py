@@ -18,6 +18,17 @@ log = logging.getLogger(__name__)
 SERVER_NAME = "sessiond"  # the daemon's own server's, as every session is offered it (around.py)
 
 
+def own_http_server(url: str, token: str) -> dict[str, Any]:
+    """The daemon's own server as an agent that takes http MCP servers is offered it (ACP's shape):
+    its endpoint, and the session's token as a bearer."""
+    return {
+        "type": "http",
+        "name": SERVER_NAME,
+        "url": url,
+        "headers": [{"name": "Authorization", "value": f"Bearer {token}"}],
+    }
+
+
 def stored_mcp_servers(servers: Sequence[m.McpServerSpec] | None) -> str | None:
     """The servers as the session keeps them; refused when two share a name, or one takes the
     daemon's own."""
