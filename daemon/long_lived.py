@@ -6,7 +6,10 @@ does, and walking them stalled the event loop for ~70 ms at a time while 200
 sessions streamed (bench/streaming.py). `settle()` collects once and freezes
 what is left (`gc.freeze`), so later full passes walk only what came after.
 It runs once the daemon has started, and again after something large is
-loaded for good (the MCP endpoint's SDK and server).
+loaded for good (the MCP endpoint's SDK and server). The demo agent settles
+too, once built: opening and prompting 4,000 sessions 200 at a time, its full
+passes over the ACP SDK's models and its sessions came seven times, up to 78 ms
+each (~315 ms in all); settled, twice, at most 23 ms (~40 ms in all).
 
 It also lets the young generation grow to YOUNG objects before it is
 collected, not Python's 700: a turn allocates thousands of short-lived
