@@ -118,6 +118,11 @@ export class Sessiond {
   private readonly progressEmitter = new Emitter<ProgressNotice>();
   private readonly pendingRequests = new Map<string, (result: PermissionRequestResult) => void>();
   private readonly staleSessions: Coalescer<string>;
+  /**
+   * Sessions marked stale while no connection was open: refetched once the next one has subscribed
+   * (replay does not mark them again: their events were seen before the close).
+   */
+  private readonly refetchOnReconnect = new Set<string>();
   private readonly staleAgents: Coalescer<'agents'>;
   private readonly staleMerges: Coalescer<'merges'>;
   private connected: Promise<void>;
@@ -457,6 +462,8 @@ export class Sessiond {
       return this.sync(client);
     }
     this.subscription = subscribed.subscription;
+    for (const id of this.refetchOnReconnect) this.staleSessions.add(id);
+    this.refetchOnReconnect.clear();
     await this.refreshAgents(client);
     await this.refreshTasks(client);
     await this.refreshMerges(client);
@@ -558,7 +565,10 @@ export class Sessiond {
 
   private async refreshSessions(ids: Set<string>): Promise<void> {
     const client = this.client;
-    if (!client || client.isClosed) return; // replay after reconnecting marks them again
+    if (!client || client.isClosed) {
+      for (const id of ids) this.refetchOnReconnect.add(id);
+      return;
+    }
     try {
       if (ids.size > LIST_INSTEAD_OF_GETS) {
         this.model.mergeSessions(await this.listSessions(client));
@@ -575,7 +585,10 @@ export class Sessiond {
         }),
       );
     } catch (error) {
-      if (!client.isClosed) this.lastErrorValue = `refreshing sessions failed: ${String(error)}`;
+      // Cut off by the close: again shortly, on the connection after this one if there is one by
+      // then (it may have subscribed already), else once one has.
+      if (client.isClosed) for (const id of ids) this.staleSessions.add(id);
+      else this.lastErrorValue = `refreshing sessions failed: ${String(error)}`;
     }
   }
 
