@@ -1118,7 +1118,8 @@ _USAGE_REQUIRED = [key for key, required in _USAGE_FIELDS.items() if required]
 def _outcome(raw: Any) -> PromptOutcome:
     """An answer to session/prompt, as the schema's model reads it (validated, then dumped by
     alias without nulls): read by hand when it is the plain shape (a stop reason the schema knows,
-    usage of integers), else by the model, which raises as the SDK did for one that does not fit."""
+    usage of counts: integers, none below 0), else by the model, which raises as the SDK did for one
+    that does not fit (and reads usage that does not fit, an unstable field, as none)."""
     plain = isinstance(raw, dict) and raw.keys() <= {"stopReason", "usage"}
     if plain and raw.get("stopReason") in _STOP_REASONS:
         usage = raw.get("usage")
@@ -1128,7 +1129,7 @@ def _outcome(raw: Any) -> PromptOutcome:
             isinstance(usage, dict)
             and usage.keys() <= _USAGE_PLAIN
             and all(usage.get(key) is not None for key in _USAGE_REQUIRED)
-            and all(value is None or type(value) is int for value in usage.values())
+            and all(value is None or (type(value) is int and value >= 0) for value in usage.values())
         ):
             kept = {key: usage[key] for key in _USAGE_FIELDS if usage.get(key) is not None}  # (its order)
             return PromptOutcome(stop_reason=raw["stopReason"], usage=kept)

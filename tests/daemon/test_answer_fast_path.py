@@ -67,6 +67,12 @@ ANSWERS: list[Any] = [
     {"stopReason": "end_turn", "usage": {"inputTokens": True, "outputTokens": 5, "totalTokens": 9}},
     {"stopReason": "end_turn", "usage": {"inputTokens": 4, "outputTokens": 5}},
     {"stopReason": "end_turn", "usage": {"inputTokens": None, "outputTokens": 5, "totalTokens": 9}},
+    # A count below 0 (the schema's counts are >= 0): the model reads such usage as none.
+    {"stopReason": "end_turn", "usage": {"inputTokens": 0, "outputTokens": 0, "totalTokens": -1}},
+    {
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 4, "outputTokens": 5, "totalTokens": 9, "cachedReadTokens": -1},
+    },
     {"stopReason": "end_turn", "usage": []},
     {"stopReason": "finished"},
     {"usage": None},
