@@ -15,6 +15,13 @@ A session's own files are what its agent did:
   root at the same time, such a file is counted for both, each naming the other
   (`sharedWith`): it is never silently given to one.
 
+An agent that runs a command in its own process (opencode, Claude Code) does
+not wait for the daemon: the command may be done before the daemon has taken
+the state it starts from, or has even heard of it. So a command announced by a
+`tool_call` also takes the files that changed between the state taken
+EARLY_RUN before its announcement and the one it starts from whose file times
+are no older than that, unless another session has claimed them.
+
 Worktree sessions do not need this: their working copy is their own.
 """
 
@@ -23,11 +30,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessiond.daemon.changes import ChangeTracker
+from sessiond.daemon.changes import EARLY_RUN, ChangeTracker, State
 
 log = logging.getLogger("sessiond.insight")
 
@@ -39,6 +47,10 @@ class _Window:
     before: asyncio.Task[Any]
     others: set[str] = field(default_factory=set)  # sessions whose commands ran meanwhile
     written_by_others: set[str] = field(default_factory=set)  # files others wrote through fs meanwhile
+    # For a command that may have run before the window opened: a state taken before it ran
+    # (when its taking began, and the state), and when the command may have run from.
+    earlier: tuple[float, State] | None = None
+    since: float = 0.0
 
 
 @dataclass
@@ -82,15 +94,20 @@ class Attribution:
     def own(self, session: str, tracker: ChangeTracker) -> dict[str, set[str]]:
         return self._root(tracker).claims.get(session, {})
 
-    def command_started(self, session: str, tracker: ChangeTracker, key: str) -> asyncio.Task[Any]:
+    def command_started(
+        self, session: str, tracker: ChangeTracker, key: str, *, maybe_ran: bool = False
+    ) -> asyncio.Task[Any]:
         """A command of the session starts in the root: its window opens (awaiting the task
-        returned waits for the state before it)."""
+        returned waits for the state before it). `maybe_ran`: the agent runs it without waiting
+        for the daemon, so it may have run already (see EARLY_RUN)."""
         root = self._root(tracker)
         existing = root.windows.get((session, key))
         if existing is not None:
             return existing.before
+        since = time.time() - EARLY_RUN
+        earlier = tracker.state_before(since) if maybe_ran else None
         before = self._spawn(tracker.state(), f"state-{session}-{key}")
-        window = _Window(session, tracker, before)
+        window = _Window(session, tracker, before, earlier=earlier, since=since)
         for other in root.windows.values():
             if other.session != session:
                 other.others.add(session)
@@ -134,10 +151,11 @@ class Attribution:
         except Exception as exc:  # git can fail on a broken repository: the turn goes on
             log.warning("could not work out what a command of %s changed: %s", window.session, exc)
             return
+        root = self._root(window.tracker)
+        paths |= await self._ran_early(window, root, before)
         paths -= window.written_by_others
         if not paths:
             return
-        root = self._root(window.tracker)
         mine = root.claims.setdefault(window.session, {})
         for path in paths:
             mine.setdefault(path, set()).update(window.others)
@@ -146,6 +164,25 @@ class Attribution:
         self._changed(window.session)
         for other in window.others:
             self._changed(other)
+
+    async def _ran_early(self, window: _Window, root: _Root, before: State) -> set[str]:
+        """The files a command that may have run before its window opened changed before it did:
+        those that changed since a state taken before it ran, no earlier than EARLY_RUN before
+        its announcement by their times, and that no other session claims."""
+        if window.earlier is None:
+            return set()
+        began, earlier = window.earlier
+        try:
+            gap = await window.tracker.changed_between(earlier, before)
+        except Exception as exc:
+            log.warning("could not work out what a command of %s changed: %s", window.session, exc)
+            return set()
+        for other, claims in root.claims.items():
+            if other != window.session:
+                gap -= claims.keys()
+        if not gap:
+            return set()
+        return await asyncio.to_thread(window.tracker.changed_since, gap, max(began, window.since))
 
     def forget(self, session: str) -> None:
         for root in self._roots.values():

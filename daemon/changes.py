@@ -20,7 +20,8 @@ import os
 import shutil
 import tempfile
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +30,18 @@ from typing import Protocol
 from sessiond.daemon.child_env import DEFAULT_RULES, child_environment
 from sessiond.protocol import models as m
 
+# How long before its announcement a command an agent runs in its own process may have run: its
+# `tool_call` trails the run by the agent's own event plumbing (opencode relays its tool parts
+# over an internal event stream), more so on a loaded machine. Trackers keep their states as
+# far back (see attribution).
+EARLY_RUN = 2.0
+FILE_TIME_TICK = 0.02  # file times come from the kernel's coarse clock, a tick behind time.time()
 SNAPSHOT_FILE_LIMIT = 256 * 1024
 SNAPSHOT_TOTAL_LIMIT = 64 * 1024 * 1024
 SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"}
+
+
+State = str | dict[str, str]  # a git tree's id, or a snapshot's texts by relative path
 
 
 class GitFailed(Exception):
@@ -93,17 +103,26 @@ class ChangeTracker:
     top: str | None = None  # the git work tree's top, when in git
     base: str | None = None  # the git tree of the first turn, or "snapshot"
     snapshot: dict[str, str] = field(default_factory=dict)
+    # The states taken of the root lately, each with when its taking began (wall clock, as file
+    # times are), oldest first: the newest begun over EARLY_RUN ago, and every one since.
+    states: deque[tuple[float, State]] = field(default_factory=deque)
 
     @classmethod
     async def start(cls, root: str, base: str | None = None) -> ChangeTracker:
         """Record the root's state now (or carry on from a base recorded before a restart)."""
         tracker = cls(root)
         tracker.top = await _toplevel(root)
-        if tracker.top is not None:
-            tracker.base = base if base and base != "snapshot" else await tracker._write_tree()
-        else:
+        if tracker.top is None:
             tracker.base = "snapshot"
-            tracker.snapshot = await read_texts(root)
+            texts = await tracker.state()
+            assert isinstance(texts, dict)
+            tracker.snapshot = texts
+        elif base and base != "snapshot":
+            tracker.base = base
+        else:
+            tree = await tracker.state()
+            assert isinstance(tree, str)
+            tracker.base = tree
         return tracker
 
     async def _write_tree(self) -> str:
@@ -120,13 +139,45 @@ class ChangeTracker:
             await _git(self.top, "add", "-A", "--", ".", env=env)
             return (await _git(self.top, "write-tree", env=env)).strip()
 
-    async def state(self) -> str | dict[str, str]:
+    async def state(self) -> State:
         """The root's state now: a git tree, or a snapshot of its text files outside git."""
-        if self.top is not None:
-            return await self._write_tree()
-        return await read_texts(self.root)
+        began = time.time()
+        now: State = await (self._write_tree() if self.top is not None else read_texts(self.root))
+        states = self.states
+        states.append((began, now))
+        if len(states) > 1 and states[-2][0] > began:  # (an earlier call ended later)
+            states = self.states = deque(sorted(states, key=lambda taken: taken[0]))
+        while len(states) > 1 and states[1][0] <= time.time() - EARLY_RUN:
+            states.popleft()
+        return now
 
-    async def changed_between(self, before: str | dict[str, str], after: str | dict[str, str]) -> set[str]:
+    def state_before(self, when: float) -> tuple[float, State] | None:
+        """The newest state taken that began at or before `when` (or the oldest kept, when none
+        did), with when it began."""
+        found = self.states[0] if self.states else None
+        for taken in self.states:
+            if taken[0] > when:
+                break
+            found = taken
+        return found
+
+    def changed_since(self, paths: set[str], since: float) -> set[str]:
+        """Of `paths` (relative to the root), those changed at or after `since` (wall clock) by
+        their file's time, or by their folder's for one gone. Blocking: call it on a thread."""
+        since -= FILE_TIME_TICK
+        changed = set()
+        for path in paths:
+            full = os.path.join(self.root, path)
+            with contextlib.suppress(OSError):
+                try:
+                    when = os.stat(full, follow_symlinks=False).st_mtime
+                except FileNotFoundError:
+                    when = os.stat(os.path.dirname(full)).st_mtime
+                if when >= since:
+                    changed.add(path)
+        return changed
+
+    async def changed_between(self, before: State, after: State) -> set[str]:
         """The paths (relative to the root) that differ between two states `state` gave."""
         if isinstance(before, dict) or isinstance(after, dict):
             old = before if isinstance(before, dict) else {}
@@ -145,9 +196,12 @@ class ChangeTracker:
 
     async def changes(self, extra: list[tuple[str, str | None, str]] | None = None) -> m.Changes:
         """The changed files now, with `extra` diffs (path, old, new) from tool calls outside the root."""
-        files = await (
-            self._git_changes() if self.top is not None else asyncio.to_thread(self._snapshot_changes)
-        )
+        if self.top is not None:
+            files = await self._git_changes()
+        else:
+            texts = await self.state()
+            assert isinstance(texts, dict)
+            files = await asyncio.to_thread(self._snapshot_changes, texts)
         listed = {f.path for f in files}
         for path, old, new in extra or []:
             inside = _relative(self.root, path)
@@ -170,7 +224,8 @@ class ChangeTracker:
     async def _git_changes(self) -> list[m.ChangedFile]:
         assert self.top is not None
         assert self.base is not None
-        now = await self._write_tree()
+        now = await self.state()
+        assert isinstance(now, str)
         if now == self.base:
             return []
         prefix = os.path.relpath(os.path.realpath(self.root), os.path.realpath(self.top))
@@ -202,8 +257,7 @@ class ChangeTracker:
             )
         return files
 
-    def _snapshot_changes(self) -> list[m.ChangedFile]:
-        now = _read_texts(self.root)
+    def _snapshot_changes(self, now: dict[str, str]) -> list[m.ChangedFile]:
         files = []
         for path in sorted(set(now) | set(self.snapshot)):
             old, new = self.snapshot.get(path), now.get(path)

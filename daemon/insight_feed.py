@@ -317,8 +317,8 @@ class InsightFeed:
             key = _command_key(call.id)
             if call.status in ("completed", "failed"):
                 self.attribution.command_ended(session.id, tracker, key)
-            else:
-                self.attribution.command_started(session.id, tracker, key)
+            else:  # the agent runs it itself, perhaps before this reaches the daemon
+                self.attribution.command_started(session.id, tracker, key, maybe_ran=True)
 
     @staticmethod
     def _shared_tracker(session: SessionRecord) -> ChangeTracker | None:

@@ -8,7 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from sessiond.daemon.demo_agent.script import (
     Script,
     ScriptSyntaxError,
     SetPlan,
+    ShellCommand,
     ShowHistory,
     ShowModel,
     Sleep,
@@ -91,6 +92,7 @@ def actions(text: str) -> list[Any]:
         ("edit a.py  # TODO =>", EditFile("a.py", "# TODO", "")),
         ("read 'some dir/a.txt'", ReadFile("some dir/a.txt")),
         ("run echo 'a b' c", RunCommand(("echo", "a b", "c"))),
+        ("shell sh -c 'echo a > a.txt'", ShellCommand(("sh", "-c", "echo a > a.txt"))),
         ("usage 1200 200000", ReportUsage(1200, 200000, None)),
         ("usage 1200 200000 0.25", ReportUsage(1200, 200000, 0.25)),
         ("tokens 10 20", TurnTokens(10, 20)),
@@ -127,7 +129,7 @@ def test_each_command_parses(line: str, expected: Any) -> None:
 
 def test_every_command_has_a_parser_test() -> None:
     assert set(COMMANDS) == {
-        "say", "think", "plan", "progress", "write", "append", "edit", "read", "run", "usage",
+        "say", "think", "plan", "progress", "write", "append", "edit", "read", "run", "shell", "usage",
         "tokens", "ask", "sleep", "hang", "fail", "crash", "stderr", "history", "model", "mode",
         "echo", "suggest", "thread", "wait", "mcp",
     }  # fmt: skip
@@ -185,6 +187,7 @@ def test_unknown_command_names_the_line_and_lists_commands() -> None:
         ("read a.txt b.txt", "read takes one PATH"),
         ("run", "expected run COMMAND"),
         ("run echo 'unbalanced", "cannot split"),
+        ("shell", "expected shell COMMAND"),
         ("usage 10", "expected usage USED SIZE"),
         ("usage 10 x", "SIZE must be a whole number"),
         ("usage 10 100 nan", "COST must be a finite number"),
@@ -517,6 +520,71 @@ async def test_run_uses_the_client_terminal_and_reports_the_exit_code(
         "output": f"{workdir}\noops\n",
         "truncated": False,
     }
+
+
+async def test_shell_runs_the_command_itself_and_only_then_reports_it(
+    client: RecordingClient, workdir: Path, state_flag: tuple[str, str]
+) -> None:
+    async with running_agent(client, *state_flag) as agent:
+        session_id = await new_session(agent, workdir)
+        await prompt(
+            agent,
+            session_id,
+            "shell sh -c 'pwd > where.txt; echo oops >&2; exit 3'\nshell no-such-command-here",
+        )
+
+    assert client.terminal_requests == []  # not the client's terminal: its own process
+    assert (workdir / "where.txt").read_text() == f"{workdir}\n"
+    assert client.reply(session_id) == (
+        "Ran sh -c 'pwd > where.txt; echo oops >&2; exit 3' itself: exit code 3\noops\n"
+        "Shell no-such-command-here failed: cannot start no-such-command-here: No such file or directory"
+    )
+    updates = client.updates_of(session_id)
+    starts = [u for u in updates if isinstance(u, ToolCallStart)]
+    assert [(s.kind, s.title) for s in starts] == [
+        ("execute", "Shell sh -c 'pwd > where.txt; echo oops >&2; exit 3'"),
+        ("execute", "Shell no-such-command-here"),
+    ]
+    finals = [u for u in updates if isinstance(u, ToolCallProgress) and u.status is not None]
+    assert [f.status for f in finals] == ["failed", "failed"]
+    assert finals[0].raw_output == {"exitCode": 3, "output": "oops\n", "truncated": False}
+
+
+async def test_cancel_kills_a_command_the_agent_runs_itself(
+    client: RecordingClient, workdir: Path, state_flag: tuple[str, str]
+) -> None:
+    async with running_agent(client, *state_flag) as agent:
+        session_id = await new_session(agent, workdir)
+        turn = asyncio.create_task(
+            prompt(agent, session_id, "say before\nshell sh -c 'echo $$ > pid; exec sleep 60'")
+        )
+        await client.wait_for_update(is_message("before"))
+        pid_file = workdir / "pid"
+        await _until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+        pid = int(pid_file.read_text())
+        await agent.conn.cancel(session_id=session_id)
+        async with asyncio.timeout(10):  # far less than the 60 s the command would run
+            response = await turn
+        assert response.stop_reason == "cancelled"
+        await _until(lambda: not _running(pid))
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    """Poll a file system check (nothing signals these) for up to 10 s."""
+    async with asyncio.timeout(10):
+        while True:
+            if check():
+                return
+            await asyncio.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    """Whether the process runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
 
 
 async def test_ask_round_trips_a_permission_request(

@@ -69,6 +69,11 @@ class RunCommand:
 
 
 @dataclass(frozen=True)
+class ShellCommand:
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ReportUsage:
     used: int
     size: int
@@ -166,6 +171,7 @@ Action: TypeAlias = (
     | EditFile
     | ReadFile
     | RunCommand
+    | ShellCommand
     | ReportUsage
     | TurnTokens
     | Ask
@@ -351,14 +357,22 @@ def _parse_read(rest: str) -> Action:
     return ReadFile(path)
 
 
-def _parse_run(rest: str) -> Action:
+def _command_line(rest: str, name: str) -> tuple[str, ...]:
     try:
         argv = shlex.split(rest)
     except ValueError as exc:
         raise _ArgumentError(f"cannot split the command line: {exc}") from None
     if not argv:
-        raise _ArgumentError("expected run COMMAND [ARG...]")
-    return RunCommand(tuple(argv))
+        raise _ArgumentError(f"expected {name} COMMAND [ARG...]")
+    return tuple(argv)
+
+
+def _parse_run(rest: str) -> Action:
+    return RunCommand(_command_line(rest, "run"))
+
+
+def _parse_shell(rest: str) -> Action:
+    return ShellCommand(_command_line(rest, "shell"))
 
 
 def _parse_usage(rest: str) -> Action:
@@ -461,6 +475,7 @@ _PARSERS: dict[str, Callable[[str], Action]] = {
     "edit": _parse_edit,
     "read": _parse_read,
     "run": _parse_run,
+    "shell": _parse_shell,
     "usage": _parse_usage,
     "tokens": _parse_tokens,
     "ask": _parse_ask,

@@ -71,6 +71,7 @@ from .script import (
     Say,
     Script,
     SetPlan,
+    ShellCommand,
     ShowHistory,
     ShowModel,
     Sleep,
@@ -241,6 +242,8 @@ class Turn:
                 await self._read(path)
             case RunCommand(argv):
                 await self._run(argv)
+            case ShellCommand(argv):
+                await self._shell(argv)
             case ReportUsage(used, size, cost):
                 self.usage_sent = True
                 await self._send(usage_update(used, size, cost))
@@ -458,6 +461,49 @@ class Turn:
             reply = f"Ran {command_line}: {ending}"
             reply += f"\n{text}" if text else " (no output)"
             if output.truncated:
+                reply += "\n(output truncated)"
+            result.reply = reply
+
+    async def _shell(self, argv: tuple[str, ...]) -> None:
+        """Run a command in this process, as agents with a shell tool of their own do, and only
+        then announce its tool call: the order in which such an agent's client may hear of it."""
+        command_line = shlex.join(argv)
+        failure: str | None = None
+        code, output = 0, b""
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=self.session.cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+        except OSError as exc:
+            failure = f"cannot start {argv[0]}: {exc.strerror or exc}"
+        else:
+            try:
+                output, _ = await process.communicate()
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                raise
+            code = process.returncode if process.returncode is not None else -1
+        async with self._tool_call(
+            f"Shell {command_line}",
+            "execute",
+            raw_input={"command": argv[0], "args": list(argv[1:]), "cwd": self.session.cwd},
+        ) as result:
+            if failure is not None:
+                raise StepFailed(failure)
+            truncated = len(output) > OUTPUT_BYTE_LIMIT
+            text = output[-OUTPUT_BYTE_LIMIT:].decode(errors="replace")
+            result.status = "completed" if code == 0 else "failed"
+            result.raw_output = {"exitCode": code, "output": text, "truncated": truncated}
+            ending = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+            shown = text.rstrip("\n")
+            reply = f"Ran {command_line} itself: {ending}"
+            reply += f"\n{shown}" if shown else " (no output)"
+            if truncated:
                 reply += "\n(output truncated)"
             result.reply = reply
 

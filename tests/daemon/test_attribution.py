@@ -4,7 +4,9 @@ each session shows what its agent did; a command window two sessions shared is s
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -108,6 +110,28 @@ async def test_a_session_that_writes_and_runs_shows_both(client: AsyncDaemon, sh
     assert files(reply.changes) == {"r.txt": [], "readme.txt": [], "w.txt": []}
     await idle.asend("say nothing to change")
     assert (await idle.aget()).changes is None  # it touched nothing: no files of its own
+
+
+async def test_a_command_the_agent_ran_before_announcing_it_is_its_own(
+    client: AsyncDaemon, shared: Path
+) -> None:
+    """opencode and Claude Code run commands in their own process and may announce them after
+    they ran: the state the command's window starts from already holds its files."""
+    demo = await client.agent("demo")
+    session = (await demo.sessions(1, shared, placement="here"))[0]
+    await session.asend("say the root's state is taken")
+    # A person's edit between turns, its time older than any announcement could trail a run.
+    person = shared / "person.txt"
+    person.write_text("mine\n")
+    long_ago = time.time() - 60
+    os.utime(person, (long_ago, long_ago))
+    reply = await session.asend("shell sh -c 'echo made > made.txt; rm readme.txt'")
+    assert reply.text.startswith("Ran sh -c 'echo made > made.txt; rm readme.txt' itself: exit code 0")
+    assert files(reply.changes) == {"made.txt": [], "readme.txt": []}
+    assert reply.changes is not None
+    assert [f.kind for f in reply.changes.files] == ["added", "deleted"]
+    assert reply.changes.others is not None
+    assert {f.path for f in reply.changes.others} == {"person.txt"}
 
 
 async def test_a_worktree_session_keeps_the_exact_git_answer(client: AsyncDaemon, repository: Path) -> None:
