@@ -109,6 +109,7 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
         "direct client": [],
         "daemon": [],
         "its agent": [],
+        "daemon client": [],
     }
     try:
         with daemon(in_memory=True) as d:
@@ -139,9 +140,11 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
 
                 async def through_the_daemon() -> None:
                     before_daemon, before_agent = cpu_seconds(d.pid), cpu_seconds(agent_pid)
+                    before_client = time.process_time()
                     started = time.perf_counter()
                     replies = await asyncio.gather(*(s.asend(TURN_PROMPT) for s in sessions))
                     times["daemon"].append(time.perf_counter() - started)
+                    cpu["daemon client"].append(time.process_time() - before_client)
                     cpu["daemon"].append(cpu_seconds(d.pid) - before_daemon)
                     cpu["its agent"].append(cpu_seconds(agent_pid) - before_agent)
                     assert all(r.text == "done" for r in replies)
@@ -230,6 +233,11 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             "CPU per turn: the ACP client, straight (this process, the SDK's client side)",
             f"{per_turn['direct client']:.3f} ms",
             "what any client of the agent pays, the daemon too",
+        ),
+        (
+            "CPU per turn: the daemon's Python client (this process)",
+            f"{per_turn['daemon client']:.3f} ms",
+            f"{per_turn['daemon client'] / per_turn['direct client']:.2f}x the ACP client's",
         ),
         (
             "CPU per turn: the daemon",
