@@ -10,19 +10,22 @@ A session's own files are what its agent did:
 - files that changed while one of its commands ran (a terminal, or an `execute`
   tool call): the root's state is taken when the command starts (its
   `tool_call`, or the answer allowing it, for an agent that asks before it
-  announces the call) and when it ends, and the difference is the command's, less the files other sessions
-  wrote through fs meanwhile. When another session's command ran in the same
-  root at the same time, such a file is counted for both, each naming the other
-  (`sharedWith`): it is never silently given to one.
+  announces the call) and when it ends, and the difference is the command's,
+  less the files another session's agent named (as above) meanwhile, and
+  those its own agent named (they are its own already).
 
 An agent that runs a command in its own process (opencode, Claude Code) does
 not wait for the daemon: the command may be done before the daemon has taken
 the state it starts from, or has even heard of it. So a command announced by a
 `tool_call` also takes the files that changed between the state taken
 EARLY_RUN before its announcement and the one it starts from whose file times
-are no older than that, unless another session has claimed them.
+are no older than that: its window reaches back EARLY_RUN.
 
-Worktree sessions do not need this: their working copy is their own.
+Each window spans the time from when its command may have begun to when the
+state after it was taken. When other sessions' windows in the same root span
+some of the same time, the files it counts are counted for them too, each
+naming the others (`sharedWith`): which command made a file cannot be told, and
+it is never silently given to one.
 """
 
 from __future__ import annotations
@@ -35,29 +38,45 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessiond.daemon.changes import EARLY_RUN, ChangeTracker, State
+from sessiond.daemon.changes import EARLY_RUN, FILE_TIME_TICK, ChangeTracker, State
 
 log = logging.getLogger("sessiond.insight")
 
 
-@dataclass
+@dataclass(eq=False)
 class _Window:
     session: str
     tracker: ChangeTracker
     before: asyncio.Task[Any]
-    others: set[str] = field(default_factory=set)  # sessions whose commands ran meanwhile
-    written_by_others: set[str] = field(default_factory=set)  # files others wrote through fs meanwhile
+    began: float  # when its command may have begun (wall clock)
+    ended: float | None = None  # when the state after it was taken
     # For a command that may have run before the window opened: a state taken before it ran
-    # (when its taking began, and the state), and when the command may have run from.
+    # (when its taking began, and the state).
     earlier: tuple[float, State] | None = None
-    since: float = 0.0
+
+    def meets(self, other: _Window) -> bool:
+        """Whether the two windows span some of the same time."""
+        return (self.ended is None or self.ended >= other.began) and (
+            other.ended is None or other.ended >= self.began
+        )
 
 
 @dataclass
 class _Root:
     # By session: its own files (relative to the root), each with the sessions it may be shared with.
     claims: dict[str, dict[str, set[str]]] = field(default_factory=dict)
-    windows: dict[tuple[str, str], _Window] = field(default_factory=dict)
+    # By file: when an agent last named it (wrote it through fs, or named it in a tool call), and
+    # whose agent.
+    named: dict[str, tuple[float, str]] = field(default_factory=dict)
+    windows: dict[tuple[str, str], _Window] = field(default_factory=dict)  # open, by command
+    # Every window not yet past caring: open, closing, or ended lately enough to span some of the
+    # time of one open or to come (one reaches back EARLY_RUN at most).
+    spans: list[_Window] = field(default_factory=list)
+
+    def forget_old_spans(self) -> None:
+        now = time.time()
+        horizon = min([now - EARLY_RUN, *(w.began for w in self.spans if w.ended is None)])
+        self.spans = [w for w in self.spans if w.ended is None or w.ended >= horizon]
 
 
 class Attribution:
@@ -79,17 +98,10 @@ class Attribution:
         relative to the root, or None when it is outside (and not counted here)."""
         relative = tracker.relative(path)
         if relative is not None:
-            self._root(tracker).claims.setdefault(session, {}).setdefault(relative, set()).update(shared_with)
+            root = self._root(tracker)
+            root.claims.setdefault(session, {}).setdefault(relative, set()).update(shared_with)
+            root.named[relative] = (time.time(), session)
         return relative
-
-    def wrote(self, session: str, tracker: ChangeTracker, path: str) -> None:
-        """Written through fs: the session's, and not the commands' that others run meanwhile."""
-        relative = self.claim(session, tracker, path)
-        if relative is None:
-            return
-        for window in self._root(tracker).windows.values():
-            if window.session != session:
-                window.written_by_others.add(relative)
 
     def own(self, session: str, tracker: ChangeTracker) -> dict[str, set[str]]:
         return self._root(tracker).claims.get(session, {})
@@ -104,15 +116,14 @@ class Attribution:
         existing = root.windows.get((session, key))
         if existing is not None:
             return existing.before
-        since = time.time() - EARLY_RUN
-        earlier = tracker.state_before(since) if maybe_ran else None
+        now = time.time()
         before = self._spawn(tracker.state(), f"state-{session}-{key}")
-        window = _Window(session, tracker, before, earlier=earlier, since=since)
-        for other in root.windows.values():
-            if other.session != session:
-                other.others.add(session)
-                window.others.add(other.session)
+        window = _Window(session, tracker, before, began=now - EARLY_RUN if maybe_ran else now)
+        if maybe_ran:
+            window.earlier = tracker.state_before(window.began)
+        root.forget_old_spans()
         root.windows[(session, key)] = window
+        root.spans.append(window)
         return before
 
     def command_ended(self, session: str, tracker: ChangeTracker, key: str) -> None:
@@ -144,49 +155,58 @@ class Attribution:
             await asyncio.wait(pending)
 
     async def _close(self, window: _Window) -> None:
+        root = self._root(window.tracker)
         try:
-            before = await window.before
-            after = await window.tracker.state()
+            try:
+                before = await window.before
+                after = await window.tracker.state()
+            finally:
+                window.ended = time.time()
             paths = await window.tracker.changed_between(before, after)
+            paths |= await self._ran_early(window, before)
         except Exception as exc:  # git can fail on a broken repository: the turn goes on
             log.warning("could not work out what a command of %s changed: %s", window.session, exc)
             return
-        root = self._root(window.tracker)
-        paths |= await self._ran_early(window, root, before)
-        paths -= window.written_by_others
+        paths = {path for path in paths if not self._named_apart(root, path, window)}
         if not paths:
             return
+        others = {w.session for w in root.spans if w.session != window.session and w.meets(window)}
         mine = root.claims.setdefault(window.session, {})
         for path in paths:
-            mine.setdefault(path, set()).update(window.others)
-            for other in window.others:
+            mine.setdefault(path, set()).update(others)
+            for other in others:
                 root.claims.setdefault(other, {}).setdefault(path, set()).add(window.session)
-        self._changed(window.session)
-        for other in window.others:
-            self._changed(other)
+        for one in (window.session, *others):
+            self._changed(one)
 
-    async def _ran_early(self, window: _Window, root: _Root, before: State) -> set[str]:
+    @staticmethod
+    def _named_apart(root: _Root, path: str, window: _Window) -> bool:
+        """Whether an agent named the file apart from the window: its own session's (the file is
+        its own already), or another's while the window spanned (the file is that one's)."""
+        named = root.named.get(path)
+        if named is None:
+            return False
+        when, who = named
+        return who == window.session or when >= window.began - FILE_TIME_TICK
+
+    @staticmethod
+    async def _ran_early(window: _Window, before: State) -> set[str]:
         """The files a command that may have run before its window opened changed before it did:
         those that changed since a state taken before it ran, no earlier than EARLY_RUN before
-        its announcement by their times, and that no other session claims."""
+        its announcement by their times."""
         if window.earlier is None:
             return set()
         began, earlier = window.earlier
-        try:
-            gap = await window.tracker.changed_between(earlier, before)
-        except Exception as exc:
-            log.warning("could not work out what a command of %s changed: %s", window.session, exc)
-            return set()
-        for other, claims in root.claims.items():
-            if other != window.session:
-                gap -= claims.keys()
+        gap = await window.tracker.changed_between(earlier, before)
         if not gap:
             return set()
-        return await asyncio.to_thread(window.tracker.changed_since, gap, max(began, window.since))
+        return await asyncio.to_thread(window.tracker.changed_since, gap, max(began, window.began))
 
     def forget(self, session: str) -> None:
         for root in self._roots.values():
             root.claims.pop(session, None)
+            root.named = {path: named for path, named in root.named.items() if named[1] != session}
+            root.spans = [w for w in root.spans if w.session != session]
             for key in [k for k in root.windows if k[0] == session]:
                 root.windows.pop(key).before.cancel()
         self._closing.pop(session, None)

@@ -422,7 +422,7 @@ class InsightFeed:
         self.touched(session)
         tracker = self._shared_tracker(session)
         if tracker is not None and host is None:
-            self.attribution.wrote(session.id, tracker, real_path)
+            self.attribution.claim(session.id, tracker, real_path)
         self.changes_soon(session)
         for collision in self.collisions.wrote(session.id, real_path, host):
             self.events.emit(

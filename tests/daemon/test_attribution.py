@@ -50,12 +50,17 @@ def files(changes: Changes | None) -> dict[str, list[str]]:
 
 async def changes_when(session: AsyncSession, ready: object) -> Changes:
     """The session's changes once `ready(changes)` holds (counted in the background after a turn)."""
-    async with asyncio.timeout(TIMEOUT):
-        while True:
-            info = await session.aget()
-            if info.changes is not None and ready(info.changes):  # type: ignore[operator]
-                return info.changes
-            await asyncio.sleep(0.05)
+    last: Changes | None = None
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            while True:
+                last = (await session.aget()).changes
+                if last is not None and ready(last):  # type: ignore[operator]
+                    return last
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        shown = files(last) if last is not None else None
+        raise AssertionError(f"{session.id}'s changes not ready in {TIMEOUT} s; last seen: {shown}") from None
 
 
 async def test_an_fs_write_and_a_command_at_once_are_each_their_own(
@@ -132,6 +137,26 @@ async def test_a_command_the_agent_ran_before_announcing_it_is_its_own(
     assert [f.kind for f in reply.changes.files] == ["added", "deleted"]
     assert reply.changes.others is not None
     assert {f.path for f in reply.changes.others} == {"person.txt"}
+
+
+async def test_commands_two_agents_ran_before_announcing_them_are_shared(
+    client: AsyncDaemon, shared: Path
+) -> None:
+    """Two agents' own commands ran at once, each announced after it ran: which made which file
+    cannot be told, so each session shows every file they made, shared with the other."""
+    demo = await client.agent("demo")
+    one, two = await demo.sessions(2, shared, placement="here")
+    await asyncio.gather(one.asend("say ready"), two.asend("say ready"))
+    # Each command waits until the other has started: both ran before either is announced.
+    first = one.asend(f"shell sh -c 'touch one-up; {WAIT_FOR.format('two-up')}; echo 1 > one.txt'")
+    second = two.asend(f"shell sh -c 'touch two-up; {WAIT_FOR.format('one-up')}; echo 2 > two.txt'")
+    await asyncio.gather(first, second)
+    made = {"one-up", "two-up", "one.txt", "two.txt"}
+    for me, other in ((one, two), (two, one)):
+        changes = await changes_when(me, lambda c: made <= {f.path for f in c.files})
+        shown = files(changes)
+        assert shown == {path: [other.id] for path in made}, shown
+        assert all(f.shared for f in changes.files)
 
 
 async def test_a_worktree_session_keeps_the_exact_git_answer(client: AsyncDaemon, repository: Path) -> None:
