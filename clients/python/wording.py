@@ -78,9 +78,14 @@ def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
         path_width = max(len(f.path) for f in changes.files)
         for f in changes.files:
             kind = CHANGE_MARKS.get(f.kind, "?")
-            where = f"  (was {f.old_path})" if f.old_path else ""
-            outside = "  (outside the root)" if f.outside_root else ""
-            lines.append(f"  {kind} {f.path.ljust(path_width)}  +{f.added} -{f.removed}{where}{outside}")
+            notes = f"  (was {f.old_path})" if f.old_path else ""
+            notes += "  (outside the root)" if f.outside_root else ""
+            notes += f"  (shared with {names_text(f.shared_with)})" if f.shared_with else ""
+            lines.append(f"  {kind} {f.path.ljust(path_width)}  +{f.added} -{f.removed}{notes}")
+    if changes is not None and changes.others:
+        count = len(changes.others)
+        plural = "s" if count != 1 else ""
+        lines += ["", f"others' changes in the root: {count} file{plural} (not counted above)"]
     if transcript is not None and transcript.lines:
         total = max(transcript.total, transcript.lines[-1].n + 1)
         lines += ["", f"transcript (last {len(transcript.lines)} of {total} lines)"]
@@ -89,6 +94,12 @@ def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
 
 
 CHANGE_MARKS = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R"}
+
+
+def names_text(names: list[str], most: int = 3) -> str:
+    """`s2, s3`; past `most`, the first ones and how many more (`s2, s3, s4 +5`)."""
+    shown = ", ".join(names[:most])
+    return f"{shown} +{len(names) - most}" if len(names) > most else shown
 
 
 def placement_text(info: SessionInfo) -> str:

@@ -266,9 +266,14 @@ def test_show_gives_plan_context_changes_recap_and_transcript_tail(
         files=[
             m.ChangedFile(path="src/app.py", kind="modified", added=4, removed=1),
             m.ChangedFile(path="new.py", kind="added", added=10),
+            m.ChangedFile(path="out.log", kind="added", added=1, shared=True, shared_with=["s7"]),
+            m.ChangedFile(
+                path="b.txt", kind="added", shared=True, shared_with=["s2", "s3", "s4", "s5", "s6"]
+            ),
         ],
-        added=14,
+        added=15,
         removed=1,
+        others=[m.ChangedFile(path="theirs.txt", kind="added", added=1)],
     )
     code, out, _ = run(capsys, "show", session)
     assert code == 0
@@ -279,8 +284,15 @@ def test_show_gives_plan_context_changes_recap_and_transcript_tail(
     assert "turns       1 ended, 0 queued" in lines
     plan = lines.index("plan (1 of 3 done)")
     assert lines[plan + 1 : plan + 4] == ["  [x] Read", "  [>] Fix", "  [ ] Test"]
-    files = lines.index("changed files (2, +14 -1)")
-    assert lines[files + 1 : files + 3] == ["  M src/app.py  +4 -1", "  A new.py      +10 -0"]
+    files = lines.index("changed files (4, +15 -1)")
+    assert lines[files + 1 : files + 7] == [
+        "  M src/app.py  +4 -1",
+        "  A new.py      +10 -0",
+        "  A out.log     +1 -0  (shared with s7)",
+        "  A b.txt       +0 -0  (shared with s2, s3, s4 +2)",
+        "",
+        "others' changes in the root: 1 file (not counted above)",
+    ]
     tail = lines.index("transcript (last 2 of 2 lines)")
     assert lines[tail + 1 :] == ["  user    say all done", "  agent   all done"]
     info.status, info.queued_turns = m.SessionStatus.WORKING, 2

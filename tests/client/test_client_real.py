@@ -167,6 +167,41 @@ async def test_answers_come_in_order_when_later_prompts_finish_first(real: Daemo
 # ---------------------------------------------------------------- the commands
 
 
+def test_show_marks_the_files_two_sessions_commands_may_both_have_made(real: Daemon, work: Path) -> None:
+    """Two sessions in one working copy whose agents' own commands ran at once: `show` lists
+    each file for both, saying with whom it is shared."""
+    one, two = sessiond(real, "new", "--root", str(work), "-n", "2", "--placement", "here").stdout.split()
+    wait_for = "while [ ! -f {0} ]; do sleep 0.02; done"
+    scripts = {
+        one: f"shell sh -c 'touch one-up; {wait_for.format('two-up')}; echo 1 > one.txt'",
+        two: f"shell sh -c 'touch two-up; {wait_for.format('one-up')}; echo 2 > two.txt'",
+    }
+    sends = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sessiond.client", "send", session, script],
+            env=real.env,
+            stdout=subprocess.DEVNULL,
+        )
+        for session, script in scripts.items()
+    ]
+    assert [send.wait(timeout=60) for send in sends] == [0, 0]
+    with connect(real.socket, start=False) as daemon:
+        # The changed files are counted after the turns: wait until both list all four.
+        for session in (one, two):
+            for event in daemon.trace(sessions=[session], kinds=[EventKind.SESSION_CHANGES], follow=True):
+                if len(event.data["changes"]["files"]) == 4:
+                    break
+    for me, other in ((one, two), (two, one)):
+        shown = sessiond(real, "show", me).stdout.splitlines()
+        start = shown.index("changed files (4, +2 -0)")
+        assert shown[start + 1 : start + 5] == [
+            f"  A one-up   +0 -0  (shared with {other})",
+            f"  A one.txt  +1 -0  (shared with {other})",
+            f"  A two-up   +0 -0  (shared with {other})",
+            f"  A two.txt  +1 -0  (shared with {other})",
+        ]
+
+
 def test_show_trace_fleet_and_the_run_of_a_cli_batch(real: Daemon, work: Path) -> None:
     batch = sessiond(
         real, "batch", "--root", str(work), "-", "--json", input='say one\n{"prompt": "say two"}\n'
