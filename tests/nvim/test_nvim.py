@@ -360,3 +360,8 @@ def test_everyday_use_permissions_confirmations_compose_and_sentences(daemon: Da
 
 def test_a_request_while_typing_takes_no_key_with_the_real_notify(daemon: Daemon, work: Path) -> None:
     assert "ok hit-enter" in run_script("test_hit_enter.lua", daemon, work)
+
+
+def test_a_file_two_sessions_commands_may_have_made_is_shown_shared(daemon: Daemon, work: Path) -> None:
+    out = run_script("test_shared.lua", daemon, work)
+    assert "ok shared" in out

@@ -83,6 +83,34 @@ test('the tree goes agents → sessions → permission, plan and changed files',
   assert.equal(describe(model, sessions[2]).collapsible, 'none');
 });
 
+test('a changed file shared with other sessions says so on its row and in its tooltip; a plain one does not', () => {
+  const model = modelWith([
+    session('s1', {
+      changes: {
+        files: [
+          { path: 'src/app.py', kind: 'modified', added: 3, removed: 1 },
+          { path: 'out.txt', kind: 'added', added: 1, shared: true, sharedWith: ['s2'] },
+          { path: 'log/run.txt', kind: 'added', added: 2, shared: true, sharedWith: ['s2', 's3'] },
+          { path: 'many.txt', kind: 'modified', added: 1, removed: 1, shared: true, sharedWith: ['s2', 's3', 's4', 's5', 's6'] },
+          { path: 'who.txt', kind: 'deleted', removed: 4, shared: true, sharedWith: null },
+        ],
+      },
+    }),
+  ]);
+  const row = (path: string) => describe(model, { type: 'file', session: 's1', path });
+  assert.equal(row('src/app.py').description, 'M · +3 −1 · src');
+  assert.equal(row('src/app.py').tooltip, 'src/app.py (modified)');
+  assert.equal(row('out.txt').description, 'A · +1 −0 · shared with s2');
+  assert.equal(row('out.txt').tooltip, 'out.txt (added)\nAlso changed while s2\'s command ran in the same working copy: it may be theirs as well.');
+  assert.equal(row('log/run.txt').description, 'A · +2 −0 · log · shared with s2, s3');
+  assert.match(row('log/run.txt').tooltip ?? '', /\nAlso changed while the commands of s2 and s3 ran in the same working copy/);
+  assert.equal(row('many.txt').description, 'M · +1 −1 · shared with s2, s3, s4 +2');
+  assert.match(row('many.txt').tooltip ?? '', /the commands of s2, s3, s4, s5 and s6 ran/, 'the tooltip names them all');
+  assert.equal(row('who.txt').description, 'D · +0 −4 · shared');
+  assert.match(row('who.txt').tooltip ?? '', /\nAlso changed while another session's command ran/);
+  assert.equal(row('who.txt').label, 'who.txt');
+});
+
 test('the quick pick puts needs-you and working sessions first', () => {
   const items = sessionPickItems(busy());
   // needs you, then working (most recently active first), then the rest.

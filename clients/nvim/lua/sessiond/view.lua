@@ -20,6 +20,7 @@ local HIGHLIGHT = { user = "SessiondUser", thought = "SessiondThought", tool = "
 local MARK = { completed = "[x]", in_progress = "[>]", pending = "[ ]" }
 local KIND = { added = "A", modified = "M", deleted = "D", renamed = "R" }
 local KIND_NAME = { side = "Side chat", task = "Task", thread = "Thread" }
+local SHARED_NAMED = 3 -- sessions named on a shared file's line; "+N" for the rest
 
 local function model()
   return require("sessiond").model
@@ -43,6 +44,24 @@ local function thousands(n)
 end
 
 -- ------------------------------------------------------------------ header
+
+--- " (shared with s2, s3)" for a file that changed while another session's
+--- command ran in the same working copy (it may be theirs too); past
+--- SHARED_NAMED sessions, "+N" for the rest. "" for a file of its own.
+local function shared_note(file)
+  if not file.shared then
+    return ""
+  end
+  local ids = type(file.sharedWith) == "table" and file.sharedWith or {}
+  if #ids == 0 then
+    return " (shared)"
+  end
+  local named = table.concat(vim.list_slice(ids, 1, SHARED_NAMED), ", ")
+  if #ids > SHARED_NAMED then
+    named = named .. (" +%d"):format(#ids - SHARED_NAMED)
+  end
+  return " (shared with " .. named .. ")"
+end
 
 --- The header lines of a session, and which line shows which changed file.
 --- @return string[] lines, table<integer, table> files (1-based line -> ChangedFile)
@@ -117,8 +136,13 @@ function M.header(info)
       if file.oldPath then
         line = line .. " (was " .. file.oldPath .. ")"
       end
-      add(line)
+      add(line .. shared_note(file))
       files[#lines] = file
+    end
+    -- The rest of the root's changes (other sessions', people's): not in the counts above.
+    local others = type(changes.others) == "table" and #changes.others or 0
+    if others > 0 then
+      add(("Others' changes here: %d file%s"):format(others, others == 1 and "" or "s"))
     end
   end
   add(("── transcript (last %d lines) ──"):format(config.options.view.lines))

@@ -304,7 +304,7 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
         id: `file:${node.session}:${node.path}`,
         label: file ? fileLabel(file) : node.path,
         description: file ? fileDescription(file) : undefined,
-        tooltip: file ? `${file.path} (${file.kind})${file.oldPath ? ` from ${file.oldPath}` : ''}` : node.path,
+        tooltip: file ? fileTooltip(file) : node.path,
         icon: { id: file?.kind === 'added' ? 'diff-added' : file?.kind === 'deleted' ? 'diff-removed' : file?.kind === 'renamed' ? 'diff-renamed' : 'diff-modified' },
         contextValue: 'changedFile',
         collapsible: 'none',
@@ -316,9 +316,31 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
 
 function fileDescription(file: ChangedFile): string {
   const dir = file.path.includes('/') ? file.path.slice(0, file.path.lastIndexOf('/')) : '';
-  return [CHANGE_LETTERS[file.kind], formatLines(file.added, file.removed), dir, file.outsideRoot ? 'outside root' : '']
+  return [CHANGE_LETTERS[file.kind], formatLines(file.added, file.removed), dir, file.outsideRoot ? 'outside root' : '', sharedLabel(file)]
     .filter(Boolean)
     .join(' · ');
+}
+
+function fileTooltip(file: ChangedFile): string {
+  const line = `${file.path} (${file.kind})${file.oldPath ? ` from ${file.oldPath}` : ''}`;
+  if (!file.shared) return line;
+  const others = file.sharedWith ?? [];
+  const whose =
+    others.length === 0
+      ? 'another session\'s command'
+      : others.length === 1
+        ? `${others[0]}'s command`
+        : `the commands of ${others.slice(0, -1).join(', ')} and ${others[others.length - 1]}`;
+  return `${line}\nAlso changed while ${whose} ran in the same working copy: it may be theirs as well.`;
+}
+
+/** "shared with s2, s3", the first 3 sessions then "+N": a shared file may be another session's too. */
+function sharedLabel(file: ChangedFile): string {
+  if (!file.shared) return '';
+  const others = file.sharedWith ?? [];
+  if (!others.length) return 'shared';
+  const more = others.length > 3 ? ` +${others.length - 3}` : '';
+  return `shared with ${others.slice(0, 3).join(', ')}${more}`;
 }
 
 /** The open session `session` was started from, when the model has it (else it shows under its agent). */
