@@ -588,3 +588,26 @@ def test_an_interrupted_turn(workbench: Workbench) -> None:
     wb.wait_row("Killed mid-turn", rf"^{killed} · failed( · plan \d+/\d+)?$")  # its plan, if stored
     assert json.loads(wb.cli("status", "--json"))["pid"] != pid
     wb.shot("interrupted")
+
+
+def test_files_two_sessions_commands_may_both_have_made_say_so(workbench: Workbench) -> None:
+    """Two sessions in the workspace whose agents' own commands wait for each other: under one
+    of them, each file it lists says whom it is shared with."""
+    wb = workbench
+    wb.open()
+    ws = str(wb.ws)
+    one = wb.cli("new", "--root", ws, "--title", "Shared one")
+    two = wb.cli("new", "--root", ws, "--title", "Shared two")
+    wait_for = "while [ ! -f {0} ]; do sleep 0.02; done"
+    sends = [
+        wb.send(one, f"shell sh -c 'touch one-up; {wait_for.format('two-up')}; echo 1 > one.txt'"),
+        wb.send(two, f"shell sh -c 'touch two-up; {wait_for.format('one-up')}; echo 2 > two.txt'"),
+    ]
+    assert [send.wait(timeout=120) for send in sends] == [0, 0]
+    wb.wait_row("Shared one", rf"^{one} · idle\b.* · 4 files$", timeout=60)
+    row = wb.row("Shared one")
+    if row.get_attribute("aria-expanded") != "true":
+        row.locator(".monaco-tl-twistie").click()  # its "Changed files" comes expanded
+    for name in ("one.txt", "two.txt"):
+        wb.wait_description(name, rf"^A · \+1 \u22120 · shared with {two}$")  # (a minus sign)
+    wb.shot("shared-files")
