@@ -605,6 +605,7 @@ def test_files_two_sessions_commands_may_both_have_made_say_so(workbench: Workbe
     ]
     assert [send.wait(timeout=120) for send in sends] == [0, 0]
     wb.wait_row("Shared one", rf"^{one} · idle\b.* · 4 files$", timeout=60)
+    wb.wait_row("Shared two", rf"^{two} · idle\b.* · 4 files$", timeout=60)
     row = wb.row("Shared one")
     if row.get_attribute("aria-expanded") != "true":
         row.locator(".monaco-tl-twistie").click()  # its "Changed files" comes expanded
