@@ -314,11 +314,12 @@ class InsightFeed:
         for path, _, _ in call.diffs:
             self.attribution.claim(session.id, tracker, path)
         if call.kind == "execute":
+            # The agent runs it itself, perhaps before this reaches the daemon; one that tells of
+            # a command only once it ended opens its window here too, to close it at once.
             key = _command_key(call.id)
+            self.attribution.command_started(session.id, tracker, key, maybe_ran=True)
             if call.status in ("completed", "failed"):
                 self.attribution.command_ended(session.id, tracker, key)
-            else:  # the agent runs it itself, perhaps before this reaches the daemon
-                self.attribution.command_started(session.id, tracker, key, maybe_ran=True)
 
     @staticmethod
     def _shared_tracker(session: SessionRecord) -> ChangeTracker | None:

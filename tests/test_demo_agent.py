@@ -540,14 +540,14 @@ async def test_shell_runs_the_command_itself_and_only_then_reports_it(
         "Shell no-such-command-here failed: cannot start no-such-command-here: No such file or directory"
     )
     updates = client.updates_of(session_id)
-    starts = [u for u in updates if isinstance(u, ToolCallStart)]
-    assert [(s.kind, s.title) for s in starts] == [
-        ("execute", "Shell sh -c 'pwd > where.txt; echo oops >&2; exit 3'"),
-        ("execute", "Shell no-such-command-here"),
+    # Each told of once, ended: no start before it, no update after it.
+    calls = [u for u in updates if isinstance(u, ToolCallStart | ToolCallProgress)]
+    assert [(type(c), c.kind, c.status, c.title) for c in calls] == [
+        (ToolCallStart, "execute", "failed", "Shell sh -c 'pwd > where.txt; echo oops >&2; exit 3'"),
+        (ToolCallStart, "execute", "failed", "Shell no-such-command-here"),
     ]
-    finals = [u for u in updates if isinstance(u, ToolCallProgress) and u.status is not None]
-    assert [f.status for f in finals] == ["failed", "failed"]
-    assert finals[0].raw_output == {"exitCode": 3, "output": "oops\n", "truncated": False}
+    assert calls[0].raw_output == {"exitCode": 3, "output": "oops\n", "truncated": False}
+    assert calls[1].raw_output == {"error": "cannot start no-such-command-here: No such file or directory"}
 
 
 async def test_cancel_kills_a_command_the_agent_runs_itself(

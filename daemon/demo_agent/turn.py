@@ -466,10 +466,13 @@ class Turn:
 
     async def _shell(self, argv: tuple[str, ...]) -> None:
         """Run a command in this process, as agents with a shell tool of their own do, and only
-        then announce its tool call: the order in which such an agent's client may hear of it."""
+        then tell of it, in one `tool_call` that comes ended: the latest a client may hear of
+        such a command."""
         command_line = shlex.join(argv)
-        failure: str | None = None
-        code, output = 0, b""
+        title = f"Shell {command_line}"
+        raw_input = {"command": argv[0], "args": list(argv[1:]), "cwd": self.session.cwd}
+        self._tool_calls += 1
+        call_id = f"call-{self.number}-{self._tool_calls}"
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -479,33 +482,43 @@ class Turn:
                 stderr=asyncio.subprocess.STDOUT,
             )
         except OSError as exc:
-            failure = f"cannot start {argv[0]}: {exc.strerror or exc}"
-        else:
-            try:
-                output, _ = await process.communicate()
-            except BaseException:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                raise
-            code = process.returncode if process.returncode is not None else -1
-        async with self._tool_call(
-            f"Shell {command_line}",
-            "execute",
-            raw_input={"command": argv[0], "args": list(argv[1:]), "cwd": self.session.cwd},
-        ) as result:
-            if failure is not None:
-                raise StepFailed(failure)
-            truncated = len(output) > OUTPUT_BYTE_LIMIT
-            text = output[-OUTPUT_BYTE_LIMIT:].decode(errors="replace")
-            result.status = "completed" if code == 0 else "failed"
-            result.raw_output = {"exitCode": code, "output": text, "truncated": truncated}
-            ending = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
-            shown = text.rstrip("\n")
-            reply = f"Ran {command_line} itself: {ending}"
-            reply += f"\n{shown}" if shown else " (no output)"
-            if truncated:
-                reply += "\n(output truncated)"
-            result.reply = reply
+            reason = f"cannot start {argv[0]}: {exc.strerror or exc}"
+            await self._send(
+                start_tool_call(
+                    call_id,
+                    title,
+                    kind="execute",
+                    status="failed",
+                    raw_input=raw_input,
+                    raw_output={"error": reason},
+                )
+            )
+            await self._say(f"{title} failed: {reason}")
+            return
+        try:
+            output, _ = await process.communicate()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            raise
+        code = process.returncode if process.returncode is not None else -1
+        truncated = len(output) > OUTPUT_BYTE_LIMIT
+        text = output[-OUTPUT_BYTE_LIMIT:].decode(errors="replace")
+        await self._send(
+            start_tool_call(
+                call_id,
+                title,
+                kind="execute",
+                status="completed" if code == 0 else "failed",
+                raw_input=raw_input,
+                raw_output={"exitCode": code, "output": text, "truncated": truncated},
+            )
+        )
+        ending = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+        shown = text.rstrip("\n")
+        reply = f"Ran {command_line} itself: {ending}"
+        reply += f"\n{shown}" if shown else " (no output)"
+        await self._say(reply + ("\n(output truncated)" if truncated else ""))
 
     async def _ask(self, title: str) -> None:
         async with self._tool_call(title, "other", status="pending") as result:
