@@ -119,6 +119,7 @@ class ChangeTracker:
             tracker.snapshot = texts
         elif base and base != "snapshot":
             tracker.base = base
+            tracker.states.append((0.0, base))  # a state from before any command to come
         else:
             tree = await tracker.state()
             assert isinstance(tree, str)

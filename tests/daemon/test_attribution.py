@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from events import TIMEOUT, next_matching
 
-from sessiond.client import AsyncDaemon, AsyncSession
+from bench.harness import Daemon
+from sessiond.client import AsyncDaemon, AsyncSession, aconnect
 from sessiond.protocol.models import Changes
 
 WAIT_FOR = "while [ ! -f {0} ]; do sleep 0.02; done"
@@ -137,6 +138,25 @@ async def test_a_command_the_agent_ran_before_announcing_it_is_its_own(
     assert [f.kind for f in reply.changes.files] == ["added", "deleted"]
     assert reply.changes.others is not None
     assert {f.path for f in reply.changes.others} == {"person.txt"}
+
+
+async def test_after_a_restart_a_command_that_ran_before_it_was_told_of_is_still_its_own(
+    daemon: Daemon, repository: Path
+) -> None:
+    """A session carried on after a restart starts from its stored base (no state taken yet):
+    the command its agent ran before telling of it reaches back to that base."""
+    async with aconnect(daemon.socket, start=False) as client:
+        session = await (await client.agent("demo")).session(repository, placement="here")
+        first = await session.asend("write notes.txt kept")
+        assert files(first.changes) == {"notes.txt": []}
+    await asyncio.to_thread(daemon.stop)
+    daemon.start()
+    async with aconnect(daemon.socket, start=False) as client:
+        again = await client.session(session.id)
+        reply = await again.asend("shell sh -c 'echo made > made.txt'")
+        assert reply.changes is not None
+        assert reply.changes.base == first.changes.base  # type: ignore[union-attr]
+        assert files(reply.changes) == {"made.txt": [], "notes.txt": []}
 
 
 async def test_commands_two_agents_ran_before_announcing_them_are_shared(
