@@ -17,9 +17,11 @@ A session's own files are what its agent did:
 An agent that runs a command in its own process (opencode, Claude Code) does
 not wait for the daemon: the command may be done before the daemon has taken
 the state it starts from, or has even heard of it. So a command announced by a
-`tool_call` also takes the files that changed between the state taken
-EARLY_RUN before its announcement and the one it starts from whose file times
-are no older than that: its window reaches back EARLY_RUN.
+`tool_call` also takes the files that changed between a state taken before it
+may have run and the one it starts from whose file times are no older than
+that: its window reaches back EARLY_RUN before its announcement, or, told of
+only once it ended, to the start of the turn (it may have run for any part of
+it).
 
 Each window spans the time from when its command may have begun to when the
 state after it was taken. When other sessions' windows in the same root span
@@ -107,20 +109,19 @@ class Attribution:
         return self._root(tracker).claims.get(session, {})
 
     def command_started(
-        self, session: str, tracker: ChangeTracker, key: str, *, maybe_ran: bool = False
+        self, session: str, tracker: ChangeTracker, key: str, *, ran_since: float | None = None
     ) -> asyncio.Task[Any]:
         """A command of the session starts in the root: its window opens (awaiting the task
-        returned waits for the state before it). `maybe_ran`: the agent runs it without waiting
-        for the daemon, so it may have run already (see EARLY_RUN)."""
+        returned waits for the state before it). `ran_since`: the agent runs it without waiting
+        for the daemon, so it may have run already, from then on (wall clock; see EARLY_RUN)."""
         root = self._root(tracker)
         existing = root.windows.get((session, key))
         if existing is not None:
             return existing.before
-        now = time.time()
         before = self._spawn(tracker.state(), f"state-{session}-{key}")
-        window = _Window(session, tracker, before, began=now - EARLY_RUN if maybe_ran else now)
-        if maybe_ran:
-            window.earlier = tracker.state_before(window.began)
+        window = _Window(session, tracker, before, began=ran_since if ran_since is not None else time.time())
+        if ran_since is not None:
+            window.earlier = tracker.state_before(ran_since)
         root.forget_old_spans()
         root.windows[(session, key)] = window
         root.spans.append(window)

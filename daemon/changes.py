@@ -119,7 +119,6 @@ class ChangeTracker:
             tracker.snapshot = texts
         elif base and base != "snapshot":
             tracker.base = base
-            tracker.states.append((0.0, base))  # a state from before any command to come
         else:
             tree = await tracker.state()
             assert isinstance(tree, str)
@@ -153,13 +152,16 @@ class ChangeTracker:
         return now
 
     def state_before(self, when: float) -> tuple[float, State] | None:
-        """The newest state taken that began at or before `when` (or the oldest kept, when none
-        did), with when it began."""
-        found = self.states[0] if self.states else None
+        """The newest state kept that began at or before `when`, with when it began; else the
+        base (from before anything the session did: said to begin at 0)."""
+        found: tuple[float, State] | None = None
         for taken in self.states:
             if taken[0] > when:
                 break
             found = taken
+        if found is None:
+            base = self.snapshot if self.top is None else self.base
+            found = (0.0, base) if base is not None else None
         return found
 
     def changed_since(self, paths: set[str], since: float) -> set[str]:

@@ -23,7 +23,7 @@ import msgpack
 
 from sessiond.daemon import store as st
 from sessiond.daemon.attribution import Attribution
-from sessiond.daemon.changes import ChangeTracker
+from sessiond.daemon.changes import EARLY_RUN, ChangeTracker
 from sessiond.daemon.controls import UPDATE_KINDS, Choices, Offer, controls_info, controls_wire
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.insight import (
@@ -314,11 +314,17 @@ class InsightFeed:
         for path, _, _ in call.diffs:
             self.attribution.claim(session.id, tracker, path)
         if call.kind == "execute":
-            # The agent runs it itself, perhaps before this reaches the daemon; one that tells of
-            # a command only once it ended opens its window here too, to close it at once.
+            # The agent runs it itself, perhaps before this reaches the daemon: its window reaches
+            # back. One told of only once it ended (its window opens here, to close at once) may
+            # have run for any part of the turn.
             key = _command_key(call.id)
-            self.attribution.command_started(session.id, tracker, key, maybe_ran=True)
-            if call.status in ("completed", "failed"):
+            ended = call.status in ("completed", "failed")
+            since = time.time() - EARLY_RUN
+            turn = session.runtime.running if session.runtime is not None else None
+            if ended and turn is not None and turn.started_at is not None:
+                since = min(since, turn.started_at)
+            self.attribution.command_started(session.id, tracker, key, ran_since=since)
+            if ended:
                 self.attribution.command_ended(session.id, tracker, key)
 
     @staticmethod

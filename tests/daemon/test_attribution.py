@@ -14,6 +14,7 @@ from events import TIMEOUT, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AsyncDaemon, AsyncSession, aconnect
+from sessiond.daemon.changes import EARLY_RUN
 from sessiond.protocol.models import Changes
 
 WAIT_FOR = "while [ ! -f {0} ]; do sleep 0.02; done"
@@ -167,9 +168,13 @@ async def test_commands_two_agents_ran_before_announcing_them_are_shared(
     demo = await client.agent("demo")
     one, two = await demo.sessions(2, shared, placement="here")
     await asyncio.gather(one.asend("say ready"), two.asend("say ready"))
-    # Each command waits until the other has started: both ran before either is announced.
+    # Each command waits until the other has started: both ran before either is announced, the
+    # first for longer than EARLY_RUN (its agent tells of it only once it ended: it reaches back
+    # to its turn's start).
     first = one.asend(f"shell sh -c 'touch one-up; {WAIT_FOR.format('two-up')}; echo 1 > one.txt'")
-    second = two.asend(f"shell sh -c 'touch two-up; {WAIT_FOR.format('one-up')}; echo 2 > two.txt'")
+    second = two.asend(
+        f"sleep {EARLY_RUN + 0.5}\nshell sh -c 'touch two-up; {WAIT_FOR.format('one-up')}; echo 2 > two.txt'"
+    )
     await asyncio.gather(first, second)
     made = {"one-up", "two-up", "one.txt", "two.txt"}
     for me, other in ((one, two), (two, one)):
