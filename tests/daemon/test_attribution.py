@@ -127,7 +127,7 @@ async def test_a_command_the_agent_ran_before_announcing_it_is_its_own(
     demo = await client.agent("demo")
     session = (await demo.sessions(1, shared, placement="here"))[0]
     await session.asend("say the root's state is taken")
-    # A person's edit between turns, its time older than any announcement could trail a run.
+    # A person's edit between turns (its time before the next turn's start): others', not the command's.
     person = shared / "person.txt"
     person.write_text("mine\n")
     long_ago = time.time() - 60
