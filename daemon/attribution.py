@@ -17,11 +17,10 @@ A session's own files are what its agent did:
 An agent that runs a command in its own process (opencode, Claude Code) does
 not wait for the daemon: the command may be done before the daemon has taken
 the state it starts from, or has even heard of it. So a command announced by a
-`tool_call` also takes the files that changed between a state taken before it
-may have run and the one it starts from whose file times are no older than
-that: its window reaches back EARLY_RUN before its announcement, or, told of
-only once it ended, to the start of the turn (it may have run for any part of
-it).
+`tool_call` also takes the files that changed between the session's base and
+the state it starts from whose file times are no older than when it may have
+begun: EARLY_RUN before its announcement, or, told of only once it ended, the
+start of the turn (it may have run for any part of it).
 
 Each window spans the time from when its command may have begun to when the
 state after it was taken. When other sessions' windows in the same root span
@@ -40,9 +39,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sessiond.daemon.changes import EARLY_RUN, FILE_TIME_TICK, ChangeTracker, State
+from sessiond.daemon.changes import FILE_TIME_TICK, ChangeTracker, State
 
 log = logging.getLogger("sessiond.insight")
+
+# How long before its announcement a command an agent runs in its own process may have run: its
+# `tool_call` trails the run by the agent's own event plumbing (opencode relays its tool parts
+# over an internal event stream), more so on a loaded machine.
+EARLY_RUN = 2.0
 
 
 @dataclass(eq=False)
@@ -52,9 +56,9 @@ class _Window:
     before: asyncio.Task[Any]
     began: float  # when its command may have begun (wall clock)
     ended: float | None = None  # when the state after it was taken
-    # For a command that may have run before the window opened: a state taken before it ran
-    # (when its taking began, and the state).
-    earlier: tuple[float, State] | None = None
+    # For a command that may have run before the window opened: a state from before it ran (the
+    # session's base).
+    earlier: State | None = None
 
     def meets(self, other: _Window) -> bool:
         """Whether the two windows span some of the same time."""
@@ -121,7 +125,7 @@ class Attribution:
         before = self._spawn(tracker.state(), f"state-{session}-{key}")
         window = _Window(session, tracker, before, began=ran_since if ran_since is not None else time.time())
         if ran_since is not None:
-            window.earlier = tracker.state_before(ran_since)
+            window.earlier = tracker.base_state()
         root.forget_old_spans()
         root.windows[(session, key)] = window
         root.spans.append(window)
@@ -193,15 +197,13 @@ class Attribution:
     @staticmethod
     async def _ran_early(window: _Window, before: State) -> set[str]:
         """The files a command that may have run before its window opened changed before it did:
-        those that changed since a state taken before it ran, no earlier than EARLY_RUN before
-        its announcement by their times."""
+        those that changed since the base, no earlier than it may have begun by their times."""
         if window.earlier is None:
             return set()
-        began, earlier = window.earlier
-        gap = await window.tracker.changed_between(earlier, before)
+        gap = await window.tracker.changed_between(window.earlier, before)
         if not gap:
             return set()
-        return await asyncio.to_thread(window.tracker.changed_since, gap, max(began, window.began))
+        return await asyncio.to_thread(window.tracker.changed_since, gap, window.began)
 
     def forget(self, session: str) -> None:
         for root in self._roots.values():

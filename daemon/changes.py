@@ -20,8 +20,7 @@ import os
 import shutil
 import tempfile
 import threading
-import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +29,6 @@ from typing import Protocol
 from sessiond.daemon.child_env import DEFAULT_RULES, child_environment
 from sessiond.protocol import models as m
 
-# How long before its announcement a command an agent runs in its own process may have run: its
-# `tool_call` trails the run by the agent's own event plumbing (opencode relays its tool parts
-# over an internal event stream), more so on a loaded machine. Trackers keep their states as
-# far back (see attribution).
-EARLY_RUN = 2.0
 FILE_TIME_TICK = 0.02  # file times come from the kernel's coarse clock, a tick behind time.time()
 SNAPSHOT_FILE_LIMIT = 256 * 1024
 SNAPSHOT_TOTAL_LIMIT = 64 * 1024 * 1024
@@ -103,27 +97,22 @@ class ChangeTracker:
     top: str | None = None  # the git work tree's top, when in git
     base: str | None = None  # the git tree of the first turn, or "snapshot"
     snapshot: dict[str, str] = field(default_factory=dict)
-    # The states taken of the root lately, each with when its taking began (wall clock, as file
-    # times are), oldest first: the newest begun over EARLY_RUN ago, and every one since.
-    states: deque[tuple[float, State]] = field(default_factory=deque)
 
     @classmethod
     async def start(cls, root: str, base: str | None = None) -> ChangeTracker:
         """Record the root's state now (or carry on from a base recorded before a restart)."""
         tracker = cls(root)
         tracker.top = await _toplevel(root)
-        if tracker.top is None:
-            tracker.base = "snapshot"
-            texts = await tracker.state()
-            assert isinstance(texts, dict)
-            tracker.snapshot = texts
-        elif base and base != "snapshot":
-            tracker.base = base
+        if tracker.top is not None:
+            tracker.base = base if base and base != "snapshot" else await tracker._write_tree()
         else:
-            tree = await tracker.state()
-            assert isinstance(tree, str)
-            tracker.base = tree
+            tracker.base = "snapshot"
+            tracker.snapshot = await read_texts(root)
         return tracker
+
+    def base_state(self) -> State | None:
+        """The root's state at the base, as `state` gives states (None before `start`)."""
+        return self.snapshot if self.top is None else self.base
 
     async def _write_tree(self) -> str:
         assert self.top is not None
@@ -141,28 +130,9 @@ class ChangeTracker:
 
     async def state(self) -> State:
         """The root's state now: a git tree, or a snapshot of its text files outside git."""
-        began = time.time()
-        now: State = await (self._write_tree() if self.top is not None else read_texts(self.root))
-        states = self.states
-        states.append((began, now))
-        if len(states) > 1 and states[-2][0] > began:  # (an earlier call ended later)
-            states = self.states = deque(sorted(states, key=lambda taken: taken[0]))
-        while len(states) > 1 and states[1][0] <= time.time() - EARLY_RUN:
-            states.popleft()
-        return now
-
-    def state_before(self, when: float) -> tuple[float, State] | None:
-        """The newest state kept that began at or before `when`, with when it began; else the
-        base (from before anything the session did: said to begin at 0)."""
-        found: tuple[float, State] | None = None
-        for taken in self.states:
-            if taken[0] > when:
-                break
-            found = taken
-        if found is None:
-            base = self.snapshot if self.top is None else self.base
-            found = (0.0, base) if base is not None else None
-        return found
+        if self.top is not None:
+            return await self._write_tree()
+        return await read_texts(self.root)
 
     def changed_since(self, paths: set[str], since: float) -> set[str]:
         """Of `paths` (relative to the root), those changed at or after `since` (wall clock) by
@@ -199,12 +169,9 @@ class ChangeTracker:
 
     async def changes(self, extra: list[tuple[str, str | None, str]] | None = None) -> m.Changes:
         """The changed files now, with `extra` diffs (path, old, new) from tool calls outside the root."""
-        if self.top is not None:
-            files = await self._git_changes()
-        else:
-            texts = await self.state()
-            assert isinstance(texts, dict)
-            files = await asyncio.to_thread(self._snapshot_changes, texts)
+        files = await (
+            self._git_changes() if self.top is not None else asyncio.to_thread(self._snapshot_changes)
+        )
         listed = {f.path for f in files}
         for path, old, new in extra or []:
             inside = _relative(self.root, path)
@@ -227,8 +194,7 @@ class ChangeTracker:
     async def _git_changes(self) -> list[m.ChangedFile]:
         assert self.top is not None
         assert self.base is not None
-        now = await self.state()
-        assert isinstance(now, str)
+        now = await self._write_tree()
         if now == self.base:
             return []
         prefix = os.path.relpath(os.path.realpath(self.root), os.path.realpath(self.top))
@@ -260,7 +226,8 @@ class ChangeTracker:
             )
         return files
 
-    def _snapshot_changes(self, now: dict[str, str]) -> list[m.ChangedFile]:
+    def _snapshot_changes(self) -> list[m.ChangedFile]:
+        now = _read_texts(self.root)
         files = []
         for path in sorted(set(now) | set(self.snapshot)):
             old, new = self.snapshot.get(path), now.get(path)

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 import msgpack
 
 from sessiond.daemon import store as st
-from sessiond.daemon.attribution import Attribution
-from sessiond.daemon.changes import EARLY_RUN, ChangeTracker
+from sessiond.daemon.attribution import EARLY_RUN, Attribution
+from sessiond.daemon.changes import ChangeTracker
 from sessiond.daemon.controls import UPDATE_KINDS, Choices, Offer, controls_info, controls_wire
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.insight import (

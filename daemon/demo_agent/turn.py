@@ -305,6 +305,10 @@ class Turn:
 
     # --- tool calls ----------------------------------------------------------
 
+    def _next_call_id(self) -> str:
+        self._tool_calls += 1
+        return f"call-{self.number}-{self._tool_calls}"
+
     @asynccontextmanager
     async def _tool_call(
         self,
@@ -321,8 +325,7 @@ class Turn:
         StepFailed and client errors fail the call and are said in the reply;
         anything else (a cancel above all) fails the call and propagates.
         """
-        self._tool_calls += 1
-        call_id = f"call-{self.number}-{self._tool_calls}"
+        call_id = self._next_call_id()
         start = start_tool_call(
             call_id,
             title,
@@ -471,8 +474,7 @@ class Turn:
         command_line = shlex.join(argv)
         title = f"Shell {command_line}"
         raw_input = {"command": argv[0], "args": list(argv[1:]), "cwd": self.session.cwd}
-        self._tool_calls += 1
-        call_id = f"call-{self.number}-{self._tool_calls}"
+        call_id = self._next_call_id()
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,

@@ -14,7 +14,7 @@ from events import TIMEOUT, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AsyncDaemon, AsyncSession, aconnect
-from sessiond.daemon.changes import EARLY_RUN
+from sessiond.daemon.attribution import EARLY_RUN
 from sessiond.protocol.models import Changes
 
 WAIT_FOR = "while [ ! -f {0} ]; do sleep 0.02; done"
