@@ -150,7 +150,10 @@ async def test_a_crashed_agent_fails_its_turns_and_starts_again(client: AsyncDae
     agent = await client.agent("demo")
     crasher, bystander = await agent.sessions(2, work)
     await bystander.asend("say first")
-    hanging = asyncio.create_task(bystander.asend("hang"))
+    # The crash must find the bystander's turn at the agent, not still on its way there.
+    async with client.events(sessions=[bystander.id], kinds=["turn.chunk"]) as events:
+        hanging = asyncio.create_task(bystander.asend("say waiting\nhang"))
+        await next_matching(events, kind("turn.chunk"))
     with pytest.raises(AgentUnavailable, match="exited with code 7"):
         await crasher.asend("crash 7")
     with pytest.raises(AgentUnavailable, match="starts again on the next turn"):
