@@ -66,6 +66,8 @@ class WatchModel:
         self.agent = agent
         self.sessions: dict[str, SessionInfo] = {}
         self.last_line: dict[str, str] = {}
+        # A working session's tool call under way, when it has said nothing since: "[edit] Write a.py".
+        self.acting: dict[str, str] = {}
         self.fleet: Fleet | None = None
         self.head = 0
         self.selected: str | None = None
@@ -126,6 +128,7 @@ class WatchModel:
         if kind is EventKind.SESSION_CLOSED:
             self.sessions.pop(sid, None)
             self.last_line.pop(sid, None)
+            self.acting.pop(sid, None)
             self._keep_selection()
             self.changed = True
             return
@@ -141,11 +144,16 @@ class WatchModel:
         self.changed = True
 
     def tail(self, session: str, transcript: Transcript) -> None:
-        """What a working session said before we looked: the last line of its transcript."""
+        """What a working session said or did before we looked: the last line of its transcript,
+        and the tool call it made last if it said nothing after it."""
         self.tails.discard(session)
-        said = [line.text for line in transcript.lines if line.role == "agent" and line.text.strip()]
+        lines = [line for line in transcript.lines if line.role in ("agent", "tool") and line.text.strip()]
+        said = [line.text for line in lines if line.role == "agent"]
         if said and not self.last_line.get(session):
             self.last_line[session] = said[-1]
+            self.changed = True
+        if lines and lines[-1].role == "tool" and session not in self.acting:
+            self.acting[session] = lines[-1].text.strip()
             self.changed = True
 
     def _apply_to(self, info: SessionInfo, kind: EventKind, data: dict[str, Any], at: datetime) -> None:
@@ -173,13 +181,19 @@ class WatchModel:
             info.attention = [Attention(a) for a in data.get("attention", [])]
         elif kind is EventKind.TURN_STARTED:
             self.last_line[info.id] = ""
+            self.acting.pop(info.id, None)
             info.queued_turns = max(info.queued_turns - 1, 0)
         elif kind is EventKind.TURN_QUEUED:
             info.queued_turns += 1
+        elif kind is EventKind.TURN_TOOL:
+            if data.get("first") and data.get("title"):
+                self.acting[info.id] = f"[{data.get('toolKind') or 'tool'}] {data['title']}"
         elif kind is EventKind.TURN_CHUNK:
+            self.acting.pop(info.id, None)
             text = self.last_line.get(info.id, "") + str(data.get("text", ""))
             self.last_line[info.id] = text[-2000:]
         elif kind is EventKind.TURN_ENDED:
+            self.acting.pop(info.id, None)
             info.turns += 1
             if data.get("error"):
                 self.last_line[info.id] = f"error: {data['error']}"
@@ -194,6 +208,7 @@ class WatchModel:
                 self.missing.add(info.id)  # its reply was said before we looked: read its recap
         elif kind is EventKind.PERMISSION_ASKED:
             tool = data.get("toolCall") or {}
+            self.acting.pop(info.id, None)
             self.last_line[info.id] = f"asks: {tool.get('title', 'permission')}"
 
     # ------------------------------------------------------------ selection
@@ -269,8 +284,14 @@ class WatchModel:
         files = "-"
         if (changes := info.changes) is not None:
             files = files_cell(len(changes.files), changes.added, changes.removed)
-        # A turn at work shows what it has said (or its plan's step), not the last turn's recap.
-        said = self.last_line.get(info.id) or ("" if info.status in AT_WORK else info.recap or "")
+        # A turn at work shows the tool call it is making, or what it has said (or its plan's
+        # step), not the last turn's recap.
+        at_work = info.status in AT_WORK
+        said = (
+            (at_work and self.acting.get(info.id))
+            or self.last_line.get(info.id)
+            or ("" if at_work else info.recap or "")
+        )
         lines = [line for line in said.splitlines() if line.strip()]
         last = " ".join((lines[-1] if lines else "").split())
         if not last and info.plan is not None and info.plan.current:

@@ -112,6 +112,31 @@ def test_a_session_at_work_shows_this_turn_not_the_last_ones_recap() -> None:
     assert model.row(model.sessions["s1"]).endswith("  (Fix it)")  # its step, until it says something
 
 
+def test_a_session_at_work_shows_the_tool_call_it_makes_until_it_speaks(model: WatchModel) -> None:
+    event = Log()
+    model.apply(event(m.EventKind.TURN_STARTED, "s2"))
+    model.apply(event(m.EventKind.TURN_CHUNK, "s2", text="I will fix the form"))
+    call = {"toolCallId": "c1", "title": "Write login.py", "toolKind": "edit", "status": "pending"}
+    model.apply(event(m.EventKind.TURN_TOOL, "s2", first=True, **call))
+    assert model.row(model.sessions["s2"]).endswith("  [edit] Write login.py")
+    model.apply(event(m.EventKind.TURN_TOOL, "s2", first=False, **{**call, "status": "completed"}))
+    assert model.row(model.sessions["s2"]).endswith("  [edit] Write login.py")  # its last doing
+    model.apply(event(m.EventKind.TURN_CHUNK, "s2", text="\nfixed it"))
+    assert model.row(model.sessions["s2"]).endswith("  fixed it")
+    model.apply(event(m.EventKind.TURN_TOOL, "s2", first=True, toolCallId="c2", title="Run pytest"))
+    assert model.row(model.sessions["s2"]).endswith("  [tool] Run pytest")
+    model.apply(event(m.EventKind.TURN_ENDED, "s2", stopReason="end_turn"))
+    model.apply(event(m.EventKind.SESSION_STATUS, "s2", status="idle", since=0))
+    assert model.row(model.sessions["s2"]).endswith("  fixed it")  # the answer, once it ended
+    # Looked at mid-turn: the transcript's last line was a tool call.
+    lines = [
+        m.TranscriptLine(n=0, role="agent", text="checking"),
+        m.TranscriptLine(n=1, role="tool", text="[read] Read setup.cfg"),
+    ]
+    model.tail("s4", m.Transcript(lines=lines, total=2))
+    assert model.row(model.sessions["s4"]).endswith("  [read] Read setup.cfg")
+
+
 def test_sessions_come_and_go_with_their_events(model: WatchModel) -> None:
     event = Log()
     model.apply(event(m.EventKind.SESSION_OPENED, "s5"))
@@ -220,14 +245,15 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             assert screen.splitlines()[0].startswith("sessiond watch  0 working · 3 open")
             assert row_of(screen, idle.id).startswith(">")  # the first row is selected
             assert cells(screen, idle.id)[:5] == [idle.id, "-", "demo", "idle", "1/2"]
-            script = "plan Look | Fix\nprogress 1 in_progress\nsay looking now\nhang"
+            script = "plan Look | Fix\nprogress 1 in_progress\nsay looking now\nwrite notes.txt seen\nhang"
             turn = subprocess.Popen(
                 [sys.executable, "-m", "sessiond.client", "send", busy.id, script],
                 env=daemon.env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            screen = tmux.wait_for(lambda s: "looking now" in s)
+            # What it does now, a tool call made after it spoke, is its last line.
+            screen = tmux.wait_for(lambda s: "[edit] Write notes.txt" in row_of(s, busy.id))
             assert cells(screen, busy.id)[3:5] == ["working", "0/2"]
             # The header is the fleet summary, sent at most ten times a second: wait for it.
             screen = tmux.wait_for(lambda s: "1 working · 3 open" in s.splitlines()[0])

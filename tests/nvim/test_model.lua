@@ -101,6 +101,13 @@ H.eq("(b)", row:match("%(b%)$"), "its plan's step until it says something: " .. 
 m:apply(event("turn.chunk", "s3", { text = "third" }, { turn = "t2" }))
 row = panel.session_line(m:session("s3"), 0, m)
 H.eq("third", row:match("third$"), "then what it says: " .. row)
+m:apply(event("session.status", "s3", { status = "working" }))
+m:apply(event("turn.tool", "s3", { first = true, title = "Write a.py", toolKind = "edit" }, { turn = "t2" }))
+row = panel.session_line(m:session("s3"), 0, m)
+H.eq("[edit] Write a.py", row:match("%[edit%] Write a%.py$"), "then the tool call it makes: " .. row)
+m:apply(event("turn.chunk", "s3", { text = "\nwrote it" }, { turn = "t2" }))
+row = panel.session_line(m:session("s3"), 0, m)
+H.eq("wrote it", row:match("wrote it$"), "until it says something after it: " .. row)
 m:apply(event("turn.ended", "s3", { stopReason = "end_turn" }, { turn = "t2" }))
 
 -- Stepping among working sessions, in creation order, wrapping.

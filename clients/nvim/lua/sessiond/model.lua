@@ -184,14 +184,23 @@ local session_handlers = {
     info.turn = event.turn
     info._partial = nil
     info.lastLine = nil -- the last turn's line is not this one's
+    info.acting = nil
   end,
   ["turn.chunk"] = function(info, event)
+    info.acting = nil
     feed_last_line(info, event.data.text or "")
+  end,
+  -- The tool call a turn makes, shown until it says something after it: "[edit] Write a.py".
+  ["turn.tool"] = function(info, event)
+    if event.data.first and event.data.title then
+      info.acting = ("[%s] %s"):format(event.data.toolKind or "tool", event.data.title)
+    end
   end,
   ["turn.ended"] = function(info, event)
     info.turns = (info.turns or 0) + 1
     info.turn = nil
     info._partial = nil
+    info.acting = nil
     info.lastStopReason = event.data.stopReason
     info.lastError = event.data.error
     if event.data.error then

@@ -55,10 +55,11 @@ end
 --- under its parent and named by its kind.
 function M.session_line(info, depth, m)
   local asks = m and m:pending_permissions(info.id)[1]
-  -- A turn at work shows what it has said, or its plan's step: not the last turn's recap.
+  -- A turn at work shows the tool call it makes, or what it has said, or its plan's step: not
+  -- the last turn's recap.
   local at_work = info.status == "working" or info.status == "needs_you"
   local step = info.plan and info.plan.current and ("(" .. info.plan.current .. ")")
-  local last = info.lastLine or (at_work and (step or "") or info.recap) or ""
+  local last = (at_work and info.acting) or info.lastLine or (at_work and (step or "") or info.recap) or ""
   if asks then
     local key = config.options.panel.keys.answer
     last = ("asks: %s (%s)"):format(
