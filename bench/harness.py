@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import shutil
@@ -22,8 +23,9 @@ class Daemon:
     python_args: tuple[str, ...] = ("-m", "sessiond.daemon")
 
     def __init__(self, home: Path | None = None, *, extra_args: tuple[str, ...] = ()) -> None:
-        # Short, under /tmp: a unix socket path must stay under 108 bytes.
-        self.home = home or scratch("sd-")
+        # Short, under /tmp: a unix socket path must stay under 108 bytes. A home made here goes
+        # when this process exits, not at stop(): a test may start another daemon on it first.
+        self.home = home or scratch("sd-", until_exit=True)
         self.socket = self.home / "run" / "sessiond.sock"
         self.extra_args = extra_args
         self.stderr: list[str] = []
@@ -172,9 +174,13 @@ def tree_rss_kib(pid: int) -> int:
 IN_MEMORY = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def scratch(prefix: str, *, in_memory: bool = False) -> Path:
-    """A fresh directory: on tmpfs with `in_memory` where there is one."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=IN_MEMORY if in_memory else "/tmp"))
+def scratch(prefix: str, *, in_memory: bool = False, until_exit: bool = False) -> Path:
+    """A fresh directory: on tmpfs with `in_memory` where there is one; removed when this
+    process exits with `until_exit` (else it is the caller's to remove)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=IN_MEMORY if in_memory else "/tmp"))
+    if until_exit:
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 @contextlib.contextmanager

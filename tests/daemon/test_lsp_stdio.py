@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,9 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-HOME = Path(tempfile.mkdtemp(prefix="sd-lsp-", dir="/tmp"))
+from bench.harness import scratch
+
+HOME = scratch("sd-lsp-", until_exit=True)
 SOCKET = HOME / "run" / "sessiond.sock"
 
 

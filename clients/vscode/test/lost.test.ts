@@ -3,6 +3,7 @@
  * (vscode-jsonrpc itself leaves a request pending when the stream ends).
  */
 import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { SessiondClient } from '../src/protocol/client';
 import { Methods } from '../src/protocol/methods';
@@ -12,11 +13,13 @@ import { Deferred } from './helpers/wait';
 
 describe('a daemon that dies', () => {
   let daemon: Daemon;
+  const root = tempHome('sdv-lost-');
   before(async () => {
     daemon = await startDaemon();
   });
   after(async () => {
     await daemon.destroy();
+    rmSync(root, { recursive: true, force: true });
   });
 
   it('fails the prompt in flight when the daemon is killed, rather than leaving it pending', async () => {
@@ -26,7 +29,7 @@ describe('a daemon that dies', () => {
       if (notice.events.some((event) => event.kind === 'turn.started')) started.resolve();
     });
     await client.request(Methods.eventsSubscribe, { kinds: ['turn.started'] });
-    const { sessions } = await client.request(Methods.sessionOpen, { agent: 'demo', root: tempHome('sdv-lost-') });
+    const { sessions } = await client.request(Methods.sessionOpen, { agent: 'demo', root });
     const prompt = client.request(Methods.sessionPrompt, { session: sessions[0].id, prompt: 'hang' });
     await started.promise;
     process.kill(daemon.pid(), 'SIGKILL');
