@@ -93,7 +93,7 @@ def transcript_pieces(
         elif kind == m.EventKind.TURN_THOUGHT:
             yield "thought", turn, str(data.get("text", ""))
         elif kind == m.EventKind.TURN_TOOL and data.get("title") and data.get("first"):
-            yield "tool", turn, f"[{data.get('toolKind') or 'tool'}] {data['title']}\n"
+            yield "tool", turn, m.tool_line(data.get("toolKind"), data["title"]) + "\n"
         elif kind == m.EventKind.TURN_ENDED:
             for line in ending_lines(data):
                 yield "status", turn, line + "\n"

@@ -693,6 +693,12 @@ class TranscriptLine(Result):
     text: str
 
 
+def tool_line(tool_kind: str | None, title: str) -> str:
+    """A tool call as a transcript line (role tool) reads, and as a client shows what a turn does:
+    "[edit] Write a.py"."""
+    return f"[{tool_kind or 'tool'}] {title}"
+
+
 class Transcript(Result):
     lines: list[TranscriptLine]
     total: int = Field(description="Lines in the whole transcript.")

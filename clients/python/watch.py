@@ -39,6 +39,7 @@ from sessiond.protocol.models import (
     SessionUsage,
     Snapshot,
     Transcript,
+    tool_line,
 )
 
 KEYS_HELP = "j/k move · n/p next/prev working · enter open · esc back · q quit"
@@ -187,7 +188,7 @@ class WatchModel:
             info.queued_turns += 1
         elif kind is EventKind.TURN_TOOL:
             if data.get("first") and data.get("title"):
-                self.acting[info.id] = f"[{data.get('toolKind') or 'tool'}] {data['title']}"
+                self.acting[info.id] = tool_line(data.get("toolKind"), str(data["title"]))
         elif kind is EventKind.TURN_CHUNK:
             self.acting.pop(info.id, None)
             text = self.last_line.get(info.id, "") + str(data.get("text", ""))
