@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench import connections, limits, ray_agents, real_agents, scale, startup, streaming
 from bench.direct_acp import direct_agent
-from bench.harness import IN_MEMORY, cpu_seconds, daemon, scratch, settled, table, tree_rss_kib
+from bench.harness import IN_MEMORY, cpu_seconds, daemon, scheduled, scratch, settled, table, tree_rss_kib
 from sessiond.client import AsyncDaemon, aconnect
 
 TURN_PROMPT = "say done"
@@ -112,6 +112,10 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
         "its agent": [],
         "daemon client": [],
     }
+    # Seconds of each round the daemon was ready to run but waited for a core, and its agent (or the
+    # agent straight) neither ran nor waited for one: it had nothing to do (waited on its client).
+    waited: dict[str, list[float]] = {"daemon": []}
+    idle: dict[str, list[float]] = {"direct agent": [], "its agent": []}
     try:
         with daemon(in_memory=True) as d:
             async with (
@@ -126,10 +130,13 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
                 (agent_pid,) = d.children()
 
                 async def straight() -> None:
-                    before, before_client = cpu_seconds(direct_round.pid), time.process_time()
-                    times["direct"].append(await direct_round(count))
-                    cpu["direct agent"].append(cpu_seconds(direct_round.pid) - before)
+                    before, before_client = scheduled(direct_round.pid), time.process_time()
+                    took = await direct_round(count)
+                    after = scheduled(direct_round.pid)
+                    times["direct"].append(took)
+                    cpu["direct agent"].append(after[0] - before[0])
                     cpu["direct client"].append(time.process_time() - before_client)
+                    idle["direct agent"].append(took - (after[0] - before[0]) - (after[1] - before[1]))
 
                 async def straight_offered() -> None:
                     before = cpu_seconds(offered_round.pid)
@@ -140,14 +147,20 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
                     times["relayed"].append(await relayed_round(count))
 
                 async def through_the_daemon() -> None:
-                    before_daemon, before_agent = cpu_seconds(d.pid), cpu_seconds(agent_pid)
+                    before_daemon, before_agent = scheduled(d.pid), scheduled(agent_pid)
                     before_client = time.process_time()
                     started = time.perf_counter()
                     replies = await asyncio.gather(*(s.asend(TURN_PROMPT) for s in sessions))
-                    times["daemon"].append(time.perf_counter() - started)
+                    took = time.perf_counter() - started
+                    after_daemon, after_agent = scheduled(d.pid), scheduled(agent_pid)
+                    times["daemon"].append(took)
                     cpu["daemon client"].append(time.process_time() - before_client)
-                    cpu["daemon"].append(cpu_seconds(d.pid) - before_daemon)
-                    cpu["its agent"].append(cpu_seconds(agent_pid) - before_agent)
+                    cpu["daemon"].append(after_daemon[0] - before_daemon[0])
+                    cpu["its agent"].append(after_agent[0] - before_agent[0])
+                    waited["daemon"].append(after_daemon[1] - before_daemon[1])
+                    idle["its agent"].append(
+                        took - (after_agent[0] - before_agent[0]) - (after_agent[1] - before_agent[1])
+                    )
                     assert all(r.text == "done" for r in replies)
 
                 sides = [straight, straight_offered, relayed, through_the_daemon]
@@ -180,6 +193,9 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
         for d, a, c in zip(cpu["daemon"], cpu["its agent"], cpu["daemon client"], strict=True)
     ]
     floor = statistics.median(floors)
+    ran = [c / t for c, t in zip(cpu["daemon"], times["daemon"], strict=True)]
+    queued = [w / t for w, t in zip(waited["daemon"], times["daemon"], strict=True)]
+    busy = statistics.median([r + q for r, q in zip(ran, queued, strict=True)])
     paired = [d / s for d, s in zip(times["daemon"], times["direct"], strict=True)]
     paired_offered = [d / s for d, s in zip(times["daemon"], times["offered"], strict=True)]
     return [
@@ -216,6 +232,18 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             f"{floor / direct:.2f}x",
             f"the floor a round through the daemon could reach here; the rounds took "
             f"{through_daemon / floor:.2f}x it (the three processes waiting on each other, or for a core)",
+        ),
+        (
+            "a round through the daemon: the daemon's share of it",
+            f"{busy:.0%}",
+            f"medians: running {statistics.median(ran):.0%}, waiting for a core "
+            f"{statistics.median(queued):.0%}; near 100%, the daemon's CPU sets the round",
+        ),
+        (
+            "a round through the daemon: its agent idle, waiting on the daemon (median per round)",
+            f"{statistics.median(idle['its agent']) * 1000:.1f} ms",
+            f"straight, the agent idle {statistics.median(idle['direct agent']) * 1000:.1f} ms a round, "
+            "waiting on its client",
         ),
         (
             "daemon overhead, round by round (each daemon round against the straight one beside it)",

@@ -119,11 +119,19 @@ def rss_kib(pid: int) -> int:
 
 def cpu_seconds(pid: int) -> float:
     """The CPU time a process has had so far, all its threads (the scheduler's count, in ns)."""
-    total = 0
+    return scheduled(pid)[0]
+
+
+def scheduled(pid: int) -> tuple[float, float]:
+    """Seconds a process has run so far, and seconds it was ready to run but waited for a core
+    (all its threads; the scheduler's counts, /proc/PID/task/*/schedstat)."""
+    ran = waited = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
-            total += int((task / "schedstat").read_text().split()[0])
-    return total / 1e9
+            fields = (task / "schedstat").read_text().split()
+            ran += int(fields[0])
+            waited += int(fields[1])
+    return ran / 1e9, waited / 1e9
 
 
 async def settled(pid: int, *, window: float = 0.2, quiet: float = 0.02, timeout: float = 20.0) -> None:
