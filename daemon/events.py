@@ -38,7 +38,10 @@ log = logging.getLogger("sessiond.events")
 _PACKER = msgpack.Packer(use_bin_type=True)
 
 
-@dataclass(frozen=True, slots=True)
+# Never changed once emitted: one event is shared by the store, every subscriber and the wire
+# cache. Not frozen, as a frozen dataclass makes each of its fields through object.__setattr__:
+# 0.85 µs an event against 0.19, ~9 events a turn.
+@dataclass(slots=True)
 class Event:
     seq: int
     kind: str
