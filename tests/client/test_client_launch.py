@@ -15,6 +15,7 @@ import socket
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,11 +80,31 @@ def starter(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Starter]:
     monkeypatch.setattr(launch, "daemon_command", command)
     monkeypatch.setattr(launch, "GRACE_AFTER_EXIT", 1.0)
     yield started
-    pids = Path(f"{paths.socket_path()}.pids")
-    if pids.exists():
-        for pid in pids.read_text().split():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+    # Every process running the script, not only those in its .pids file: a starter that lost a
+    # race and was still starting up when the test ended would otherwise take the lock the killed
+    # winner left, make the home again after it is removed, and serve there for a minute.
+    for pid in running(script):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while running(script) and time.monotonic() < deadline:
+        time.sleep(0.01)  # (launch's reaper thread waits for each)
+    assert not running(script), "a started script outlived SIGKILL for 30 s"
+
+
+def running(script: Path) -> list[int]:
+    """The processes running `script`, by their command lines."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if str(script).encode() in argv:
+            found.append(int(entry.name))
+    return found
 
 
 def started_pids() -> list[str]:
