@@ -236,14 +236,15 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
         (
             "a round through the daemon: the daemon's share of it",
             f"{busy:.0%}",
-            f"medians: running {statistics.median(ran):.0%}, waiting for a core "
-            f"{statistics.median(queued):.0%}; near 100%, the daemon's CPU sets the round",
+            f"medians: running {statistics.median(ran):.0%}, "
+            f"waiting for a core {statistics.median(queued):.0%}",
         ),
         (
             "a round through the daemon: its agent idle, waiting on the daemon (median per round)",
             f"{statistics.median(idle['its agent']) * 1000:.1f} ms",
-            f"straight, the agent idle {statistics.median(idle['direct agent']) * 1000:.1f} ms a round, "
-            "waiting on its client",
+            f"straight, {statistics.median(idle['direct agent']) * 1000:.1f} ms a round, waiting on its "
+            "client; through the daemon, at the round's start (its first requests) and end (the "
+            "daemon's last answers)",
         ),
         (
             "daemon overhead, round by round (each daemon round against the straight one beside it)",
