@@ -301,8 +301,8 @@ async def batch(count: int) -> list[tuple[str, str, str]]:
     """A batch through the Python client (``agent.abatch``, as wide as it goes) against the same
     prompts sent straight to the demo agent through the ACP SDK, in the same run: rounds
     alternating, each side warm (its agent up, the daemon done loading what its first turn set off)."""
-    work = Path(tempfile.mkdtemp(prefix="sd-bench-batch-"))
-    state = Path(tempfile.mkdtemp(prefix="sd-bench-state-"))
+    work = scratch("sd-bench-batch-", until_exit=True)
+    state = scratch("sd-bench-state-", until_exit=True)
     times: dict[str, list[float]] = {"direct": [], "batch": []}
     with daemon() as d:
         async with (
@@ -352,7 +352,7 @@ async def batch(count: int) -> list[tuple[str, str, str]]:
 
 async def fleet(count: int) -> list[tuple[str, str, str]]:
     """The fleet summary a status line asks for, with one session that has worked and with `count`."""
-    work = Path(tempfile.mkdtemp(prefix="sd-bench-fleet-"))
+    work = scratch("sd-bench-fleet-", until_exit=True)
 
     async def summary_ms(client: AsyncDaemon) -> float:
         times = []
@@ -387,7 +387,7 @@ async def fleet(count: int) -> list[tuple[str, str, str]]:
 async def mcp(count: int) -> list[tuple[str, str, str]]:
     """`count` sessions each calling a tool of their `sessiond` MCP server: through the stdio bridge
     (a process per session) and through the daemon's own http endpoint, in the same run."""
-    work = Path(tempfile.mkdtemp(prefix="sd-bench-mcp-"))
+    work = scratch("sd-bench-mcp-", until_exit=True)
     figures: dict[str, tuple[float, int]] = {}
     for transport in ("stdio", "http"):
         with daemon() as d:
@@ -446,7 +446,7 @@ def main() -> None:
     print()
     print(table("A batch through the Python client", asyncio.run(batch(args.batch))))
     print()
-    work = Path(tempfile.mkdtemp(prefix="sd-bench-stream-"))
+    work = scratch("sd-bench-stream-", until_exit=True)
     print(table("Streaming to subscribers", asyncio.run(streaming.run(args.turns, work))))
     print()
     print(table("The fleet summary", asyncio.run(fleet(args.fleet))))

@@ -15,7 +15,6 @@ import asyncio
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -25,7 +24,7 @@ from typing import Any
 import acp
 from acp import schema
 
-from bench.harness import daemon, table
+from bench.harness import daemon, scratch, table
 from sessiond.client import aconnect
 
 PROMPT = "say done"
@@ -80,8 +79,8 @@ async def acp_turns(
 
 
 async def measure(turns: int) -> list[tuple[str, str, str]]:
-    work = Path(tempfile.mkdtemp(prefix="sd-bench-acp-"))
-    state = Path(tempfile.mkdtemp(prefix="sd-bench-acp-state-"))
+    work = scratch("sd-bench-acp-", until_exit=True)
+    state = scratch("sd-bench-acp-state-", until_exit=True)
     direct_times: list[float] = []
     face_times: list[float] = []
     client_times: list[float] = []

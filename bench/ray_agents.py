@@ -14,12 +14,11 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Daemon, table
+from bench.harness import Daemon, scratch, table
 from sessiond.client import AsyncAgent, aconnect
 
 Row = tuple[str, str, str]
@@ -133,9 +132,9 @@ async def run(turns: int = 200, sequential: int = 50, messages: int = 400) -> li
     cluster.wait_for_nodes()
     previous = os.environ.get("RAY_ADDRESS")
     os.environ["RAY_ADDRESS"] = cluster.address
-    work = Path(tempfile.mkdtemp(prefix="sd-bench-ray-"))
+    work = scratch("sd-bench-ray-", until_exit=True)
     # The agents' own state goes beside the work, not in it: sessions outside git snapshot their root.
-    state = Path(tempfile.mkdtemp(prefix="sd-bench-ray-state-"))
+    state = scratch("sd-bench-ray-state-", until_exit=True)
     command = [sys.executable, "-m", "sessiond.daemon.demo_agent", "--state-dir"]
     daemon = Daemon().start()
     local_times: list[float] = []

@@ -20,13 +20,12 @@ import importlib.util
 import json
 import random
 import statistics
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.harness import table
+from bench.harness import scratch, table
 from sessiond.client import timeline, timeline_html
 
 CHROMIUM = "/usr/bin/chromium"
@@ -235,7 +234,7 @@ def run(
     if reason:
         print(f"timeline page skipped: {reason}")
         return title, [("the timeline page in headless chromium", "skipped", reason)]
-    work = Path(tempfile.mkdtemp(prefix="sd-bench-timeline-"))
+    work = scratch("sd-bench-timeline-", until_exit=True)
     events = synthetic_events(sessions, turns)
     big, empty_timeline, blank = work / "big.html", work / "none.html", work / "blank.html"
     build_s, render_s, size = build_page(events, big)
