@@ -22,19 +22,26 @@ class Daemon:
     # How Python is asked to run it (a test may run it under a wrapper of its own, with `-c`).
     python_args: tuple[str, ...] = ("-m", "sessiond.daemon")
 
-    def __init__(self, home: Path | None = None, *, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, home: Path | None = None, *, extra_args: tuple[str, ...] = (), code: Path | None = None
+    ) -> None:
         # Short, under /tmp: a unix socket path must stay under 108 bytes. A home made here goes
         # when this process exits, not at stop(): a test may start another daemon on it first.
         self.home = home or scratch("sd-", until_exit=True)
         self.socket = self.home / "run" / "sessiond.sock"
         self.extra_args = extra_args
+        # A folder holding another `sessiond` package (another revision's), run instead of this one.
+        self.code = code
         self.stderr: list[str] = []
         self._said = threading.Condition()  # notified with each line read from its stderr
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, "SESSIOND_HOME": str(self.home), "SESSIOND_SOCKET": str(self.socket)}
+        env = {**os.environ, "SESSIOND_HOME": str(self.home), "SESSIOND_SOCKET": str(self.socket)}
+        if self.code is not None:  # (found before the editable install, which Python asks last)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.code), env.get("PYTHONPATH")]))
+        return env
 
     @property
     def pid(self) -> int:
@@ -192,10 +199,11 @@ def scratch(prefix: str, *, in_memory: bool = False, until_exit: bool = False) -
 
 
 @contextlib.contextmanager
-def daemon(*extra_args: str, in_memory: bool = False) -> Iterator[Daemon]:
-    """A daemon in a fresh SESSIOND_HOME (on tmpfs with `in_memory`), stopped with SIGTERM at the end."""
+def daemon(*extra_args: str, in_memory: bool = False, code: Path | None = None) -> Iterator[Daemon]:
+    """A daemon in a fresh SESSIOND_HOME (on tmpfs with `in_memory`), stopped with SIGTERM at the end;
+    `code`: the folder of another `sessiond` package to run (`Daemon.code`)."""
     home = scratch("sd-", in_memory=True) if in_memory else None
-    running = Daemon(home, extra_args=extra_args).start()
+    running = Daemon(home, extra_args=extra_args, code=code).start()
     try:
         yield running
     finally:
