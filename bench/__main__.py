@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import connections, limits, ray_agents, real_agents, scale, startup, streaming
+from bench import connections, limits, ray_agents, real_agents, scale, side_by_side, startup, streaming
 from bench.direct_acp import direct_agent
 from bench.harness import IN_MEMORY, cpu_seconds, daemon, scheduled, scratch, settled, table, tree_rss_kib
 from sessiond.client import AsyncDaemon, aconnect
@@ -294,6 +294,48 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
     ]
 
 
+SIZE_ROUNDS = 8  # rounds of each size, a daemon round and a straight one taking turns
+
+
+async def round_sizes(counts: list[int]) -> list[tuple[str, str, str]]:
+    """Rounds of other sizes, through the daemon against straight. The agent idles through the daemon
+    at a round's start (its first requests reach it later) and end (the daemon's last answers leave
+    after the agent's: it works off what the agent's last burst of answers left it), which a small
+    round pays most of; the end grows with the round (the agent answers in bigger bursts)."""
+    work = scratch("sd-bench-sizes-", in_memory=True, until_exit=True)
+    state = scratch("sd-bench-sizes-state-", in_memory=True, until_exit=True)
+    found = []
+    with daemon(in_memory=True) as d:
+        async with (
+            direct_agent(TURN_PROMPT, work, state) as straight_rounds,
+            aconnect(d.socket, start=False) as client,
+        ):
+            agent = await side_by_side.warm(client, d.pid, work)
+            (agent_pid,) = d.children()
+            for count in counts:
+                straight, through = side_by_side.Side("straight"), side_by_side.Side("through the daemon")
+                for n in range(SIZE_ROUNDS):
+                    sessions = await agent.sessions(count, work)
+                    await settled(d.pid, window=0.05, quiet=0.05)
+                    if n % 2:  # each first as often as the other
+                        await straight.round(straight_rounds(count), straight_rounds.pid)
+                    await through.round(side_by_side.turns_at_once(sessions), agent_pid, d.pid)
+                    if not n % 2:
+                        await straight.round(straight_rounds(count), straight_rounds.pid)
+                ratio = statistics.median(through.took) / statistics.median(straight.took)
+                idle = side_by_side.ms(through.agent_idle), side_by_side.ms(straight.agent_idle)
+                found.append(
+                    (
+                        f"{count} first turns at once through the daemon, against straight "
+                        f"(median of {SIZE_ROUNDS})",
+                        f"{ratio:.2f}x",
+                        f"{side_by_side.ms(through.took)} against {side_by_side.ms(straight.took)}; "
+                        f"its agent idle {idle[0]} a round, straight {idle[1]}",
+                    )
+                )
+    return found
+
+
 BATCH_ROUNDS = 5  # each figure is the median of this many rounds, alternating
 
 
@@ -443,6 +485,9 @@ def main() -> None:
     print(table("Opening sessions", asyncio.run(open_many(args.sessions))))
     print()
     print(table("Turns", asyncio.run(turns(args.turns))))
+    print()
+    sizes = [max(1, args.turns // 4), args.turns * 4]
+    print(table("Turns: rounds of other sizes", asyncio.run(round_sizes(sizes))))
     print()
     print(table("A batch through the Python client", asyncio.run(batch(args.batch))))
     print()

@@ -73,18 +73,18 @@ class Side:
             self.daemon_cpu.append(scheduled(daemon_pid)[0] - daemon_before[0])
 
 
-def _ms(values: list[float]) -> str:
+def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.1f} ms"
 
 
-async def _warm(client: AsyncDaemon, pid: int, work: Path) -> AsyncAgent:
+async def warm(client: AsyncDaemon, pid: int, work: Path) -> AsyncAgent:
     agent = await client.agent("demo")
     await (await agent.session(work)).asend(PROMPT)  # its agent started and warm
     await settled(pid)
     return agent
 
 
-async def _turns(sessions: list[AsyncSession]) -> float:
+async def turns_at_once(sessions: list[AsyncSession]) -> float:
     started = time.perf_counter()
     replies = await asyncio.gather(*(session.asend(PROMPT) for session in sessions))
     took = time.perf_counter() - started
@@ -104,14 +104,14 @@ async def measure(rev: str, rounds: int, turns: int) -> list[tuple[str, str, str
             aconnect(old.socket, start=False) as old_client,
             aconnect(new.socket, start=False) as new_client,
         ):
-            daemons = [(at_rev, old, await _warm(old_client, old.pid, work))]
-            daemons.append((working, new, await _warm(new_client, new.pid, work)))
+            daemons = [(at_rev, old, await warm(old_client, old.pid, work))]
+            daemons.append((working, new, await warm(new_client, new.pid, work)))
 
             async def through(side: Side, d: Daemon, agent: AsyncAgent) -> None:
                 sessions = await agent.sessions(turns, work)
                 await settled(d.pid, window=0.05, quiet=0.05)
                 (agent_pid,) = d.children()
-                await side.round(_turns(sessions), agent_pid, d.pid)
+                await side.round(turns_at_once(sessions), agent_pid, d.pid)
 
             runs: list[Callable[[], Awaitable[None]]] = [
                 *(functools.partial(through, side, d, agent) for side, d, agent in daemons),
@@ -129,7 +129,7 @@ def rows(turns: int, rounds: int, straight: Side, at_rev: Side, working: Side) -
     found: list[tuple[str, str, str]] = [
         (
             f"{turns} first turns at once, straight to the demo agent (ACP)",
-            _ms(straight.took),
+            ms(straight.took),
             f"median of {rounds} rounds",
         ),
     ]
@@ -138,7 +138,7 @@ def rows(turns: int, rounds: int, straight: Side, at_rev: Side, working: Side) -
         found.append(
             (
                 f"the same through the daemon at {side.name}",
-                _ms(side.took),
+                ms(side.took),
                 f"{statistics.median(side.took) / base:.2f}x straight; round by round median "
                 f"{statistics.median(paired):.2f}x, "
                 f"{sum(r <= 1.15 for r in paired)} of {rounds} within 1.15x",
@@ -155,15 +155,15 @@ def rows(turns: int, rounds: int, straight: Side, at_rev: Side, working: Side) -
         (
             f"the working tree against {at_rev.name}: the daemon's CPU a round",
             f"{statistics.median(working.daemon_cpu) / statistics.median(at_rev.daemon_cpu):.3f}x",
-            f"{_ms(working.daemon_cpu)} against {_ms(at_rev.daemon_cpu)}",
+            f"{ms(working.daemon_cpu)} against {ms(at_rev.daemon_cpu)}",
         )
     )
     for side in (straight, at_rev, working):
         found.append(
             (
                 f"the agent a round, {side.name}",
-                _ms(side.agent_cpu),
-                f"CPU; idle (waiting on its client) {_ms(side.agent_idle)}",
+                ms(side.agent_cpu),
+                f"CPU; idle (waiting on its client) {ms(side.agent_idle)}",
             )
         )
     return found
