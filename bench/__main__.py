@@ -22,7 +22,7 @@ from bench.direct_acp import direct_agent
 from bench.harness import IN_MEMORY, cpu_seconds, daemon, scheduled, scratch, settled, table, tree_rss_kib
 from sessiond.client import AsyncDaemon, aconnect
 
-TURN_PROMPT = "say done"
+TURN_PROMPT = side_by_side.PROMPT  # (the demo agent answers "done")
 
 
 async def rows_alone(count: int) -> float:
