@@ -85,8 +85,8 @@ async def open_many(count: int) -> list[tuple[str, str, str]]:
     ]
 
 
-TURN_ROUNDS = 24  # each figure is the median of this many rounds: one round is a fraction of a second, and
-# rounds on this shared machine swing from 0.6x to 2.7x one against the next (a multiple of the four
+TURN_ROUNDS = 25  # each figure is the median of this many rounds: one round is a fraction of a second, and
+# rounds on this shared machine swing from 0.6x to 2.7x one against the next (a multiple of the five
 # sides, so that each goes first as often as the others)
 
 
@@ -102,8 +102,9 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
     # The agent's own state goes beside the work, not in it: sessions outside git snapshot their root.
     state = scratch("sd-bench-state-", in_memory=True)
     relayed_state = scratch("sd-bench-state-", in_memory=True)
+    floor_state = scratch("sd-bench-state-", in_memory=True)
     offered_state = scratch("sd-bench-state-", in_memory=True)
-    times: dict[str, list[float]] = {"direct": [], "offered": [], "relayed": [], "daemon": []}
+    times: dict[str, list[float]] = {"direct": [], "offered": [], "relayed": [], "floor": [], "daemon": []}
     cpu: dict[str, list[float]] = {
         "direct agent": [],
         "offered agent": [],
@@ -122,6 +123,7 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
                 direct_agent(TURN_PROMPT, work, state) as direct_round,
                 direct_agent(TURN_PROMPT, work, offered_state, offered=True) as offered_round,
                 direct_agent(TURN_PROMPT, work, relayed_state, relayed=True) as relayed_round,
+                direct_agent(TURN_PROMPT, work, floor_state, relayed=True, offered=True) as floor_round,
                 aconnect(d.socket, start=False) as client,
             ):
                 agent = await client.agent("demo")
@@ -146,6 +148,9 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
                 async def relayed() -> None:
                     times["relayed"].append(await relayed_round(count))
 
+                async def relayed_offered() -> None:
+                    times["floor"].append(await floor_round(count))
+
                 async def through_the_daemon() -> None:
                     before_daemon, before_agent = scheduled(d.pid), scheduled(agent_pid)
                     before_client = time.process_time()
@@ -163,7 +168,7 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
                     )
                     assert all(r.text == "done" for r in replies)
 
-                sides = [straight, straight_offered, relayed, through_the_daemon]
+                sides = [straight, straight_offered, relayed, relayed_offered, through_the_daemon]
                 # Rounds take turns, so that what else the machine does weighs on every side alike, each
                 # side first as often as the others (what runs after a side pays for what it left
                 # running); each round starts once the daemon is quiet, and with this process's garbage
@@ -178,10 +183,12 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(state, ignore_errors=True)
         shutil.rmtree(relayed_state, ignore_errors=True)
+        shutil.rmtree(floor_state, ignore_errors=True)
         shutil.rmtree(offered_state, ignore_errors=True)
     direct = statistics.median(times["direct"])
     offered = statistics.median(times["offered"])
     relayed = statistics.median(times["relayed"])
+    floor_relayed = statistics.median(times["floor"])
     through_daemon = statistics.median(times["daemon"])
     per_turn = {k: statistics.median(v) / count * 1000 for k, v in cpu.items()}
     # The shortest a daemon round could take on this machine's cores, from the CPU its three
@@ -215,6 +222,13 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             f"{count} first turns at once, through a process that only passes lines, median of {TURN_ROUNDS}",
             f"{relayed:.3f} s",
             f"{relayed / direct:.2f}x straight: a third process on the path (bench/line_relay.py)",
+        ),
+        (
+            f"{count} first turns at once, through that process, each session offered the MCP server, "
+            f"median of {TURN_ROUNDS}",
+            f"{floor_relayed:.3f} s",
+            f"{floor_relayed / direct:.2f}x straight: what any daemon here pays that sits on the path and "
+            "offers its MCP server, before doing anything else",
         ),
         (
             f"{count} first turns at once, through the daemon, median of {TURN_ROUNDS}",
@@ -259,6 +273,11 @@ async def turns(count: int) -> list[tuple[str, str, str]]:
             f"{min(paired_offered):.2f}-{max(paired_offered):.2f}x, median "
             f"{statistics.median(paired_offered):.2f}x, {sum(r <= 1.15 for r in paired_offered)} of "
             f"{len(paired_offered)} within 1.15x",
+        ),
+        (
+            "daemon overhead against that floor (a process passing lines, the MCP server offered)",
+            f"{through_daemon / floor_relayed:.2f}x",
+            f"{(through_daemon - floor_relayed) / count * 1000:.2f} ms per turn: the daemon's own work",
         ),
         (
             "CPU per turn: the agent, straight",
