@@ -120,7 +120,7 @@ async def run(count: int, root: Path) -> list[tuple[str, str, str]]:
             said = await readers.stdout.readline()
             if said.strip() != b"subscribed":
                 raise RuntimeError(f"the reading clients did not subscribe (they said {said!r})")
-            told = asyncio.ensure_future(readers.stdout.read())  # (read as it comes: a pipe fills)
+            report = asyncio.ensure_future(readers.stdout.read())  # (read as it comes: a pipe fills)
             peak = idle_kib
             sampling = True
 
@@ -134,10 +134,10 @@ async def run(count: int, root: Path) -> list[tuple[str, str, str]]:
             streamed = await _turns(driver, root, count)
             # A reader that fell behind is resynced (its backlog dropped): it may never
             # count every chunk, so give the readers a bounded while to catch up.
-            _, late = await asyncio.wait([told], timeout=CATCH_UP)
+            _, late = await asyncio.wait([report], timeout=CATCH_UP)
             if late:
                 readers.stdin.write(b"stop\n")
-            result = json.loads(await told)
+            result = json.loads(await report)
             readers.stdin.close()
             await readers.wait()
             delays: list[float] = result["delays"]

@@ -38,14 +38,18 @@ def test_a_revision_is_exported_as_the_package_its_daemon_runs() -> None:
     assert Path(found) == code / "sessiond" / "daemon" / "core.py"
 
 
-def test_rounds_through_both_daemons_and_straight_are_reported() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.side_by_side", "--rounds", "2", "--turns", "3"],
+def side_by_side(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench.side_by_side", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_rounds_through_both_daemons_and_straight_are_reported() -> None:
+    done = side_by_side("--rounds", "2", "--turns", "3")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "The daemon at HEAD beside the working tree's"
@@ -61,12 +65,6 @@ def test_rounds_through_both_daemons_and_straight_are_reported() -> None:
 
 
 def test_a_revision_git_does_not_know_is_said_plainly() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.side_by_side", "--rev", "no-such-revision", "--rounds", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = side_by_side("--rev", "no-such-revision", "--rounds", "1")
     assert done.returncode == 1
     assert "git cannot export 'no-such-revision'" in done.stderr
