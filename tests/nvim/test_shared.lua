@@ -77,8 +77,8 @@ local writing = H.send(one, "write mine.txt mine")
 H.wait("the writing turn", function()
   return writing.done
 end)
--- Its count after the turn: one taken while the turn ran (before mine.txt) may already have
--- person.txt as others'.
+-- Its count after the turn (one taken while the turn ran may have person.txt as others' but not
+-- mine.txt yet).
 H.wait(one .. "'s changes to count mine.txt as its own and person.txt as others'", function()
   local changes = H.session(one).changes
   if paths(one)["mine.txt"] == nil then
@@ -94,7 +94,12 @@ end)
 H.eq(nil, paths(one)["person.txt"], "person.txt is not among its own files")
 local count = #H.session(one).changes.others
 shown = view.show(one)
-H.wait_lines(shown.buf, { "Others' changes here: " .. count .. " file" }, "the others' line")
+-- The view redraws at most every refresh_ms: until then it may show an earlier count.
+H.wait_lines(
+  shown.buf,
+  { "Changed files: 5", "Others' changes here: " .. count .. " file" },
+  "the files' count and the others' line"
+)
 header = vim.list_slice(H.lines(shown.buf), 1, shown.header_len)
 local files_line = H.find_line(header, "Changed files: 5", "the files' count")
 H.find_line(header, "  A mine.txt  +1 -0", "its own file, not shared")
