@@ -401,9 +401,10 @@ def test_merge_a_worktree_session_from_its_row(workbench: Workbench) -> None:
     sid = wb.session_id(NOTES)
     ahead = wb.cli("new", "--root", str(wb.ws), "--placement", "worktree", "--title", "Ahead in line")
     wb.cli("send", ahead, "write OTHER.md ahead")
-    session_row = wb.wait_row(NOTES, rf"^{sid} · idle")
-
-    wb.context_menu(NOTES, "Merge Session…", row=session_row, then=wb.quick_pick_locator("a merge commit"))
+    wb.wait_row("Ahead in line", rf"^{ahead} · idle")  # the tree settled: no row added under the mouse
+    wb.context_menu(
+        NOTES, "Merge Session…", described=rf"^{sid} · idle", then=wb.quick_pick_locator("a merge commit")
+    )
     wb.pick("merge")
     wb.answer("gate", "echo the gate says no; exit 3")
     wb.check_option("Hand a failure back to the session")

@@ -361,13 +361,28 @@ class Workbench:
         box.fill(text)
         self.page.keyboard.press("Enter")
 
-    def context_menu(self, label: str, item: str, row: Any = None, then: Any = None) -> None:
-        """Right-click the row, choose `item`; with `then` (a locator), wait for what the item opens,
-        and ask once more if it did not come (a menu that closed under a refreshing tree)."""
-        for attempt in range(2):
+    def context_menu(self, label: str, item: str, described: str = "", then: Any = None) -> None:
+        """Right-click the row labelled `label` (the first described as `described`, a pattern),
+        choose `item`; with `then` (a locator), wait for what the item opens. The Sessions view
+        re-renders as sessions come and go, so a right-click can land on another row (the tree
+        moved between finding the row and clicking it) or the menu can close under it: each is
+        asked again, with the row found anew."""
+        attempts = 3
+        for attempt in range(1, attempts + 1):
             self.dismiss()
-            (row or self.row(label)).click(button="right")
+            row = self.wait_row(label, described) if described else self.row(label)
+            row.click(button="right")
             entry = self.page.locator(".monaco-menu .action-item", has_text=item).first
+            try:
+                entry.wait_for(timeout=5_000)
+            except Exception:
+                if attempt == attempts:
+                    shown = self.page.locator(".monaco-menu .action-item").all_inner_texts()
+                    raise AssertionError(
+                        f"the context menu of the row {label!r} never offered {item!r} "
+                        f"in {attempts} right-clicks; the last one showed {shown!r}"
+                    ) from None
+                continue
             entry.click()
             with contextlib.suppress(Exception):
                 # A click that only highlighted the item (the menu still open): Enter chooses it.
@@ -380,7 +395,7 @@ class Workbench:
                 then.wait_for(timeout=30_000)
                 return
             except Exception:
-                if attempt:
+                if attempt == attempts:
                     raise
 
     def set_setting(self, key: str, value: Any) -> None:
