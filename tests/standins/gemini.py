@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 _ids = itertools.count(1)
@@ -159,12 +160,16 @@ class GeminiStandIn:
         return f"http://{host!s}:{port}"
 
     def env(self, home: str) -> dict[str, str]:
-        """What gemini-cli needs to talk here and nowhere else; `home` holds its ~/.gemini."""
+        """What gemini-cli needs to talk here and nowhere else; `home` holds its ~/.gemini and its
+        temporary files (the error reports it writes when a model call fails go to os.tmpdir())."""
+        tmp = Path(home) / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
         return {
             "GOOGLE_GEMINI_BASE_URL": self.base_url,
             "GEMINI_API_KEY": "standin-key",
             "GEMINI_MODEL": "gemini-2.5-flash",  # a fixed model: no router classifier call
             "HOME": home,  # settings, trusted folders, chats: ~/.gemini
+            "TMPDIR": str(tmp),
             "GEMINI_CLI_NO_RELAUNCH": "true",
             "GEMINI_TELEMETRY_ENABLED": "false",
             "NO_BROWSER": "true",
