@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -32,7 +32,8 @@ class TranscriptBuilder:
     """Turns a stream of (role, turn, text) pieces into numbered lines.
 
     Pieces of one role and turn join until a newline ends the line; a new role
-    or turn ends the line in progress.
+    or turn ends the line in progress. A tool call's line stays open until
+    anything else comes, so that the call's later updates can retitle it.
     """
 
     def __init__(self, keep: int | None = TRANSCRIPT_LINES, start: int = 0) -> None:
@@ -40,6 +41,19 @@ class TranscriptBuilder:
         self.total = start
         self._open: tuple[str, str | None] | None = None
         self._partial = ""
+        self._call: str | None = None  # the tool call whose line is the one open
+
+    def tool(self, turn: str | None, call: str, text: str, *, first: bool) -> None:
+        """A tool call's line ("[execute] pwd"), from its first update that has a title; a later
+        update of it retitles the line while nothing else has come since. claude-agent-acp and
+        opencode name a call by its tool first ("Terminal", "bash") and by what it does ("pwd")
+        once its input has streamed."""
+        if self._call == call and self._open == ("tool", turn):
+            self._partial = text
+            return
+        if first:
+            self._close()
+            self._open, self._partial, self._call = ("tool", turn), text, call
 
     def feed(self, role: str, turn: str | None, text: str) -> list[Line]:
         done: list[Line] = []
@@ -57,6 +71,7 @@ class TranscriptBuilder:
         return self._close()
 
     def _close(self) -> list[Line]:
+        self._call = None
         if self._open is None:
             return []
         role, turn = self._open
@@ -81,23 +96,25 @@ class TranscriptBuilder:
         return lines
 
 
-def transcript_pieces(
-    events: Iterable[tuple[str, str | None, dict[str, Any]]],
-) -> Iterator[tuple[str, str | None, str]]:
-    """The transcript's pieces from stored events (kind, turn, data), in order."""
+def replay(
+    builder: TranscriptBuilder, events: Iterable[tuple[str, str | None, dict[str, Any]]]
+) -> TranscriptBuilder:
+    """Feed stored events (kind, turn, data), in order, to `builder` as they were fed live."""
     for kind, turn, data in events:
         if kind == m.EventKind.TURN_QUEUED:
-            yield "user", turn, str(data.get("prompt", "")) + "\n"
+            builder.feed("user", turn, str(data.get("prompt", "")) + "\n")
         elif kind == m.EventKind.TURN_CHUNK:
-            yield "agent", turn, str(data.get("text", ""))
+            builder.feed("agent", turn, str(data.get("text", "")))
         elif kind == m.EventKind.TURN_THOUGHT:
-            yield "thought", turn, str(data.get("text", ""))
-        elif kind == m.EventKind.TURN_TOOL and data.get("title") and data.get("first"):
-            yield "tool", turn, m.tool_line(data.get("toolKind"), data["title"]) + "\n"
+            builder.feed("thought", turn, str(data.get("text", "")))
+        elif kind == m.EventKind.TURN_TOOL and data.get("title"):
+            line = m.tool_line(data.get("toolKind"), str(data["title"]))
+            builder.tool(turn, str(data.get("toolCallId", "")), line, first=bool(data.get("first")))
         elif kind == m.EventKind.TURN_ENDED:
             for line in ending_lines(data):
-                yield "status", turn, line + "\n"
-            yield "end", turn, ""
+                builder.feed("status", turn, line + "\n")
+            builder.end()
+    return builder
 
 
 def ending_lines(data: dict[str, Any]) -> list[str]:

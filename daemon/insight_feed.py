@@ -31,7 +31,7 @@ from sessiond.daemon.insight import (
     TRANSCRIPT_LINES,
     Insight,
     TranscriptBuilder,
-    transcript_pieces,
+    replay,
 )
 from sessiond.daemon.placements import Placement, as_repository, as_worktree
 from sessiond.daemon.placements.collisions import Collisions
@@ -276,8 +276,8 @@ class InsightFeed:
             # permission for a tool (the request carries the call), sends only updates of it.
             first = kind == "tool_call" or str(payload.get("toolCallId", "")) not in ins.tools
             call = ins.tool_update(payload)
-            if first and call.title:
-                ins.transcript.feed("tool", turn_id, f"[{call.kind or 'tool'}] {call.title}\n")
+            if call.title:
+                ins.transcript.tool(turn_id, call.id, m.tool_line(call.kind, call.title), first=first)
             # This update's own diffs, for clients that show them (the ACP face passes them on).
             diffs = [
                 {"path": c["path"], "oldText": c.get("oldText"), "newText": c.get("newText", "")}
@@ -544,13 +544,7 @@ class InsightFeed:
             )
             return [(r[0], r[1], msgpack.unpackb(r[2], raw=False)) for r in rows]
 
-        builder = TranscriptBuilder(keep=keep)
-        for role, turn, text in transcript_pieces(await self.store.read(read)):
-            if role == "end":
-                builder.end()
-            else:
-                builder.feed(role, turn, text)
-        return builder
+        return replay(TranscriptBuilder(keep=keep), await self.store.read(read))
 
     async def transcript(self, params: m.TranscriptParams) -> m.Transcript:
         session = self.core.get_session(params.session)

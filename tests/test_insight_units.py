@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessiond.daemon.changes import count_lines
-from sessiond.daemon.insight import Insight, TranscriptBuilder, ending_lines, recap_of, transcript_pieces
+from sessiond.daemon.insight import Insight, TranscriptBuilder, ending_lines, recap_of, replay
 from sessiond.daemon.throttle import Throttle
 from sessiond.protocol.models import Attention
 
@@ -45,21 +45,45 @@ def test_stored_events_give_the_same_transcript() -> None:
         ("turn.queued", "t1", {"prompt": "hello"}),
         ("turn.chunk", "t1", {"text": "hi "}),
         ("turn.chunk", "t1", {"text": "there"}),
-        ("turn.tool", "t1", {"title": "Run ls", "toolKind": "execute", "first": True}),
-        ("turn.tool", "t1", {"title": "Run ls", "toolKind": "execute", "first": False}),
+        ("turn.tool", "t1", {"toolCallId": "c1", "title": "Run ls", "toolKind": "execute", "first": True}),
+        ("turn.tool", "t1", {"toolCallId": "c1", "title": "Run ls", "toolKind": "execute", "first": False}),
         ("turn.ended", "t1", {}),
     ]
-    builder = TranscriptBuilder()
-    for role, turn, text in transcript_pieces(events):
-        if role == "end":
-            builder.end()
-        else:
-            builder.feed(role, turn, text)
+    builder = replay(TranscriptBuilder(), events)
     assert [(ln.role, ln.text) for ln in builder.lines] == [
         ("user", "hello"),
         ("agent", "hi there"),
         ("tool", "[execute] Run ls"),
     ]
+
+
+def tool(call: str, title: str, first: bool = False) -> tuple[str, str, dict[str, object]]:
+    return ("turn.tool", "t1", {"toolCallId": call, "title": title, "toolKind": "execute", "first": first})
+
+
+def test_a_tool_calls_line_takes_its_later_title_until_something_else_comes() -> None:
+    """claude-agent-acp names a call "Terminal" first and "pwd" once its input has streamed."""
+    builder = replay(TranscriptBuilder(), [tool("c1", "Terminal", first=True), tool("c1", "pwd")])
+    assert [(ln.n, ln.role, ln.text) for ln in builder.tail(5)] == [(0, "tool", "[execute] pwd")]
+    assert builder.total == 0  # still open: shown, numbered when it closes
+    events = [
+        tool("c1", "Terminal", first=True),
+        tool("c1", "pwd > where.txt"),
+        tool("c2", "Terminal", first=True),  # another call: the first one's line is done
+        tool("c1", "pwd (done)"),  # too late: the line is written
+        tool("c2", "ls"),
+        ("turn.chunk", "t1", {"text": "Ran them.\n"}),
+        tool("c2", "ls (done)"),  # too late: something else came after it
+        ("turn.ended", "t1", {}),
+    ]
+    builder = replay(TranscriptBuilder(), events)
+    assert [(ln.role, ln.text) for ln in builder.lines] == [
+        ("tool", "[execute] pwd > where.txt"),
+        ("tool", "[execute] ls"),
+        ("agent", "Ran them."),
+    ]
+    # An update of a call whose line was never started (it had no title then) starts none.
+    assert replay(TranscriptBuilder(), [tool("c3", "late")]).tail(5) == []
 
 
 def test_context_is_estimated_when_the_agent_reports_none() -> None:
@@ -184,8 +208,8 @@ def test_a_turn_that_did_not_complete_ends_its_transcript_with_a_line() -> None:
     assert ending_lines({"error": "interrupted: the daemon stopped", "outcome": "interrupted"}) == [
         "interrupted: the daemon stopped"
     ]
-    pieces = list(transcript_pieces([("turn.ended", "t1", {"error": "boom"})]))
-    assert pieces == [("status", "t1", "failed: boom\n"), ("end", "t1", "")]
+    ended = replay(TranscriptBuilder(), [("turn.ended", "t1", {"error": "boom"})])
+    assert [(ln.role, ln.text) for ln in ended.lines] == [("status", "failed: boom")]
 
 
 def test_controls_made_once_per_offer_are_what_the_model_gives_and_a_fresh_copy_each_time() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -107,6 +108,15 @@ async def test_opencode_streams_text_writes_edits_and_runs_a_command_at_the_plac
     assert len(chunks) > 2
     assert notes.read_text() == "hello world\n"
     assert (work / "where.txt").read_text().strip() == str(work)
+    # Each tool call's line says what it did: opencode names a call by its tool ("write", "bash")
+    # until it runs, then by its file or command. From memory and from the store alike.
+    for transcript in (await session.atranscript(limit=50), await session.atranscript(offset=0)):
+        tools = [line.text for line in transcript.lines if line.role == "tool"]
+        assert [re.sub(r"\] .*/", "] …/", text) for text in tools] == [
+            "[edit] …/notes.txt",
+            "[edit] …/notes.txt",
+            "[execute] pwd > where.txt",
+        ], tools
     main = standin.main_requests()
     assert len(main) == 4
     assert len(main[-1].tool_results()) == 3  # each tool's result went back to the model

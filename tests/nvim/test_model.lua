@@ -108,6 +108,19 @@ H.eq("[edit] Write a.py", row:match("%[edit%] Write a%.py$"), "then the tool cal
 m:apply(event("turn.chunk", "s3", { text = "\nwrote it" }, { turn = "t2" }))
 row = panel.session_line(m:session("s3"), 0, m)
 H.eq("wrote it", row:match("wrote it$"), "until it says something after it: " .. row)
+-- A call named by its tool first (claude-agent-acp: "Terminal") takes the title its update gives.
+local function tool(call, title, first)
+  m:apply(event("turn.tool", "s3", { toolCallId = call, first = first, title = title, toolKind = "execute" }, { turn = "t2" }))
+  return panel.session_line(m:session("s3"), 0, m)
+end
+tool("c1", "Terminal", true)
+row = tool("c1", "pwd > where.txt", false)
+H.eq("[execute] pwd > where.txt", row:match("%[execute%] pwd > where%.txt$"), "retitled by its update: " .. row)
+row = tool("c2", "other call", false)
+H.eq(nil, row:find("other call", 1, true), "an update of another call does not take the line: " .. row)
+m:apply(event("turn.chunk", "s3", { text = "\nran it" }, { turn = "t2" }))
+row = tool("c1", "pwd again", false)
+H.eq("ran it", row:match("ran it$"), "nor one after it spoke: " .. row)
 m:apply(event("turn.ended", "s3", { stopReason = "end_turn" }, { turn = "t2" }))
 
 -- Stepping among working sessions, in creation order, wrapping.

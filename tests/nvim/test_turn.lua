@@ -114,6 +114,33 @@ end)
 H.eq(1, H.count_exact(H.lines(view_buf), "halfway there"), "no line twice in the live view")
 H.eq(1, H.count_exact(H.lines(view_buf), "~ pondering"), "the agent's thought")
 
+-- A tool call named by its tool first and by what it does once its input has streamed (as
+-- claude-agent-acp and opencode do; the demo agent does not): its line takes the later title.
+local function tool_event(call, title, first)
+  require("sessiond.view").on_event({
+    kind = "turn.tool",
+    session = id,
+    turn = "t-retitled",
+    data = { toolCallId = call, title = title, toolKind = "execute", first = first },
+  })
+end
+tool_event("c1", "Terminal", true)
+H.wait("the call's first title", function()
+  return H.count_exact(H.lines(view_buf), "* [execute] Terminal") == 1
+end)
+tool_event("c1", "pwd > where.txt", false)
+tool_event("c2", "Terminal", true) -- another call: the first one's line is done
+tool_event("c1", "pwd (too late)", false)
+tool_event("c2", "ls", false)
+H.wait("the calls' later titles", function()
+  return H.count_exact(H.lines(view_buf), "* [execute] ls") == 1
+end)
+local retitled = H.lines(view_buf)
+H.eq(1, H.count_exact(retitled, "* [execute] pwd > where.txt"), "the first call retitled")
+H.eq(0, H.count_exact(retitled, "* [execute] Terminal"), "no line keeps the tool's name")
+H.eq(0, H.count_exact(retitled, "* [execute] pwd (too late)"), "nor takes a title after the next call")
+require("sessiond.view").on_event({ kind = "turn.ended", session = id, turn = "t-retitled", data = {} })
+
 -- The panel's line for the session.
 vim.cmd("Sessiond panel")
 local panel_lines = H.lines(require("sessiond.panel").buffer())

@@ -191,9 +191,12 @@ local session_handlers = {
     feed_last_line(info, event.data.text or "")
   end,
   -- The tool call a turn makes, shown until it says something after it: "[edit] Write a.py".
+  -- Its later updates retitle it (some agents name a call by its tool first: "Terminal").
   ["turn.tool"] = function(info, event)
-    if event.data.first and event.data.title then
-      info.acting = ("[%s] %s"):format(event.data.toolKind or "tool", event.data.title)
+    local data = event.data
+    if data.title and (data.first or (info.acting and info.actingCall == data.toolCallId)) then
+      info.acting = ("[%s] %s"):format(data.toolKind or "tool", data.title)
+      info.actingCall = data.toolCallId
     end
   end,
   ["turn.ended"] = function(info, event)

@@ -227,17 +227,22 @@ end
 
 --- Append a piece of the transcript: pieces of one role and turn join until a
 --- line break; a new role or turn ends the line in progress (as the daemon does).
-local function feed(view, role, turn, text)
+--- A tool call's line (`call` its id) stays open, and its call's later updates
+--- retitle it, until anything else comes.
+local function feed(view, role, turn, text, call)
   local before = shown(view)
   local partial = view.partial
   local complete = {}
-  if partial and (partial.role ~= role or partial.turn ~= turn) then
+  if partial and (partial.role ~= role or partial.turn ~= turn or partial.call ~= call) then
     if partial.text ~= "" then
       complete[#complete + 1] = partial
     end
     partial = nil
   end
-  partial = partial or { role = role, turn = turn, text = "" }
+  partial = partial or { role = role, turn = turn, text = "", call = call }
+  if call then
+    partial.text = ""
+  end
   local pieces = vim.split(partial.text .. text, "\n", { plain = true })
   for i = 1, #pieces - 1 do
     complete[#complete + 1] = { role = role, turn = turn, text = pieces[i] }
@@ -309,8 +314,13 @@ function M.on_event(event)
     feed(view, "agent", event.turn, data.text or "")
   elseif kind == "turn.thought" then
     feed(view, "thought", event.turn, data.text or "")
-  elseif kind == "turn.tool" and data.first and data.title then
-    feed(view, "tool", event.turn, ("[%s] %s\n"):format(data.toolKind or "tool", data.title))
+  elseif kind == "turn.tool" and data.title then
+    -- Some agents name a call by its tool first ("Terminal"), by what it does once its input
+    -- has streamed: an update of the call whose line is open retitles it.
+    local open = view.partial and view.partial.call == data.toolCallId and view.partial.turn == event.turn
+    if data.first or open then
+      feed(view, "tool", event.turn, ("[%s] %s"):format(data.toolKind or "tool", data.title), data.toolCallId)
+    end
   elseif kind == "turn.ended" then
     end_line(view)
     local mark, group = M.end_mark(data)
