@@ -68,6 +68,7 @@ class Permissions:
         turn_id = turn.id if turn is not None else None  # a client's question may come between turns
         pending = PendingPermission(
             id=f"p-{uuid.uuid4().hex[:12]}",
+            agent=session.agent,
             session=session.id,
             turn=turn_id,
             tool_call=tool_call,
@@ -104,6 +105,14 @@ class Permissions:
         self.core.set_status(session)
         return chosen
 
+    def waiting(self, session: str | None = None) -> list[m.PermissionRequestParams]:
+        """The requests still waiting for a person (one session's, when named), oldest first."""
+        return [
+            as_request(pending)
+            for pending in self.pending.values()
+            if session is None or pending.session == session
+        ]
+
     def answer(self, params: m.PermissionAnswerParams) -> None:
         pending = self.pending.get(params.permission)
         if pending is None or pending.future.done():
@@ -122,6 +131,18 @@ class Permissions:
                 {"fields": ["optionId"]},
             )
         pending.future.set_result(params.option_id)
+
+
+def as_request(pending: PendingPermission) -> m.PermissionRequestParams:
+    """A waiting request as clients are asked it (`session/requestPermission`) and list it."""
+    return m.PermissionRequestParams(
+        permission=pending.id,
+        agent=pending.agent,
+        session=pending.session,
+        turn=pending.turn,
+        tool_call=pending.tool_call,
+        options=pending.options,
+    )
 
 
 def by_policy(

@@ -215,6 +215,7 @@ class Turn:
 @dataclass
 class PendingPermission:
     id: str
+    agent: str
     session: str
     turn: str | None
     tool_call: dict[str, Any]

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from sessiond.daemon import gate, importer, long_lived, wire
 from sessiond.daemon.door import Door, Link
 from sessiond.daemon.events import Event, EventLog, Filter, Subscriber, SubscriberOverflow
+from sessiond.daemon.permissions import as_request
 from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord
 from sessiond.daemon.runs import RunBook
 from sessiond.daemon.session_tools import SessionTools
@@ -387,17 +388,10 @@ class Connection:
             if token is not None:
                 self.progress_tokens.pop(token, None)
 
-    def ask_permission(self, pending: PendingPermission, session: SessionRecord) -> None:
+    def ask_permission(self, pending: PendingPermission) -> None:
         """Forward an agent's question to this client; the first answer anywhere wins."""
         msg_id = f"permission-{pending.id}-{self.id}"
-        params = m.PermissionRequestParams(
-            permission=pending.id,
-            agent=session.agent,
-            session=session.id,
-            turn=pending.turn,
-            tool_call=pending.tool_call,
-            options=pending.options,
-        )
+        params = as_request(pending)
         sent: asyncio.Future[Any] | None = None
 
         async def ask() -> None:
@@ -611,6 +605,12 @@ async def run_get(conn: Connection, p: m.RunRef) -> m.RunInfo:
     return conn.daemon.runs.info(conn.daemon.runs.get(p.run), conn.core.by_run.get(p.run, ()))
 
 
+async def permission_list(conn: Connection, p: m.PermissionListParams) -> m.PermissionList:
+    if p.session is not None:
+        conn.core.get_session(p.session)  # an unknown session is SessionNotFound, not an empty list
+    return m.PermissionList(permissions=conn.core.permissions.waiting(p.session))
+
+
 async def permission_answer(conn: Connection, p: m.PermissionAnswerParams) -> m.Answered:
     conn.core.permissions.answer(p)
     return m.Answered()
@@ -650,6 +650,7 @@ HANDLERS: dict[str, Handler] = {
     names.SESSION_SET_MODE: session_set_mode,
     names.SESSION_SET_CONFIG: session_set_config,
     names.FLEET_SUMMARY: fleet_summary,
+    names.PERMISSION_LIST: permission_list,
     names.PERMISSION_ANSWER: permission_answer,
     names.SESSION_SIDE: session_side,
     names.SESSION_TREE: session_tree,
@@ -752,9 +753,7 @@ class DaemonServer:
             # Questions already waiting go to the newcomer too.
             loop = asyncio.get_running_loop()
             for pending in list(self.core.permissions.pending.values()):
-                session = self.core.sessions.get(pending.session)
-                if session is not None:
-                    loop.call_soon(conn.ask_permission, pending, session)
+                loop.call_soon(conn.ask_permission, pending)
         return conn
 
     def load_lsp(self) -> asyncio.Future[Any]:
@@ -786,12 +785,9 @@ class DaemonServer:
     # ------------------------------------------------------------
 
     def _forward_permission(self, pending: PendingPermission) -> None:
-        session = self.core.sessions.get(pending.session)
-        if session is None:
-            return
         for conn in self.connections:
             if conn.link.answers_permissions:
-                conn.ask_permission(pending, session)
+                conn.ask_permission(pending)
 
     def stop(self) -> m.StopResult:
         """Begin the orderly stop (after this answer goes out) and say what it will cancel."""

@@ -27,6 +27,7 @@ from sessiond.protocol.names import (
     MERGE_LIST,
     MERGE_REQUEST,
     PERMISSION_ANSWER,
+    PERMISSION_LIST,
     REQUEST_PERMISSION,
     RUN_DECLARE,
     RUN_END,
@@ -204,6 +205,13 @@ _METHODS = [
     Method(RUN_END, m.RunEndParams, m.RunInfo, "End this connection's run with its outcome."),
     Method(RUN_LIST, m.Empty, m.RunList, "Every run, oldest first, with its summary."),
     Method(RUN_GET, m.RunRef, m.RunInfo, "One run: its sessions, turns, wall time beside serial time."),
+    Method(
+        PERMISSION_LIST,
+        m.PermissionListParams,
+        m.PermissionList,
+        "The agents' permission requests still waiting for an answer, oldest first "
+        "(one session's, when it is named).",
+    ),
     Method(
         PERMISSION_ANSWER,
         m.PermissionAnswerParams,

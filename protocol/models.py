@@ -739,6 +739,16 @@ class PermissionRequestParams(Result):
     options: list[dict[str, Any]] = Field(description="Each with optionId, name, kind (allow_once, ...).")
 
 
+class PermissionListParams(Params):
+    session: str | None = Field(None, description="Only this session's requests.")
+
+
+class PermissionList(Result):
+    permissions: list[PermissionRequestParams] = Field(
+        description="Each as `session/requestPermission` carries it, oldest first."
+    )
+
+
 class PermissionRequestResult(Params):
     option_id: str | None = Field(description="The option chosen, or null for 'cancelled'.")
 

@@ -39,6 +39,7 @@ RUN_DECLARE = "run/declare"
 RUN_END = "run/end"
 RUN_LIST = "run/list"
 RUN_GET = "run/get"
+PERMISSION_LIST = "permission/list"
 PERMISSION_ANSWER = "permission/answer"
 EVENTS_SUBSCRIBE = "events/subscribe"
 EVENTS_UNSUBSCRIBE = "events/unsubscribe"
@@ -83,6 +84,7 @@ REQUESTS = frozenset(
         RUN_END,
         RUN_LIST,
         RUN_GET,
+        PERMISSION_LIST,
         PERMISSION_ANSWER,
         EVENTS_SUBSCRIBE,
         EVENTS_UNSUBSCRIBE,

@@ -51,6 +51,8 @@ from sessiond.protocol.models import (
     Fleet,
     MergeEntry,
     MergeList,
+    PermissionList,
+    PermissionRequestParams,
     Removed,
     RunInfo,
     RunList,
@@ -807,6 +809,12 @@ class AsyncDaemon:
     async def session(self, id: str) -> AsyncSession:
         """The session with this id; raises ``SessionNotFound``."""
         return AsyncSession(self, await self._call(m.SESSION_GET, SessionInfo, session=id))
+
+    async def permissions(self, session: str | None = None) -> list[PermissionRequestParams]:
+        """The agents' permission requests waiting for an answer (only ``session``'s, if given),
+        oldest first: each with its ``permission`` id, tool call and options."""
+        waiting = await self._call(m.PERMISSION_LIST, PermissionList, session=session)
+        return waiting.permissions
 
     async def answer_permission(self, permission: str, option_id: str | None) -> bool:
         """Answer an agent's permission request (the id from a ``permission.asked`` event)

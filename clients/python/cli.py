@@ -17,7 +17,7 @@ import shlex
 import socket as socketlib
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -34,6 +34,7 @@ from sessiond.client.errors import (
     sentence,
 )
 from sessiond.client.wording import (
+    asked_text,
     context_cell,
     controls_source,
     duration,
@@ -43,6 +44,8 @@ from sessiond.client.wording import (
     mode_lines,
     money,
     option_lines,
+    option_of,
+    options_text,
     plan_cell,
     serial_sentence,
     short,
@@ -373,13 +376,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         session = daemon.session(args.session)
         info = session.info
         transcript = session.transcript(limit=args.lines) if args.lines else None
+        asks = daemon.permissions(info.id) if info.status == "needs_you" else []
     if args.json:
         shown = info.model_dump(mode="json", by_alias=True, exclude_none=True)
         if transcript is not None:
             shown["transcript"] = transcript.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if asks:
+            shown["asks"] = [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in asks]
         _emit_json([shown])
         return EXIT_OK
-    for line in show_lines(info, transcript):
+    for line in show_lines(info, transcript, asks):
         _line(sys.stdout, line)
     return EXIT_OK
 
@@ -442,17 +448,34 @@ def cmd_send(args: argparse.Namespace) -> int:
     prompt = " ".join(args.prompt)
     turn = os.urandom(16).hex()
     shown = ""
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    questions: dict[str, tuple[dict[str, Any], str | None]] = {}  # by permission: asked, our answer
+
+    broken = False  # a question broke the reply's line: its next line break is not shown again
 
     def notified(method: str, params: Any) -> None:
-        nonlocal shown
-        if method != names.EVENTS_NOTIFY or args.json:
+        nonlocal shown, broken
+        if method != names.EVENTS_NOTIFY:
             return
         for event in params.get("events", []):
-            if event.get("turn") == turn and event.get("kind") == EventKind.TURN_CHUNK:
-                text = str(event.get("data", {}).get("text", ""))
+            if event.get("turn") != turn:
+                continue
+            kind, data = event.get("kind"), event.get("data", {})
+            if kind == EventKind.TURN_CHUNK and not args.json:
+                text = str(data.get("text", ""))
                 shown += text
-                sys.stdout.write(text)
+                sys.stdout.write(text[1:] if broken and text.startswith("\n") else text)
                 sys.stdout.flush()
+                broken = False
+            elif kind == EventKind.PERMISSION_ASKED:
+                if shown and not shown.endswith("\n"):
+                    sys.stdout.write("\n")  # the question on a line of its own
+                    broken = True
+                sys.stdout.flush()
+                ours = _asked_while_sending(daemon, data, args.session, interactive=interactive)
+                questions[str(data.get("permission"))] = (data, ours)
+            elif kind == EventKind.PERMISSION_ANSWERED and str(data.get("permission")) in questions:
+                _answered_while_sending(data, *questions.pop(str(data.get("permission"))))
 
     with _plain(args, start=True) as daemon:
         daemon.on_notification = notified
@@ -486,6 +509,43 @@ def cmd_send(args: argparse.Namespace) -> int:
     return EXIT_OK if stop_reason == "end_turn" else EXIT_FAILED
 
 
+def _asked_while_sending(
+    daemon: PlainDaemon, asked: dict[str, Any], session: str, *, interactive: bool
+) -> str | None:
+    """The agent asks permission in the middle of `send`: the question on stderr; at a terminal,
+    the person picks an option there (its id, sent without waiting: the turn's own messages keep
+    coming on this connection); otherwise, or on a bare Enter, how to answer it elsewhere."""
+    tool = asked.get("toolCall") or {}
+    options: list[dict[str, Any]] = list(asked.get("options") or [])
+    _line(sys.stderr, f"sessiond: {asked_text(tool)}: the agent asks permission")
+    elsewhere = f"sessiond allow {session} (or reject), from `sessiond watch` or an editor"
+    if not interactive or not options:
+        _line(sys.stderr, f"sessiond: the turn waits for an answer: {elsewhere}")
+        return None
+    choices = "  ".join(f"{n}) {o.get('name') or o.get('optionId')}" for n, o in enumerate(options, 1))
+    while True:
+        sys.stderr.write(f"  {choices}  (Enter: answer elsewhere) > ")
+        sys.stderr.flush()
+        typed = sys.stdin.readline()
+        if not typed.strip():  # Enter, or stdin closed
+            _line(sys.stderr, f"sessiond: the turn waits for an answer: {elsewhere}")
+            return None
+        if typed.strip().isdigit() and 1 <= int(typed) <= len(options):
+            option_id = str(options[int(typed) - 1].get("optionId"))
+            daemon.ask(names.PERMISSION_ANSWER, {"permission": asked["permission"], "optionId": option_id})
+            return option_id
+        _line(sys.stderr, f"sessiond: type a number from 1 to {len(options)}, or just Enter")
+
+
+def _answered_while_sending(answered: dict[str, Any], asked: dict[str, Any], ours: str | None) -> None:
+    """Who answered the question `send` showed, and how."""
+    chosen = answered.get("optionId")
+    names_by_id = {str(o.get("optionId")): o.get("name") for o in asked.get("options") or []}
+    how = "cancelled" if chosen is None else str(names_by_id.get(str(chosen)) or chosen)
+    where = "" if ours is not None and chosen == ours else " elsewhere"
+    _line(sys.stderr, f"sessiond: answered{where}: {how}")
+
+
 def _cancel_turn(args: argparse.Namespace, daemon: PlainDaemon, asked: int | None, turn: str) -> None:
     """Ctrl-C during `send`: the prompt is withdrawn and its turn cancelled, as the Python client
     does it. The cancel goes over a connection of its own: the interrupted read (or send) may have
@@ -501,6 +561,80 @@ def _end_line(shown: str) -> None:
     if shown and not shown.endswith("\n"):
         sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+def cmd_permissions(args: argparse.Namespace) -> int:
+    with _plain(args) as daemon:
+        waiting = daemon.call(names.PERMISSION_LIST, {"session": args.session})["permissions"]
+    if args.json:
+        _emit_json(waiting)
+    elif waiting:
+        _table(
+            ["PERMISSION", "SESSION", "AGENT", "ASKS", "OPTIONS"],
+            [
+                [
+                    w["permission"],
+                    w["session"],
+                    w["agent"],
+                    short(asked_text(w["toolCall"]), 60),
+                    options_text(w["options"]),
+                ]
+                for w in waiting
+            ],
+        )
+    else:
+        _line(sys.stderr, "no agent waits for a permission" + (f" in {args.session}" if args.session else ""))
+    return EXIT_OK
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    """`allow` and `reject`: answer the request waiting under a permission id or a session id."""
+    kind = f"{args.command}_{'always' if args.always else 'once'}"
+    with _plain(args) as daemon:
+        waiting: list[dict[str, Any]] = daemon.call(names.PERMISSION_LIST, {})["permissions"]
+        try:
+            asked, option = _answer_to(waiting, args.target, kind)
+        except LookupError as e:
+            _fail(str(e))
+            return EXIT_FAILED
+        answer = {"permission": asked["permission"], "optionId": option["optionId"]}
+        daemon.call(names.PERMISSION_ANSWER, answer)
+    if args.json:
+        _emit_json([{**answer, "session": asked["session"]}])
+    else:
+        what = option.get("name") or option["optionId"]
+        _line(
+            sys.stdout, f"{asked['session']}: {what}: {asked_text(asked['toolCall'])} ({asked['permission']})"
+        )
+    return EXIT_OK
+
+
+def _answer_to(
+    waiting: list[dict[str, Any]], target: str, kind: str
+) -> tuple[dict[str, Any], Mapping[str, Any]]:
+    """The request a person named (by its permission id, or as the only one its session waits
+    on) and its option of `kind`; LookupError saying why there is none."""
+    asked = next((a for a in waiting if a["permission"] == target), None)
+    if asked is None:
+        mine = [a for a in waiting if a["session"] == target]
+        if not mine:
+            raise LookupError(
+                f"no permission request waits under {target!r} (answered already, or its turn ended?); "
+                "`sessiond permissions` lists the waiting ones, by permission and session id"
+            )
+        if len(mine) > 1:
+            listed = "; ".join(f"{a['permission']}: {asked_text(a['toolCall'])}" for a in mine)
+            raise LookupError(
+                f"{target} waits on {len(mine)} permission requests ({listed}): name one by its id"
+            )
+        asked = mine[0]
+    option = option_of(asked["options"], kind)
+    if option is None:
+        raise LookupError(
+            f"the agent offers no {kind} answer to {asked['permission']} ({asked_text(asked['toolCall'])}): "
+            f"it offers {options_text(asked['options'])}"
+        )
+    return asked, option
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -1186,6 +1320,20 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     send = command("send", cmd_send, "run a turn, printing the reply as it arrives", as_json)
     send.add_argument("session", metavar="SESSION")
     send.add_argument("prompt", metavar="PROMPT", nargs="+")
+
+    permissions = command(
+        "permissions", cmd_permissions, "the agents' permission requests waiting for an answer", as_json
+    )
+    permissions.add_argument("session", metavar="SESSION", nargs="?", help="only this session's")
+    for verb in ("allow", "reject"):
+        answer = command(
+            verb,
+            cmd_answer,
+            f"{verb} what an agent asks permission for (a request, or a session's one)",
+            as_json,
+        )
+        answer.add_argument("target", metavar="PERMISSION|SESSION")
+        answer.add_argument("--always", action="store_true", help=f"{verb} always (when the agent offers it)")
 
     for name, handler, text in [
         ("cancel", cmd_cancel, "stop a session's running and queued turns"),

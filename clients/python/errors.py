@@ -15,6 +15,7 @@ Two families, kept apart on purpose:
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -136,10 +137,15 @@ HINTS: dict[type[SessiondError], str] = {
 }
 
 
+# The daemon's own "what to do" for every client: "; list sessions with session/list (`sessiond ls`)".
+DAEMON_HINT = re.compile(r"; [^;]* with [a-z]+/[A-Za-z]+ \(`sessiond [^`]*`\)")
+
+
 def sentence(error: SessiondError) -> str:
-    """The error as ``sessiond`` on the command line says it: what went wrong, then what to do."""
+    """The error as ``sessiond`` on the command line says it: what went wrong, then what to do
+    (the command line's own hint in place of the daemon's, where it has one)."""
     hint = HINTS.get(type(error))
-    return f"{error}; {hint}" if hint else str(error)
+    return f"{DAEMON_HINT.sub('', str(error))}; {hint}" if hint else str(error)
 
 
 def error_from_code(code: int, message: str, data: Any = None) -> SessiondError:

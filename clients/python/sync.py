@@ -69,6 +69,7 @@ from sessiond.protocol.models import (
     EventKind,
     Fleet,
     MergeEntry,
+    PermissionRequestParams,
     RunInfo,
     RunOutcome,
     SessionControls,
@@ -559,6 +560,9 @@ class Daemon(_Twin[AsyncDaemon]):
 
     @twin(AsyncDaemon.session)
     def session(self, id: str) -> Session: ...
+
+    @twin(AsyncDaemon.permissions)
+    def permissions(self, session: str | None = None) -> list[PermissionRequestParams]: ...
 
     @twin(AsyncDaemon.answer_permission)
     def answer_permission(self, permission: str, option_id: str | None) -> bool: ...

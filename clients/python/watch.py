@@ -4,7 +4,8 @@ One row per open session: status, plan progress, context fill, changed
 files, and the last line it said, kept current from the event log (a
 subscription with a snapshot, then its events), redrawn in place with curses.
 Keys step between the sessions that are working now and open one (the view
-of ``sessiond show``, kept current too); ``q`` quits.
+of ``sessiond show``, kept current too), and answer what the selected one's
+agent asks permission for (``a`` allow, ``r`` reject); ``q`` quits.
 
 ``WatchModel`` is the state and its event handling, with no terminal: the
 tests drive it directly. ``watch`` runs it under curses.
@@ -25,7 +26,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from sessiond.client.aio import AsyncDaemon, AsyncEventStream, StrPath, aconnect
-from sessiond.client.wording import context_cell, files_cell, fleet_line, plan_cell, short, show_lines
+from sessiond.client.errors import SessiondError
+from sessiond.client.wording import (
+    asked_text,
+    context_cell,
+    files_cell,
+    fleet_line,
+    option_of,
+    plan_cell,
+    short,
+    show_lines,
+)
 from sessiond.protocol.models import (
     Attention,
     Changes,
@@ -33,6 +44,7 @@ from sessiond.protocol.models import (
     Event,
     EventKind,
     Fleet,
+    PermissionRequestParams,
     Plan,
     SessionInfo,
     SessionStatus,
@@ -43,6 +55,14 @@ from sessiond.protocol.models import (
 )
 
 KEYS_HELP = "j/k move · n/p next/prev working · enter open · esc back · q quit"
+# The keys that answer a permission request, and the kind of option each picks.
+ANSWER_KEYS = {"a": "allow_once", "A": "allow_always", "r": "reject_once", "R": "reject_always"}
+KEY_WORDS = {
+    "allow_once": "allow",
+    "allow_always": "always",
+    "reject_once": "reject",
+    "reject_always": "never",
+}
 REDRAW_INTERVAL = 0.1  # at most ten frames a second
 TRANSCRIPT_LINES = 200
 TITLE_WIDTH = 18  # a longer title ends in "…"
@@ -69,6 +89,7 @@ class WatchModel:
         self.last_line: dict[str, str] = {}
         # A working session's tool call under way, when it has said nothing since: "[edit] Write a.py".
         self.acting: dict[str, str] = {}
+        self.acting_call: dict[str, Any] = {}  # the tool call that line is of
         self.fleet: Fleet | None = None
         self.head = 0
         self.selected: str | None = None
@@ -78,6 +99,12 @@ class WatchModel:
         self.missing: set[str] = set()  # sessions heard of and not yet read (session/get)
         self.tails: set[str] = set()  # working sessions whose reply so far was said before we looked
         self.transcript_stale = False
+        # The permission requests waiting, by session, oldest first (from permission/list, then
+        # kept by events); read again after a resync. The answers chosen, for the loop to send.
+        self.asks: dict[str, list[PermissionRequestParams]] = {}
+        self.asks_stale = True
+        self.answers: list[tuple[str, str]] = []  # (permission, option id)
+        self.notice = ""  # what the last answer key did, until the next key
         self.changed = True
 
     # ------------------------------------------------------------ state
@@ -95,6 +122,15 @@ class WatchModel:
                 self.last_line.setdefault(session.id, session.recap or "")
         self._keep_selection()
         self.transcript_stale = self.opened is not None
+        self.asks_stale = True
+        self.changed = True
+
+    def waiting(self, asks: list[PermissionRequestParams]) -> None:
+        """The requests waiting now (permission/list), replacing what was known."""
+        self.asks_stale = False
+        self.asks = {}
+        for asked in asks:
+            self.asks.setdefault(asked.session, []).append(asked)
         self.changed = True
 
     def add(self, info: SessionInfo) -> None:
@@ -129,7 +165,8 @@ class WatchModel:
         if kind is EventKind.SESSION_CLOSED:
             self.sessions.pop(sid, None)
             self.last_line.pop(sid, None)
-            self.acting.pop(sid, None)
+            self._stop_acting(sid)
+            self.asks.pop(sid, None)
             self._keep_selection()
             self.changed = True
             return
@@ -182,19 +219,22 @@ class WatchModel:
             info.attention = [Attention(a) for a in data.get("attention", [])]
         elif kind is EventKind.TURN_STARTED:
             self.last_line[info.id] = ""
-            self.acting.pop(info.id, None)
+            self._stop_acting(info.id)
             info.queued_turns = max(info.queued_turns - 1, 0)
         elif kind is EventKind.TURN_QUEUED:
             info.queued_turns += 1
         elif kind is EventKind.TURN_TOOL:
-            if data.get("first") and data.get("title"):
+            # Its later updates retitle it: some agents name a call by its tool first ("Terminal").
+            call = data.get("toolCallId")
+            if data.get("title") and (data.get("first") or self.acting_call.get(info.id) == call):
                 self.acting[info.id] = tool_line(data.get("toolKind"), str(data["title"]))
+                self.acting_call[info.id] = call
         elif kind is EventKind.TURN_CHUNK:
-            self.acting.pop(info.id, None)
+            self._stop_acting(info.id)
             text = self.last_line.get(info.id, "") + str(data.get("text", ""))
             self.last_line[info.id] = text[-2000:]
         elif kind is EventKind.TURN_ENDED:
-            self.acting.pop(info.id, None)
+            self._stop_acting(info.id)
             info.turns += 1
             if data.get("error"):
                 self.last_line[info.id] = f"error: {data['error']}"
@@ -208,9 +248,63 @@ class WatchModel:
             elif not reply:
                 self.missing.add(info.id)  # its reply was said before we looked: read its recap
         elif kind is EventKind.PERMISSION_ASKED:
-            tool = data.get("toolCall") or {}
-            self.acting.pop(info.id, None)
-            self.last_line[info.id] = f"asks: {tool.get('title', 'permission')}"
+            asked = PermissionRequestParams(
+                permission=data["permission"],
+                agent=info.agent,
+                session=info.id,
+                turn=data.get("turn"),
+                tool_call=data.get("toolCall") or {},
+                options=data.get("options") or [],
+            )
+            # Its row shows the question until it is answered, then what it was doing again (the
+            # tool call asked about, under way once allowed).
+            waiting = self.asks.setdefault(info.id, [])
+            if all(a.permission != asked.permission for a in waiting):
+                waiting.append(asked)
+        elif kind is EventKind.PERMISSION_ANSWERED:
+            waiting = [a for a in self.asks.get(info.id, []) if a.permission != data.get("permission")]
+            if waiting:
+                self.asks[info.id] = waiting
+            else:
+                self.asks.pop(info.id, None)
+
+    def _stop_acting(self, session: str) -> None:
+        self.acting.pop(session, None)
+        self.acting_call.pop(session, None)
+
+    # ------------------------------------------------------------ answering
+
+    def asked_here(self) -> PermissionRequestParams | None:
+        """The oldest request of the session open, or else selected, if it waits on one."""
+        waiting = self.asks.get(self.opened or self.selected or "")
+        return waiting[0] if waiting else None
+
+    def answer(self, kind: str) -> None:
+        """Answer the request here with its option of `kind`; the notice says what happened."""
+        asked = self.asked_here()
+        if asked is None:
+            self.notice = f"{self.opened or self.selected or 'no session'} asks nothing now"
+        elif (option := option_of(asked.options, kind)) is None:
+            offered = ", ".join(str(o.get("kind")) for o in asked.options)
+            self.notice = f"the agent offers no {kind} answer here: it offers {offered}"
+        else:
+            self.answers.append((asked.permission, str(option.get("optionId"))))
+            chosen = option.get("name") or option.get("optionId")
+            self.notice = f"{asked.session}: {chosen}: {asked_text(asked.tool_call)}"
+        self.changed = True
+
+    def footer(self) -> str:
+        """The bottom line: what the last answer key did, or the question here with the keys that
+        answer it, or the keys."""
+        if self.notice:
+            return self.notice
+        asked = self.asked_here()
+        if asked is None:
+            return KEYS_HELP
+        offered = {str(o.get("kind")) for o in asked.options}
+        keys = " · ".join(f"{key} {KEY_WORDS[kind]}" for key, kind in ANSWER_KEYS.items() if kind in offered)
+        # The keys first: a long question (a whole shell command) runs off the edge, they do not.
+        return f"{asked.session} asks ({keys or 'no option to pick here'}): {asked_text(asked.tool_call)}"
 
     # ------------------------------------------------------------ selection
 
@@ -293,6 +387,8 @@ class WatchModel:
             or self.last_line.get(info.id)
             or ("" if at_work else info.recap or "")
         )
+        if asks := self.asks.get(info.id):  # what it waits on comes first
+            said = f"asks: {asked_text(asks[0].tool_call)}"
         lines = [line for line in said.splitlines() if line.strip()]
         last = " ".join((lines[-1] if lines else "").split())
         if not last and info.plan is not None and info.plan.current:
@@ -323,7 +419,7 @@ class WatchModel:
             keep = max(room, 1)
             if keep < len(transcript.lines):
                 transcript = transcript.model_copy(update={"lines": transcript.lines[-keep:]})
-        return show_lines(info, transcript)
+        return show_lines(info, transcript, self.asks.get(info.id, ()))
 
 
 # ---------------------------------------------------------------- the terminal
@@ -386,7 +482,8 @@ class _Screen:
                 self._put(y, model.row(info), width, attribute)
             if not rows:
                 self._put(2, "no open sessions (open one with `sessiond new`)", width)
-        self._put(height - 1, KEYS_HELP, width, curses.A_DIM)
+        footer = model.footer()
+        self._put(height - 1, footer, width, curses.A_DIM if footer == KEYS_HELP else self.warn)
         window.noutrefresh()
         curses.doupdate()
 
@@ -402,10 +499,18 @@ def handle_key(model: WatchModel, key: int) -> bool:
 
     In the list, j/k (or the arrows) move and page keys move by ten; in an open
     session they scroll. n/Tab and p/Shift-Tab step between the working sessions,
-    Enter opens the selected one, Esc goes back, q quits.
+    Enter opens the selected one, Esc goes back, q quits. a/A allow (once/always) and
+    r/R reject (once/always) what the open or selected session's agent asks permission for.
     """
     if key in (ord("q"), ord("Q")):
         return False
+    if model.notice:
+        model.notice = ""
+        model.changed = True
+    answering = ANSWER_KEYS.get(chr(key)) if 0 <= key < 128 else None
+    if answering is not None:
+        model.answer(answering)
+        return True
     steps = {
         ord("j"): 1,
         curses.KEY_DOWN: 1,
@@ -500,6 +605,10 @@ async def _frames(
         if reader.done():
             reader.result()  # the connection was lost: raise it
             return
+        await _send_answers(daemon, model)
+        if model.asks_stale:
+            with contextlib.suppress(SessiondError):
+                model.waiting(await daemon.permissions())
         if model.missing:
             await _read_missing(daemon, model)
         for sid in list(model.tails)[:50]:
@@ -522,6 +631,18 @@ async def _frames(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout)
         await asyncio.sleep(REDRAW_INTERVAL)  # pace the frames: events in between are drawn together
+
+
+async def _send_answers(daemon: AsyncDaemon, model: WatchModel) -> None:
+    """Send the answers chosen; one that came too late (answered elsewhere, its turn ended) is
+    said in the notice."""
+    answers, model.answers = model.answers, []
+    for permission, option in answers:
+        try:
+            await daemon.answer_permission(permission, option)
+        except SessiondError as e:
+            model.notice = f"not answered: {e}"
+            model.changed = True
 
 
 async def _read_missing(daemon: AsyncDaemon, model: WatchModel) -> None:

@@ -4,6 +4,7 @@ and the durations, sums of money and moments in them. The command line, its live
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -11,6 +12,7 @@ if TYPE_CHECKING:
         ContextFill,
         Fleet,
         MergeEntry,
+        PermissionRequestParams,
         SessionControls,
         SessionInfo,
         Transcript,
@@ -37,8 +39,31 @@ def turns_text(info: SessionInfo) -> str:
     return f"{info.turns} ended{running}, {info.queued_turns} queued"
 
 
-def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
-    """A session as ``sessiond show`` (and the open view of ``sessiond watch``) shows it."""
+def asked_text(tool_call: Mapping[str, Any]) -> str:
+    """What an agent asks permission for, as its tool call reads in a transcript:
+    "[execute] rm -rf build"."""
+    from sessiond.protocol.models import tool_line
+
+    return tool_line(tool_call.get("kind"), " ".join(str(tool_call.get("title") or "a tool call").split()))
+
+
+def option_of(options: Sequence[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    """The option of a permission request that is of this kind (allow_once, reject_always, ...)."""
+    return next((option for option in options if option.get("kind") == kind), None)
+
+
+def options_text(options: Sequence[Mapping[str, Any]]) -> str:
+    """A request's options as a person picks one: "Allow (allow_once), Reject (reject_once)"."""
+    return ", ".join(
+        f"{option.get('name') or option.get('optionId')} ({option.get('kind')})" for option in options
+    )
+
+
+def show_lines(
+    info: SessionInfo, transcript: Transcript | None, asks: Sequence[PermissionRequestParams] = ()
+) -> list[str]:
+    """A session as ``sessiond show`` (and the open view of ``sessiond watch``) shows it, with
+    the permission requests it waits on (`asks`)."""
     pairs = [
         ("id", info.id),
         ("agent", info.agent),
@@ -51,6 +76,10 @@ def show_lines(info: SessionInfo, transcript: Transcript | None) -> list[str]:
             + (f": {info.status_detail}" if info.status_detail else ""),
         ),
         ("turns", turns_text(info)),
+    ]
+    pairs += [
+        ("asks", f"{asked_text(asked.tool_call)} ({asked.permission}: sessiond allow or reject it)")
+        for asked in asks
     ]
     if info.kind != "main" or info.parent:
         pairs.append(("kind", f"{info.kind} of {info.parent}" if info.parent else info.kind))

@@ -6,8 +6,7 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,9 @@ import pytest
 
 from bench.harness import Daemon
 from sessiond.client import connect
-from sessiond.client.watch import WatchModel, handle_key
+from sessiond.client.watch import KEYS_HELP, WatchModel, handle_key
 from sessiond.protocol import models as m
+from tests.terminal import Tmux, cells, row_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -83,6 +83,44 @@ def test_the_rows_show_status_plan_context_files_and_the_last_line(model: WatchM
     assert model.sessions["s2"].recap == "first line"
     model.apply(event(m.EventKind.FLEET, None, open=4, working=1, needsYou=1))
     assert model.header() == "sessiond watch  1 working · 1 needs you · 4 open"
+
+
+def test_a_tool_call_retitled_by_its_update_and_a_question_until_answered(model: WatchModel) -> None:
+    """claude-agent-acp names a Bash call "Terminal" first, by its command once its input has
+    streamed; a question asked about it is the row's last line until it is answered."""
+    event = Log()
+
+    def tool(call: str, title: str, first: bool = False) -> str:
+        model.apply(
+            event(m.EventKind.TURN_TOOL, "s2", toolCallId=call, title=title, toolKind="execute", first=first)
+        )
+        return model.row(model.sessions["s2"])
+
+    assert tool("c1", "Terminal", first=True).endswith("  [execute] Terminal")
+    assert tool("c1", "pwd > where.txt").endswith("  [execute] pwd > where.txt")
+    assert tool("c2", "another call").endswith("  [execute] pwd > where.txt")  # not the call shown
+    options = [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}]
+    asked = {
+        "permission": "p-1",
+        "toolCall": {"title": "pwd > where.txt", "kind": "execute"},
+        "options": options,
+    }
+    model.apply(event(m.EventKind.PERMISSION_ASKED, "s2", **asked))
+    model.apply(event(m.EventKind.SESSION_STATUS, "s2", status="needs_you", since=0))
+    assert model.row(model.sessions["s2"]).endswith("  asks: [execute] pwd > where.txt")
+    model.selected = "s2"
+    assert model.footer() == "s2 asks (a allow): [execute] pwd > where.txt"
+    handle_key(model, ord("a"))
+    assert model.answers == [("p-1", "ok")]
+    assert model.footer() == "s2: Allow: [execute] pwd > where.txt"
+    model.apply(event(m.EventKind.PERMISSION_ANSWERED, "s2", permission="p-1", optionId="ok"))
+    model.apply(event(m.EventKind.SESSION_STATUS, "s2", status="working", since=0))
+    assert model.row(model.sessions["s2"]).endswith("  [execute] pwd > where.txt")  # what it does now
+    handle_key(model, ord("j"))  # any key clears the notice
+    handle_key(model, ord("k"))
+    assert model.footer() == KEYS_HELP
+    model.apply(event(m.EventKind.TURN_CHUNK, "s2", text="ran it"))
+    assert tool("c1", "pwd (done)").endswith("  ran it")  # not after it spoke
 
 
 def test_a_session_at_work_shows_this_turn_not_the_last_ones_recap() -> None:
@@ -178,43 +216,6 @@ def test_keys_step_between_working_sessions_and_open_one(model: WatchModel) -> N
 # ---------------------------------------------------------------- in a real terminal
 
 
-class Tmux:
-    """A detached tmux session of its own (its own server socket), read with capture-pane."""
-
-    def __init__(self, command: list[str], env: dict[str, str]) -> None:
-        self.socket = f"sd-test-{uuid.uuid4().hex[:8]}"
-        exports = [f"{key}={value}" for key, value in env.items() if key.startswith("SESSIOND_")]
-        self.run("new-session", "-d", "-s", "watch", "-x", "150", "-y", "30", "env", *exports, *command)
-
-    def run(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=30)
-        return done.stdout
-
-    def screen(self) -> str:
-        return self.run("capture-pane", "-p", "-t", "watch")
-
-    def keys(self, *keys: str) -> None:
-        self.run("send-keys", "-t", "watch", *keys)
-
-    def wait_for(self, check: Callable[[str], bool], timeout: float = 30.0) -> str:
-        """Poll the screen until ``check`` holds (the terminal has no event to wait on)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if check(screen):
-                return screen
-            if time.monotonic() > deadline:
-                size = self.run("display", "-p", "-t", "watch", "#{window_width}x#{window_height}")
-                raise AssertionError(f"the screen ({size.strip()}) never matched; it shows:\n{screen}")
-            time.sleep(0.05)
-
-    def alive(self) -> bool:
-        return "watch" in self.run("list-sessions", "-F", "#{session_name}")
-
-    def kill(self) -> None:
-        self.run("kill-server")
-
-
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
     running = Daemon().start()
@@ -223,17 +224,6 @@ def daemon() -> Iterator[Daemon]:
     shutil.rmtree(running.home, ignore_errors=True)
 
 
-def row_of(screen: str, session: str) -> str:
-    """The session's row, as shown (with its marker: ">" when selected)."""
-    return next(line for line in screen.splitlines() if line[2:].startswith(session + " "))
-
-
-def cells(screen: str, session: str) -> list[str]:
-    """The session's row without its marker, split: id, title ("-": none), agent, status, plan, ..."""
-    return row_of(screen, session)[2:].split()
-
-
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed: the terminal test needs it")
 def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, tmp_path: Path) -> None:
     with connect(daemon.socket, start=False) as client:
         agent = client.agent("demo")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import shutil
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -34,6 +35,7 @@ from tests.daemon.interop_checks import (
     shows_changed,
 )
 from tests.standins.anthropic import AnthropicStandIn, Reply, Text
+from tests.terminal import Tmux, bottom, row_of
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "claude-agent-acp"
 
@@ -167,6 +169,14 @@ async def test_a_whole_turn_streams_plans_writes_edits_and_runs_at_the_placement
     assert len(chunks) > 2  # streamed in pieces, as the stand-in sent them
     assert "".join(chunks) == reply.text
 
+    # Each tool call's transcript line says what it did (the agent names a call by its tool,
+    # "Write", "Terminal", until its input has streamed), from memory and from the store alike.
+    for transcript in (await session.atranscript(limit=50), await session.atranscript(offset=0)):
+        assert [line.text for line in transcript.lines if line.role == "tool"] == [
+            "[edit] Write notes.txt",
+            "[edit] Edit notes.txt",
+            "[execute] pwd > where.txt",
+        ]
     # The agent's tools ran for real, at the session's root.
     assert notes.read_text() == "hello world\n"
     assert (work / "where.txt").read_text().strip() == str(work)
@@ -261,6 +271,42 @@ async def test_a_permission_reaches_a_client_and_its_answer_reaches_the_agent(
     # The refusal went back to the model as the tool's (failed) result.
     refused = standin.main_requests()[3].tool_results()[-1]
     assert refused.get("is_error") is True
+
+
+async def test_watch_shows_what_claude_asks_and_does_and_answers_it(
+    daemon: Daemon, work: Path, claude: MakeAgent, standin: AnthropicStandIn
+) -> None:
+    """`sessiond watch` (in a real terminal) over a real agent: the Bash call Claude Code asks
+    permission for is the session's last line and the question at the bottom; `a` allows it; the
+    command it then runs (until the test lets it end) is what the session does now."""
+    agent = await claude()  # permission policy: ask
+    session = await agent.session(work)
+    go = work / "go"
+    command = f"while [ ! -e {go} ]; do sleep 0.1; done; echo ran > ran.txt"
+    standin.push(Reply.bash(command), Reply.text("Ran it."))
+    tmux = Tmux([sys.executable, "-m", "sessiond.client", "watch", "--agent", agent.name], daemon.env)
+    try:
+        turn = asyncio.create_task(session.asend("run it"))
+        asked = await asyncio.to_thread(tmux.wait_for, lambda s: f"{session.id} asks (" in bottom(s), 60)
+        footer = bottom(asked)
+        assert footer.startswith(f"{session.id} asks (a allow · A always · r reject): [execute] "), footer
+        assert command[:40] in footer, footer  # the question is the command itself
+        assert "NEEDS YOU" in row_of(asked, session.id)
+        assert "asks: [execute] " in row_of(asked, session.id)
+        tmux.keys("a")
+        running = await asyncio.to_thread(
+            tmux.wait_for,
+            lambda s: (
+                "working" in row_of(s, session.id) and "[execute] while [ ! -e" in row_of(s, session.id)
+            ),
+        )
+        assert "asks:" not in row_of(running, session.id)  # what it does now, no longer what it asks
+        go.touch()
+        assert (await asyncio.wait_for(turn, 60)).text == "Ran it."
+        await asyncio.to_thread(tmux.wait_for, lambda s: row_of(s, session.id).rstrip().endswith("Ran it."))
+        assert (work / "ran.txt").read_text() == "ran\n"
+    finally:
+        tmux.kill()
 
 
 async def test_cancel_mid_stream_ends_the_turn_cancelled(

@@ -436,6 +436,7 @@ NOTIFY: dict[str, list[dict[str, Any]]] = {
     "run/end": [{"outcome": "failed"}],
     "run/list": [{}],
     "run/get": [{"run": "r-nobody"}],
+    "permission/list": [{}, {"session": "$SESSION"}],
     "permission/answer": [{"permission": "p-nobody", "optionId": None}],
     "events/subscribe": [{"snapshot": True}],
     "events/unsubscribe": [{"subscription": "sub-nobody"}],

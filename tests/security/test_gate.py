@@ -84,6 +84,7 @@ class World:
             "run/end": {"outcome": "failed"},
             "run/list": {},
             "run/get": {"run": "r-1"},
+            "permission/list": {"session": s},
             "permission/answer": {"permission": "p-1", "optionId": "allow"},
             "events/subscribe": {"snapshot": True},
             "events/unsubscribe": {"subscription": "sub-1"},

@@ -46,6 +46,7 @@ export const Methods = {
   runGet: 'run/get',
   runList: 'run/list',
   fleetSummary: 'fleet/summary',
+  permissionList: 'permission/list',
   permissionAnswer: 'permission/answer',
   eventsSubscribe: 'events/subscribe',
   eventsUnsubscribe: 'events/unsubscribe',

@@ -66,6 +66,8 @@ export interface SessiondSchema {
   ModeInfo?: ModeInfo;
   NameValue?: NameValue;
   PermissionAnswerParams?: PermissionAnswerParams;
+  PermissionList?: PermissionList;
+  PermissionListParams?: PermissionListParams;
   PermissionRequestParams?: PermissionRequestParams;
   PermissionRequestResult?: PermissionRequestResult;
   PlacementSettings?: PlacementSettings1;
@@ -932,6 +934,12 @@ export interface PermissionAnswerParams {
    */
   permission: string;
 }
+export interface PermissionList {
+  /**
+   * Each as `session/requestPermission` carries it, oldest first.
+   */
+  permissions: PermissionRequestParams[];
+}
 /**
  * Sent by the daemon to clients that answer permissions (`session/requestPermission`).
  */
@@ -952,6 +960,12 @@ export interface PermissionRequestParams {
     [k: string]: unknown | undefined;
   };
   turn?: string | null;
+}
+export interface PermissionListParams {
+  /**
+   * Only this session's requests.
+   */
+  session?: string | null;
 }
 export interface PermissionRequestResult {
   /**
@@ -1464,6 +1478,8 @@ export interface ProtocolMethods {
   'merge/request': { params: MergeParams; result: MergeEntry; };
   /** Answer an agent's permission request (from a `permission.asked` event); the first answer wins. */
   'permission/answer': { params: PermissionAnswerParams; result: Answered; };
+  /** The agents' permission requests still waiting for an answer, oldest first (one session's, when it is named). */
+  'permission/list': { params: PermissionListParams; result: PermissionList; };
   /** Declare this connection's run; the sessions it opens carry it. It ends as stopped if the client goes away. */
   'run/declare': { params: RunDeclareParams; result: RunInfo; };
   /** End this connection's run with its outcome. */
