@@ -32,8 +32,10 @@ class TranscriptBuilder:
     """Turns a stream of (role, turn, text) pieces into numbered lines.
 
     Pieces of one role and turn join until a newline ends the line; a new role
-    or turn ends the line in progress. A tool call's line stays open until
-    anything else comes, so that the call's later updates can retitle it.
+    or turn ends the line in progress, and the next one's line breaks before
+    its first words are dropped (the paragraph break between an agent's
+    messages, `Turn.said`). A tool call's line stays open until anything else
+    comes, so that the call's later updates can retitle it.
     """
 
     def __init__(self, keep: int | None = TRANSCRIPT_LINES, start: int = 0) -> None:
@@ -57,8 +59,11 @@ class TranscriptBuilder:
 
     def feed(self, role: str, turn: str | None, text: str) -> list[Line]:
         done: list[Line] = []
-        if self._open is not None and self._open != (role, turn):
+        if self._open != (role, turn):
             done += self._close()
+            text = text.lstrip("\n")
+            if not text:
+                return done
         self._open = (role, turn)
         self._partial += text
         *complete, self._partial = self._partial.split("\n")

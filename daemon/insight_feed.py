@@ -256,10 +256,12 @@ class InsightFeed:
                 if kind == "agent_message_chunk"
                 else ("thought", EventKind.TURN_THOUGHT)
             )
-            ins.transcript.feed(role, turn_id, text)
             if turn is not None and role == "agent":
-                turn.parts.append(text)
+                text = turn.said(text)
                 turn.notify("chunk", {"text": text})
+            elif turn is not None:
+                turn.between_messages = True
+            ins.transcript.feed(role, turn_id, text)
             self.events.emit(event, agent=session.agent, session=session.id, turn=turn_id, text=text)
         elif kind == "plan":
             ins.set_plan(list(payload.get("entries") or []), now)
@@ -276,6 +278,8 @@ class InsightFeed:
             # permission for a tool (the request carries the call), sends only updates of it.
             first = kind == "tool_call" or str(payload.get("toolCallId", "")) not in ins.tools
             call = ins.tool_update(payload)
+            if turn is not None:
+                turn.between_messages = True
             if call.title:
                 ins.transcript.tool(turn_id, call.id, m.tool_line(call.kind, call.title), first=first)
             # This update's own diffs, for clients that show them (the ACP face passes them on).

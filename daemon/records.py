@@ -157,6 +157,8 @@ class Turn:
     future: asyncio.Future[Any]
     started_at: float | None = None
     parts: list[str] = field(default_factory=list)
+    # A tool call or a thought came since the reply's last words: its next words are a new message.
+    between_messages: bool = False
     usage: dict[str, int] | None = None
     cancel_requested: bool = False
     prompting: bool = False
@@ -202,6 +204,17 @@ class Turn:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    def said(self, text: str) -> str:
+        """Add the agent's words to the reply, as said: a new message, after a tool call or a
+        thought, is a paragraph of its own (agents send their messages' text with nothing
+        between them: "Writing the notes." then, after the write, "All done.")."""
+        if self.between_messages and self.parts:
+            so_far = "".join(self.parts[-2:])  # enough to count the line breaks it ends with
+            text = "\n" * (2 - len(so_far) + len(so_far.rstrip("\n"))) + text.lstrip("\n")
+        self.between_messages = False
+        self.parts.append(text)
+        return text
 
     def notify(self, what: str, data: dict[str, Any]) -> None:
         """Tell the turn's listeners (the request that asked for it) what happened."""

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from sessiond.daemon.changes import count_lines
 from sessiond.daemon.insight import Insight, TranscriptBuilder, ending_lines, recap_of, replay
+from sessiond.daemon.records import Turn
 from sessiond.daemon.throttle import Throttle
 from sessiond.protocol.models import Attention
 
@@ -84,6 +85,43 @@ def test_a_tool_calls_line_takes_its_later_title_until_something_else_comes() ->
     ]
     # An update of a call whose line was never started (it had no title then) starts none.
     assert replay(TranscriptBuilder(), [tool("c3", "late")]).tail(5) == []
+
+
+def test_an_agents_messages_are_paragraphs_of_the_reply_and_lines_of_the_transcript() -> None:
+    """Agents send their messages' text with nothing between them ("Writing the notes." then,
+    after the write, "All done."): a message after a tool call or a thought starts a paragraph."""
+    loop = asyncio.new_event_loop()
+    turn = Turn(id="t1", session="s1", prompt="go", queued_at=0.0, future=loop.create_future())
+    loop.close()
+    assert turn.said("Writing the notes.") == "Writing the notes."
+    turn.between_messages = True  # the write
+    assert turn.said("All done") == "\n\nAll done"
+    assert turn.said(", both.") == ", both."  # the same message goes on
+    turn.between_messages = True
+    assert turn.said("\nEnds here\n") == "\n\nEnds here\n"  # its own line breaks give way to one break
+    turn.between_messages = True
+    assert turn.said("Last.") == "\nLast."  # after a line break, one more makes the paragraph
+    assert turn.text == "Writing the notes.\n\nAll done, both.\n\nEnds here\n\nLast."
+    assert recap_of(turn.text) == "Last."
+
+    events = [
+        ("turn.chunk", "t1", {"text": "Writing the notes."}),
+        (
+            "turn.tool",
+            "t1",
+            {"toolCallId": "c1", "title": "Write notes.txt", "toolKind": "edit", "first": True},
+        ),
+        ("turn.chunk", "t1", {"text": "\n\nAll done"}),
+        ("turn.chunk", "t1", {"text": ", both.\n\nSee above."}),
+        ("turn.ended", "t1", {}),
+    ]
+    assert [(ln.role, ln.text) for ln in replay(TranscriptBuilder(), events).lines] == [
+        ("agent", "Writing the notes."),
+        ("tool", "[edit] Write notes.txt"),
+        ("agent", "All done, both."),  # no empty line after the tool's: the break opened it
+        ("agent", ""),  # within a message, its own blank lines stay
+        ("agent", "See above."),
+    ]
 
 
 def test_context_is_estimated_when_the_agent_reports_none() -> None:

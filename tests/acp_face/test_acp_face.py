@@ -60,8 +60,9 @@ async def test_a_turn_streams_to_the_editor_others_see_it_and_side_leaves_the_ma
         assert answer.stop_reason == "end_turn"
         assert (answer.usage.input_tokens, answer.usage.output_tokens) == (12, 3)
         assert (work / "notes.txt").read_text() == "hi there"  # the daemon wrote it, at the placement
-        assert editor.text(sid) == "hello\ndone"  # streamed in the agent's pieces
-        assert [u.content.text for u in editor.of(sid, "agent_message_chunk")] == ["hello", "\ndone"]
+        # Streamed in the agent's pieces; the message after the write a paragraph of its own.
+        assert editor.text(sid) == "hello\n\ndone"
+        assert [u.content.text for u in editor.of(sid, "agent_message_chunk")] == ["hello", "\n\ndone"]
         assert editor.text(sid, "agent_thought_chunk") == "looking"
         plans = editor.of(sid, "plan")
         assert [(e.content, e.status) for e in plans[0].entries] == [

@@ -99,7 +99,7 @@ def test_a_script_is_told_how_to_answer_and_another_command_answers(
     assert rejected.stdout == f"{session.id}: Reject: [other] delete the cache? ({permission})\n"
     out, err = turn.communicate(timeout=60)
     assert turn.returncode == 0, err
-    assert out == 'looking\nAsked "delete the cache?": Reject\nafter\n'
+    assert out == 'looking\n\nAsked "delete the cache?": Reject\nafter\n'
     assert err.splitlines() == [
         "sessiond: [other] delete the cache?: the agent asks permission",
         f"sessiond: the turn waits for an answer: sessiond allow {session.id} (or reject), "

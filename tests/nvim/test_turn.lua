@@ -97,7 +97,7 @@ H.eq("cancelled", record.progress[#record.progress].message, "progress ends with
 H.wait_status(id, "stopped")
 
 -- A second turn, live into the open view: the plan completes.
-local turn = H.send(id, "progress 1 completed\nprogress 2 completed\nthink pondering\nsay all done")
+local turn = H.send(id, "progress 1 completed\nsay first\nprogress 2 completed\nthink pondering\nsay all done")
 H.wait("the second turn", function()
   return turn.done
 end)
@@ -113,6 +113,10 @@ H.wait("the view to show the end of the second turn", function()
 end)
 H.eq(1, H.count_exact(H.lines(view_buf), "halfway there"), "no line twice in the live view")
 H.eq(1, H.count_exact(H.lines(view_buf), "~ pondering"), "the agent's thought")
+local shown_now = H.lines(view_buf)
+local said_at = vim.fn.index(shown_now, "all done") + 1 -- the reply's line, not the prompt's
+-- The words after the thought are a new message (the daemon puts a paragraph break before them).
+H.eq("~ pondering", shown_now[said_at - 1], "no empty line between a thought and the next words")
 
 -- A tool call named by its tool first and by what it does once its input has streamed (as
 -- claude-agent-acp and opencode do; the demo agent does not): its line takes the later title.

@@ -419,8 +419,10 @@ def test_merge_a_worktree_session_from_its_row(workbench: Workbench) -> None:
     wb.wait_row(NOTES, rf"^{sid} · merge failed: gate · sessiond/.* → main$")  # under "Merge queue"
     wb.wait_description("Merge queue", "^1 failed$")
     wb.shot("merge-gate-failed")
-    toast.locator(".monaco-button", has_text="Show Gate Output").click()
-    wb.wait_editor_text("the gate says no")
+    wb.press(
+        toast.locator(".monaco-button", has_text="Show Gate Output"),
+        lambda timeout: wb.wait_editor_text("the gate says no", timeout),
+    )
     assert subprocess.run(["git", "cat-file", "-e", "main:NOTES.md"], cwd=wb.ws).returncode != 0
     # Handed back: the failure is the session's next prompt.
     deadline = time.monotonic() + 60

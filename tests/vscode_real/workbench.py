@@ -10,11 +10,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.harness import Daemon
 from tests import toolchain
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "vscode-real"
@@ -397,6 +400,20 @@ class Workbench:
             except Exception:
                 if attempt == attempts:
                     raise
+
+    def press(self, button: Any, done: Callable[[float], T], timeout: float = 30) -> T:
+        """Click `button`; what `done(timeout)` waits for and returns. A click the workbench
+        took for focus alone (a notification re-rendered under the mouse: the button focused,
+        its action not run) is pressed once more, with Enter."""
+        button.click()
+        try:
+            return done(5)
+        except AssertionError:
+            with contextlib.suppress(Exception):
+                if button.is_visible():
+                    button.focus()
+                    self.page.keyboard.press("Enter")
+            return done(timeout)
 
     def set_setting(self, key: str, value: Any) -> None:
         """Change a user setting in settings.json (VS Code reads the file again on its own)."""

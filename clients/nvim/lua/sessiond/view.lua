@@ -228,7 +228,7 @@ end
 --- Append a piece of the transcript: pieces of one role and turn join until a
 --- line break; a new role or turn ends the line in progress (as the daemon does).
 --- A tool call's line (`call` its id) stays open, and its call's later updates
---- retitle it, until anything else comes.
+--- retitle it, until anything else comes. (The daemon's transcript does the same.)
 local function feed(view, role, turn, text, call)
   local before = shown(view)
   local partial = view.partial
@@ -238,6 +238,12 @@ local function feed(view, role, turn, text, call)
       complete[#complete + 1] = partial
     end
     partial = nil
+  end
+  local fresh = not partial
+  if fresh then
+    -- A new line drops the line breaks before its first words (the daemon's paragraph break
+    -- between an agent's messages), as the daemon's transcript does.
+    text = text:gsub("^\n+", "")
   end
   partial = partial or { role = role, turn = turn, text = "", call = call }
   if call then
@@ -249,6 +255,9 @@ local function feed(view, role, turn, text, call)
   end
   partial.text = pieces[#pieces]
   view.partial = partial
+  if fresh and text == "" then
+    view.partial = nil -- only line breaks: no line opens, the next words start one
+  end
   for _, item in ipairs(complete) do
     view.items[#view.items + 1] = item
   end
