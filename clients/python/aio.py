@@ -1048,6 +1048,7 @@ class BatchProgress:
     failed: int = 0  # failed (AgentError, ...)
     stopped: int = 0  # answered with stop reason `cancelled`
     elapsed: float = 0.0  # seconds since the batch started
+    asking: int = 0  # permission requests of its sessions waiting for a person (of the running)
 
     @property
     def landed(self) -> int:
@@ -1059,7 +1060,7 @@ class _BatchCounter:
     def __init__(self, total: int, report: Callable[[BatchProgress], object] | None) -> None:
         self._report = report
         self._started = time.monotonic()
-        self._counts = {"waiting": total, "running": 0, "done": 0, "failed": 0, "stopped": 0}
+        self._counts = {"waiting": total, "running": 0, "done": 0, "failed": 0, "stopped": 0, "asking": 0}
         self._total = total
         self._emit()
 
@@ -1073,6 +1074,10 @@ class _BatchCounter:
         self._counts[how] += 1
         self._emit()
 
+    def asking(self, count: int) -> None:
+        self._counts["asking"] = count
+        self._emit()
+
     def _emit(self) -> None:
         if self._report is not None:
             elapsed = time.monotonic() - self._started
@@ -1080,6 +1085,18 @@ class _BatchCounter:
                 self._report(BatchProgress(self._total, **self._counts, elapsed=elapsed))
             except Exception:  # a progress display's bug must not fail the prompts
                 log.exception("the on_progress callback of a batch failed")
+
+
+async def _count_asking(events: AsyncEventStream, progress: _BatchCounter) -> None:
+    """Keep a batch's count of permission requests waiting, from its sessions' events."""
+    waiting: set[str] = set()
+    with contextlib.suppress(ConnectionLost):  # the batch's own calls say so
+        async for event in events:
+            if event.kind is EventKind.PERMISSION_ASKED:
+                waiting.add(str(event.data.get("permission")))
+            else:
+                waiting.discard(str(event.data.get("permission")))
+            progress.asking(len(waiting))
 
 
 class AsyncAgent:
@@ -1184,7 +1201,8 @@ class AsyncAgent:
         failure, and ``suppress`` does not catch it.
 
         ``on_progress`` is called with a ``BatchProgress`` (counts by status)
-        whenever a prompt is sent or answered; it must not block.
+        whenever a prompt is sent or answered, or one of its sessions' agents asks
+        a permission or has it answered; it must not block.
         """
         prompts = list(prompts)
         if max_concurrency is not None and max_concurrency < 1:
@@ -1208,9 +1226,19 @@ class AsyncAgent:
             finally:
                 await self._daemon._cleanup(session.aclose())
 
-        async with asyncio.TaskGroup() as group:
-            for index, (session, prompt) in enumerate(zip(sessions, prompts, strict=True)):
-                group.create_task(run(index, session, prompt))
+        async with contextlib.AsyncExitStack() as watching:
+            if on_progress is not None:  # what its sessions ask, followed from before the first prompt
+                asked = await watching.enter_async_context(
+                    self._daemon.events(
+                        sessions=[s.id for s in sessions],
+                        kinds=[EventKind.PERMISSION_ASKED, EventKind.PERMISSION_ANSWERED],
+                    )
+                )
+                watcher = asyncio.create_task(_count_asking(asked, progress))
+                watching.callback(watcher.cancel)
+            async with asyncio.TaskGroup() as group:
+                for index, (session, prompt) in enumerate(zip(sessions, prompts, strict=True)):
+                    group.create_task(run(index, session, prompt))
 
         results = [outcome for outcome in outcomes if outcome is not None]
         assert len(results) == len(prompts)

@@ -850,6 +850,12 @@ def read_prompts(source: TextIO) -> list[str]:
     return prompts
 
 
+ASKING_HINT = (
+    "sessiond: an agent asks permission and its turn waits: see `sessiond permissions`, "
+    "answer with `sessiond allow SESSION` (or reject)"
+)
+
+
 class ProgressBar:
     """Counts by status on stderr: redrawn in place on a terminal, a last line otherwise."""
 
@@ -861,9 +867,15 @@ class ProgressBar:
         self._interval = interval
         self._shown_at = 0.0
         self._last: BatchProgress | None = None
+        self._told_asking = False
 
     def update(self, progress: BatchProgress) -> None:
         self._last = progress
+        if progress.asking and not self._told_asking:  # said once: a batch's turns may wait on a person
+            self._told_asking = True
+            self._stream.write(("\r\033[K" if self._live else "") + ASKING_HINT + "\n")
+            self._stream.flush()
+            self._shown_at = 0.0  # the bar again, at once
         now = time.monotonic()
         if self._live and (now - self._shown_at >= self._interval or progress.landed == progress.total):
             self._shown_at = now
@@ -885,6 +897,8 @@ class ProgressBar:
         bar = "#" * filled + "-" * (cls.WIDTH - filled)
         counts = f"done {p.done} · failed {p.failed} · stopped {p.stopped} · running {p.running}"
         counts += f" · waiting {p.waiting}"
+        if p.asking:
+            counts += f" · asking {p.asking}"
         return f"[{bar}] {p.landed}/{p.total}  {counts}  {duration(p.elapsed)}"
 
 

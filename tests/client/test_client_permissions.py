@@ -131,6 +131,33 @@ def test_allow_by_session_picks_that_sessions_question(
     assert 'Asked "delete the cache?": Reject' in out
 
 
+def test_a_batch_says_when_its_turns_wait_on_a_question(daemon: Daemon, client: Client) -> None:
+    batch = subprocess.Popen(
+        [*SESSIOND, "batch", "-"],
+        env=daemon.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert batch.stdin is not None
+    assert batch.stderr is not None
+    batch.stdin.write("say plain\n" + json.dumps({"prompt": ASKING}) + "\n")
+    batch.stdin.close()
+    told = batch.stderr.readline()  # the hint comes as the agent asks, before the batch ends
+    assert told == (
+        "sessiond: an agent asks permission and its turn waits: see `sessiond permissions`, "
+        "answer with `sessiond allow SESSION` (or reject)\n"
+    )
+    (asked,) = client.permissions()
+    assert sessiond(daemon, "allow", asked.session).returncode == 0
+    assert batch.stdout is not None
+    out, err = batch.stdout.read(), batch.stderr.read()  # to their end: the batch has exited
+    assert batch.wait(60) == 0, err
+    assert out == 'plain\nlooking\n\nAsked "delete the cache?": Allow\nafter\n'
+    assert "done 2 · failed 0" in err
+
+
 def test_a_session_waiting_on_two_requests_is_answered_by_their_ids() -> None:
     options = [{"optionId": "yes", "name": "Allow", "kind": "allow_once"}]
     waiting = [
