@@ -104,7 +104,8 @@ async def test_opencode_streams_text_writes_edits_and_runs_a_command_at_the_plac
     reply = stream.reply
     assert reply is not None
     assert reply.stop_reason == "end_turn"
-    assert reply.text.endswith("All done: the notes say hello world.")
+    # Its two messages, sent with nothing between them, are paragraphs.
+    assert reply.text == "Writing the notes.\n\nAll done: the notes say hello world."
     assert len(chunks) > 2
     assert notes.read_text() == "hello world\n"
     assert (work / "where.txt").read_text().strip() == str(work)
