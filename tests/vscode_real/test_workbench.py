@@ -73,8 +73,10 @@ def test_activates_at_startup_and_a_waiting_permission_pops_up(
 
 def test_permission_answered_from_the_notification(workbench: Workbench, ids: dict[str, str]) -> None:
     wb = workbench
-    wb.toast("asks permission").locator(".monaco-button", has_text="Allow").click()
-    wb.wait_status_text(r"^(?!.*needs you).*1 working · 3 open", timeout=30)
+    wb.press(
+        wb.toast("asks permission").locator(".monaco-button", has_text="Allow"),
+        lambda timeout: wb.wait_status_text(r"^(?!.*needs you).*1 working · 3 open", timeout),
+    )
     wb.wait_status(ids["cli"], "idle")
     wb.shot("permission-answered")
 
@@ -360,9 +362,13 @@ def test_a_turn_s_progress_says_needs_you_while_it_waits(workbench: Workbench) -
     progress.filter(has_text="needs you: Delete the build cache?").wait_for(timeout=60_000)
     assert "working" not in progress.inner_text(), progress.inner_text()
     wb.shot("progress-needs-you")
-    wb.toast("asks permission").locator(".monaco-button", has_text="Allow").click()
     # The daemon's word for what the turn does now: the agent's line after the answer.
-    progress.filter(has_text='Asked "Delete the build cache?": Allow').wait_for(timeout=60_000)
+    answered = progress.filter(has_text='Asked "Delete the build cache?": Allow')
+    wb.press(
+        wb.toast("asks permission").locator(".monaco-button", has_text="Allow"),
+        lambda timeout: answered.wait_for(timeout=timeout * 1000),
+        timeout=60,
+    )
     assert "needs you" not in progress.inner_text(), progress.inner_text()
     wb.wait_status(sid, "working")
     wb.shot("progress-after-the-answer")
