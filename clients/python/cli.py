@@ -16,6 +16,7 @@ import os
 import shlex
 import socket as socketlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -449,8 +450,6 @@ def cmd_send(args: argparse.Namespace) -> int:
     turn = os.urandom(16).hex()
     shown = ""
     interactive = sys.stdin.isatty() and sys.stderr.isatty()
-    questions: dict[str, tuple[dict[str, Any], str | None]] = {}  # by permission: asked, our answer
-
     broken = False  # a question broke the reply's line: its next line break is not shown again
 
     def notified(method: str, params: Any) -> None:
@@ -472,12 +471,12 @@ def cmd_send(args: argparse.Namespace) -> int:
                     sys.stdout.write("\n")  # the question on a line of its own
                     broken = True
                 sys.stdout.flush()
-                ours = _asked_while_sending(daemon, data, args.session, interactive=interactive)
-                questions[str(data.get("permission"))] = (data, ours)
-            elif kind == EventKind.PERMISSION_ANSWERED and str(data.get("permission")) in questions:
-                _answered_while_sending(data, *questions.pop(str(data.get("permission"))))
+                questions.asked(data)
+            elif kind == EventKind.PERMISSION_ANSWERED:
+                questions.answered(data)
 
     with _plain(args, start=True) as daemon:
+        questions = _Questions(daemon, args.session, interactive=interactive)
         daemon.on_notification = notified
         # Subscribed before prompting, so that no chunk of the turn can be missed.
         daemon.call(names.EVENTS_SUBSCRIBE, {"sessions": [args.session]})
@@ -509,41 +508,94 @@ def cmd_send(args: argparse.Namespace) -> int:
     return EXIT_OK if stop_reason == "end_turn" else EXIT_FAILED
 
 
-def _asked_while_sending(
-    daemon: PlainDaemon, asked: dict[str, Any], session: str, *, interactive: bool
-) -> str | None:
-    """The agent asks permission in the middle of `send`: the question on stderr; at a terminal,
-    the person picks an option there (its id, sent without waiting: the turn's own messages keep
-    coming on this connection); otherwise, or on a bare Enter, how to answer it elsewhere."""
-    tool = asked.get("toolCall") or {}
-    options: list[dict[str, Any]] = list(asked.get("options") or [])
-    _line(sys.stderr, f"sessiond: {asked_text(tool)}: the agent asks permission")
-    elsewhere = f"sessiond allow {session} (or reject), from `sessiond watch` or an editor"
-    if not interactive or not options:
-        _line(sys.stderr, f"sessiond: the turn waits for an answer: {elsewhere}")
-        return None
-    choices = "  ".join(f"{n}) {o.get('name') or o.get('optionId')}" for n, o in enumerate(options, 1))
-    while True:
+class _Questions:
+    """What the agent asks permission for during `send`. On stderr, each on a line of its own;
+    at a terminal the person answers it there, by number (Enter leaves it to another client),
+    read on a thread of its own so that the turn's messages keep coming meanwhile: an answer
+    given elsewhere closes the question at once. Elsewhere, how to answer it is said instead."""
+
+    def __init__(self, daemon: PlainDaemon, session: str, *, interactive: bool) -> None:
+        self.daemon = daemon
+        self.session = session
+        self.interactive = interactive
+        self.open: dict[str, tuple[dict[str, Any], str | None]] = {}  # by permission: asked, our answer
+        self.current: dict[str, Any] | None = None  # the question the person is asked now
+        self.lock = threading.Lock()
+        self.reader: threading.Thread | None = None
+
+    def asked(self, asked: dict[str, Any]) -> None:
+        options = list(asked.get("options") or [])
+        with self.lock:
+            self.open[str(asked.get("permission"))] = (asked, None)
+            _line(
+                sys.stderr, f"sessiond: {asked_text(asked.get('toolCall') or {})}: the agent asks permission"
+            )
+            if not self.interactive or not options:
+                self._elsewhere()
+                return
+            self.current = asked
+            self._prompt()
+        if self.reader is None:
+            self.reader = threading.Thread(target=self._read, name="sessiond-send-answers", daemon=True)
+            self.reader.start()
+
+    def answered(self, answered: dict[str, Any]) -> None:
+        """Who answered a question shown, and how."""
+        with self.lock:
+            entry = self.open.pop(str(answered.get("permission")), None)
+            if entry is None:
+                return
+            asked, ours = entry
+            if self.current is asked:  # answered elsewhere while the person was being asked
+                self.current = None
+                sys.stderr.write("\n")
+            chosen = answered.get("optionId")
+            names_by_id = {str(o.get("optionId")): o.get("name") for o in asked.get("options") or []}
+            how = "cancelled" if chosen is None else str(names_by_id.get(str(chosen)) or chosen)
+            where = "" if ours is not None and chosen == ours else " elsewhere"
+            _line(sys.stderr, f"sessiond: answered{where}: {how}")
+
+    def _read(self) -> None:
+        for typed in sys.stdin:
+            with self.lock:
+                asked = self.current
+                if asked is None:
+                    continue  # typed with no question asked: nothing to answer
+                options = list(asked.get("options") or [])
+                choice = typed.strip()
+                if not choice:
+                    self.current = None
+                    self._elsewhere()
+                elif choice.isdigit() and 1 <= int(choice) <= len(options):
+                    option_id = str(options[int(choice) - 1].get("optionId"))
+                    permission = str(asked.get("permission"))
+                    self.open[permission] = (asked, option_id)
+                    self.current = None
+                    self.daemon.ask(
+                        names.PERMISSION_ANSWER, {"permission": permission, "optionId": option_id}
+                    )
+                else:
+                    _line(sys.stderr, f"sessiond: type a number from 1 to {len(options)}, or just Enter")
+                    self._prompt()
+        with self.lock:  # stdin closed: what is asked is left to another client
+            if self.current is not None:
+                self.current = None
+                sys.stderr.write("\n")
+                self._elsewhere()
+
+    def _prompt(self) -> None:
+        options = list((self.current or {}).get("options") or [])
+        choices = "  ".join(f"{n}) {o.get('name') or o.get('optionId')}" for n, o in enumerate(options, 1))
         sys.stderr.write(f"  {choices}  (Enter: answer elsewhere) > ")
         sys.stderr.flush()
-        typed = sys.stdin.readline()
-        if not typed.strip():  # Enter, or stdin closed
-            _line(sys.stderr, f"sessiond: the turn waits for an answer: {elsewhere}")
-            return None
-        if typed.strip().isdigit() and 1 <= int(typed) <= len(options):
-            option_id = str(options[int(typed) - 1].get("optionId"))
-            daemon.ask(names.PERMISSION_ANSWER, {"permission": asked["permission"], "optionId": option_id})
-            return option_id
-        _line(sys.stderr, f"sessiond: type a number from 1 to {len(options)}, or just Enter")
 
-
-def _answered_while_sending(answered: dict[str, Any], asked: dict[str, Any], ours: str | None) -> None:
-    """Who answered the question `send` showed, and how."""
-    chosen = answered.get("optionId")
-    names_by_id = {str(o.get("optionId")): o.get("name") for o in asked.get("options") or []}
-    how = "cancelled" if chosen is None else str(names_by_id.get(str(chosen)) or chosen)
-    where = "" if ours is not None and chosen == ours else " elsewhere"
-    _line(sys.stderr, f"sessiond: answered{where}: {how}")
+    def _elsewhere(self) -> None:
+        _line(
+            sys.stderr,
+            f"sessiond: the turn waits for an answer: sessiond allow {self.session} (or reject), "
+            "from `sessiond watch` or an editor",
+        )
+        sys.stderr.flush()
 
 
 def _cancel_turn(args: argparse.Namespace, daemon: PlainDaemon, asked: int | None, turn: str) -> None:

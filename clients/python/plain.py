@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket as socketlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +41,7 @@ class PlainDaemon:
         self._sock = sock
         self._file = sock.makefile("rb")
         self._ids = itertools.count(1)
+        self._sending = threading.Lock()  # whole messages: `send` answers a question from a thread
         self.on_notification: Notified | None = None
 
     @classmethod
@@ -102,7 +104,8 @@ class PlainDaemon:
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
-            self._sock.sendall(encode_message(message))
+            with self._sending:
+                self._sock.sendall(encode_message(message))
         except OSError as e:
             raise ConnectionLost(f"writing to the daemon failed ({e}) [{self.path}]") from e
 

@@ -208,6 +208,25 @@ def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client
     finally:
         tmux.kill()
 
+    # Answered elsewhere while the person is being asked: the question closes at once, the turn
+    # goes on, nothing typed.
+    tmux = Tmux(["sh", "-c", f"{command}; echo EXIT=$?; sleep 60"], daemon.env)
+    try:
+        tmux.wait_for(lambda s: "(Enter: answer elsewhere) >" in s)
+        assert sessiond(daemon, "allow", session.id).returncode == 0
+        screen = tmux.wait_for(lambda s: "EXIT=" in s)
+        lines = [line for line in screen.splitlines() if line.strip()]
+        assert lines[-6:] == [
+            "  1) Allow  2) Reject  (Enter: answer elsewhere) >",
+            "sessiond: answered elsewhere: Allow",
+            'Asked "delete the cache?": Allow',
+            "after",
+            "stop reason: end_turn",
+            "EXIT=0",
+        ]
+    finally:
+        tmux.kill()
+
 
 def test_watch_answers_what_the_selected_sessions_agent_asks(
     daemon: Daemon, client: Client, tmp_path: Path
