@@ -33,6 +33,7 @@ from sessiond.client.wording import (
     files_cell,
     fleet_line,
     option_of,
+    options_text,
     plan_cell,
     short,
     show_lines,
@@ -89,7 +90,7 @@ class WatchModel:
         self.last_line: dict[str, str] = {}
         # A working session's tool call under way, when it has said nothing since: "[edit] Write a.py".
         self.acting: dict[str, str] = {}
-        self.acting_call: dict[str, Any] = {}  # the tool call that line is of
+        self.acting_call: dict[str, str | None] = {}  # the tool call that line is of
         self.fleet: Fleet | None = None
         self.head = 0
         self.selected: str | None = None
@@ -285,8 +286,7 @@ class WatchModel:
         if asked is None:
             self.notice = f"{self.opened or self.selected or 'no session'} asks nothing now"
         elif (option := option_of(asked.options, kind)) is None:
-            offered = ", ".join(str(o.get("kind")) for o in asked.options)
-            self.notice = f"the agent offers no {kind} answer here: it offers {offered}"
+            self.notice = f"the agent offers no {kind} answer here: it offers {options_text(asked.options)}"
         else:
             self.answers.append((asked.permission, str(option.get("optionId"))))
             chosen = option.get("name") or option.get("optionId")

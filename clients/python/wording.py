@@ -42,6 +42,7 @@ def turns_text(info: SessionInfo) -> str:
 def asked_text(tool_call: Mapping[str, Any]) -> str:
     """What an agent asks permission for, as its tool call reads in a transcript:
     "[execute] rm -rf build"."""
+    # Imported here: the commands that print through plain.py load no models until they show one.
     from sessiond.protocol.models import tool_line
 
     return tool_line(tool_call.get("kind"), " ".join(str(tool_call.get("title") or "a tool call").split()))

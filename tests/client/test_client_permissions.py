@@ -4,6 +4,7 @@ daemon and the demo agent (`ask TEXT` asks, offering Allow and Reject); terminal
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import subprocess
@@ -54,14 +55,37 @@ def sending(daemon: Daemon, session: str, prompt: str) -> subprocess.Popen[str]:
     )
 
 
+def asking(daemon: Daemon, client: Client, session: str) -> tuple[subprocess.Popen[str], str]:
+    """A script's `sessiond send` of ASKING, once its agent asks: the command, the permission id."""
+    with client.events(sessions=[session], kinds=["permission.asked"]) as events:
+        turn = sending(daemon, session, ASKING)
+        asked = next(iter(events))
+    return turn, str(asked.data["permission"])
+
+
+@contextlib.contextmanager
+def asked_at_a_terminal(daemon: Daemon, session: str) -> Iterator[Tmux]:
+    """`sessiond send` of ASKING in a terminal, once it asks the person; `EXIT=N` follows it."""
+    command = shlex.join([*SESSIOND, "send", session, ASKING])
+    tmux = Tmux(["sh", "-c", f"{command}; echo EXIT=$?; sleep 60"], daemon.env)
+    try:
+        tmux.wait_for(lambda s: "(Enter: answer elsewhere) >" in s)
+        yield tmux
+    finally:
+        tmux.kill()
+
+
+def to_its_end(tmux: Tmux) -> list[str]:
+    """The terminal's lines once the command has exited, blank ones left out."""
+    screen = tmux.wait_for(lambda s: "EXIT=" in s)
+    return [line for line in screen.splitlines() if line.strip()]
+
+
 def test_a_script_is_told_how_to_answer_and_another_command_answers(
     daemon: Daemon, client: Client, tmp_path: Path
 ) -> None:
     session, other = client.agent("demo").sessions(2, tmp_path)
-    with client.events(sessions=[session.id], kinds=["permission.asked"]) as events:
-        turn = sending(daemon, session.id, ASKING)
-        asked = next(iter(events))
-    permission = asked.data["permission"]
+    turn, permission = asking(daemon, client, session.id)
 
     listed = sessiond(daemon, "permissions")
     assert listed.returncode == 0, listed.stderr
@@ -119,9 +143,7 @@ def test_allow_by_session_picks_that_sessions_question(
     first, second = client.agent("demo").sessions(2, tmp_path)
     turns = []
     for session in (first, second):
-        with client.events(sessions=[session.id], kinds=["permission.asked"]) as events:
-            turns.append(sending(daemon, session.id, ASKING))
-            next(iter(events))
+        turns.append(asking(daemon, client, session.id)[0])
     assert sessiond(daemon, "allow", second.id, "--json").returncode == 0
     out, _ = turns[1].communicate(timeout=60)
     assert 'Asked "delete the cache?": Allow' in out
@@ -171,70 +193,47 @@ def test_a_session_waiting_on_two_requests_is_answered_by_their_ids() -> None:
 
 
 def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client, tmp_path: Path) -> None:
-    session = client.agent("demo").session(tmp_path)
-    command = shlex.join([*SESSIOND, "send", session.id, ASKING])
-    tmux = Tmux(["sh", "-c", f"{command}; echo EXIT=$?; sleep 60"], daemon.env)
-    try:
-        tmux.wait_for(lambda s: "1) Allow  2) Reject  (Enter: answer elsewhere) >" in s)
+    session = client.agent("demo").session(tmp_path).id
+    ended = ['Asked "delete the cache?": Allow', "after", "stop reason: end_turn", "EXIT=0"]
+    with asked_at_a_terminal(daemon, session) as tmux:
         tmux.keys("7", "Enter")  # not an option: asked again
         tmux.wait_for(lambda s: "type a number from 1 to 2, or just Enter" in s)
         tmux.keys("1", "Enter")
-        screen = tmux.wait_for(lambda s: "EXIT=" in s)
-        lines = [line for line in screen.splitlines() if line.strip()]
+        lines = to_its_end(tmux)
         assert lines[0] == "looking"
         assert lines[1] == "sessiond: [other] delete the cache?: the agent asks permission"
         assert lines[-6:] == [
             "  1) Allow  2) Reject  (Enter: answer elsewhere) > 1",
             "sessiond: answered: Allow",
-            'Asked "delete the cache?": Allow',
-            "after",
-            "stop reason: end_turn",
-            "EXIT=0",
+            *ended,
         ]
-    finally:
-        tmux.kill()
 
     # Enter leaves it to another client; the answer given there is said here.
-    tmux = Tmux(["sh", "-c", f"{command}; echo EXIT=$?; sleep 60"], daemon.env)
-    try:
-        tmux.wait_for(lambda s: "(Enter: answer elsewhere) >" in s)
+    with asked_at_a_terminal(daemon, session) as tmux:
         tmux.keys("Enter")
-        tmux.wait_for(lambda s: f"the turn waits for an answer: sessiond allow {session.id}" in s)
-        assert sessiond(daemon, "reject", session.id).returncode == 0
-        screen = tmux.wait_for(lambda s: "EXIT=" in s)
-        assert "sessiond: answered elsewhere: Reject" in screen
-        assert 'Asked "delete the cache?": Reject' in screen
-        assert "EXIT=0" in screen
-    finally:
-        tmux.kill()
+        tmux.wait_for(lambda s: f"the turn waits for an answer: sessiond allow {session}" in s)
+        assert sessiond(daemon, "reject", session).returncode == 0
+        lines = to_its_end(tmux)
+        assert "sessiond: answered elsewhere: Reject" in lines
+        assert 'Asked "delete the cache?": Reject' in lines
+        assert lines[-1] == "EXIT=0"
 
     # Answered elsewhere while the person is being asked: the question closes at once, the turn
     # goes on, nothing typed.
-    tmux = Tmux(["sh", "-c", f"{command}; echo EXIT=$?; sleep 60"], daemon.env)
-    try:
-        tmux.wait_for(lambda s: "(Enter: answer elsewhere) >" in s)
-        assert sessiond(daemon, "allow", session.id).returncode == 0
-        screen = tmux.wait_for(lambda s: "EXIT=" in s)
-        lines = [line for line in screen.splitlines() if line.strip()]
-        assert lines[-6:] == [
+    with asked_at_a_terminal(daemon, session) as tmux:
+        assert sessiond(daemon, "allow", session).returncode == 0
+        assert to_its_end(tmux)[-6:] == [
             "  1) Allow  2) Reject  (Enter: answer elsewhere) >",
             "sessiond: answered elsewhere: Allow",
-            'Asked "delete the cache?": Allow',
-            "after",
-            "stop reason: end_turn",
-            "EXIT=0",
+            *ended,
         ]
-    finally:
-        tmux.kill()
 
 
 def test_watch_answers_what_the_selected_sessions_agent_asks(
     daemon: Daemon, client: Client, tmp_path: Path
 ) -> None:
     quiet, early, late = client.agent("demo").sessions(3, tmp_path)
-    with client.events(sessions=[early.id], kinds=["permission.asked"]) as events:
-        asked_before = sending(daemon, early.id, ASKING)
-        next(iter(events))
+    asked_before, _ = asking(daemon, client, early.id)
     # Asked before the view started: read with permission/list.
     tmux = Tmux([*SESSIOND, "watch"], daemon.env)
     try:
