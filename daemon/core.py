@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from sessiond.daemon import importer
+from sessiond.daemon import importer, titles
 from sessiond.daemon import store as st
 from sessiond.daemon.agent_host import AgentHost
 from sessiond.daemon.agent_spawn import kill, ray_request, spawn_agent
@@ -1026,6 +1026,15 @@ class Core:
         )
         return session
 
+    def retitle(self, session: SessionRecord, title: str, source: str) -> None:
+        """Give a session a title of the daemon's, from its first prompt or its agent, if it may
+        have one from there (titles.may_give): stored with its row, told as `session.titled`."""
+        if title == session.title or not titles.may_give(session.title_from, session.title, source):
+            return
+        session.title, session.title_from = title, source
+        self.events.emit(EventKind.SESSION_TITLED, agent=session.agent, session=session.id, title=title)
+        self._save_session(session)
+
     def _save_session(self, session: SessionRecord) -> None:
         """Store the session's row as it is when the batch commits: saved three times in one turn
         of the loop (queued, working, live), it is written once."""
@@ -1184,6 +1193,8 @@ class Core:
         if (reason := self.around.over_budget(session)) is not None:
             raise RpcError(ErrorCode.LIMIT_REACHED, reason)
         rt = self.runtime_of(session)
+        if session.title is None and (title := titles.shortened(params.prompt)) is not None:
+            self.retitle(session, title, titles.PROMPT)
         turn = Turn(
             id=params.turn_id or f"t-{uuid.uuid4().hex[:12]}",
             session=session.id,

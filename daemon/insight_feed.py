@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import msgpack
 
 from sessiond.daemon import store as st
+from sessiond.daemon import titles
 from sessiond.daemon.attribution import EARLY_RUN, Attribution
 from sessiond.daemon.changes import ChangeTracker
 from sessiond.daemon.controls import UPDATE_KINDS, Choices, Offer, controls_info, controls_wire
@@ -98,6 +99,7 @@ class FeedPort(Protocol):
     @property
     def last_turn_end(self) -> float | None: ...
     def get_session(self, session_id: str) -> SessionRecord: ...
+    def retitle(self, session: SessionRecord, title: str, source: str) -> None: ...
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
 
 
@@ -236,6 +238,12 @@ class InsightFeed:
                     agent.offer = agent.offer or Offer()
                     agent.offer.commands = list(offer.commands)
                 self.controls_changed(session)
+            return
+        if kind == "session_info_update":
+            # Its own name for the session (also outside turns): a title its client gave stays.
+            title = payload.get("title")
+            if isinstance(title, str) and (title := titles.shortened(title)) is not None:
+                self.core.retitle(session, title, titles.AGENT)
             return
         rt = session.runtime
         if rt is None or rt.loading:

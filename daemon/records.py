@@ -27,14 +27,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond.core")
 
 # A session's stored row, in the sessions table's column order (row() below).
-SESSION_COLUMNS = 21
+SESSION_COLUMNS = 22
 INSERT_SESSIONS = f"INSERT INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 SAVE_SESSION = f"INSERT OR REPLACE INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 # A stored session's columns that change after it is opened (the others never do): an UPDATE of
 # these leaves the indexes on agent, parent and run alone, where a REPLACE rewrites the row.
 UPDATE_SESSION = (
     "UPDATE sessions SET title = ?, status = ?, status_since = ?, turns = ?, agent_session_id = ?, "
-    "last_stop_reason = ?, last_error = ?, recap = ?, choices = ?, activity = ? WHERE id = ?"
+    "last_stop_reason = ?, last_error = ?, recap = ?, choices = ?, activity = ?, title_from = ? WHERE id = ?"
 )
 
 
@@ -85,6 +85,9 @@ class SessionRecord:
     mcp_servers: str | None = None  # its client's own MCP servers, as JSON (stored; given at every open)
     offer: Offer | None = None  # what its agent offers it, as the agent last said (not stored)
     stored_activity: float | None = None  # its activity as its stored row has it (None: not known)
+    # Where its title came from: its first prompt or its agent (titles.py); None, the client that
+    # opened it (or none yet). Only a title the daemon gave may be given anew.
+    title_from: str | None = None
 
     @property
     def closed(self) -> bool:
@@ -113,6 +116,7 @@ class SessionRecord:
             self.recap,
             self.choices.dumps() if self.choices else None,
             self.activity,
+            self.title_from,
             self.id,
         )
 
@@ -145,6 +149,7 @@ class SessionRecord:
             self.choices.dumps() if self.choices else None,
             self.mcp_servers,
             self.activity,
+            self.title_from,
         )
 
 

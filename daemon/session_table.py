@@ -48,6 +48,7 @@ def record_of(row: Any) -> SessionRecord:
         mcp_servers=row["mcp_servers"],
         last_outcome=outcome_of(status),
         stored_activity=row["activity"],
+        title_from=row["title_from"],
     )
 
 

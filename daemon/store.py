@@ -72,7 +72,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     parent TEXT,
     choices TEXT,
     mcp_servers TEXT,
-    activity REAL
+    activity REAL,
+    title_from TEXT
 );
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
@@ -318,6 +319,7 @@ class Store:
                 ("choices", "TEXT"),
                 ("mcp_servers", "TEXT"),
                 ("activity", "REAL"),
+                ("title_from", "TEXT"),
             ]
         }
         for table, columns in added.items():

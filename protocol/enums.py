@@ -53,6 +53,7 @@ class EventKind(StrEnum):
     SESSION_CHANGES = "session.changes"
     SESSION_ATTENTION = "session.attention"
     SESSION_CONTROLS = "session.controls"
+    SESSION_TITLED = "session.titled"
     FLEET = "fleet.summary"
     MERGE_STEP = "merge.step"
     TASK = "task.changed"

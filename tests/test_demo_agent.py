@@ -40,6 +40,7 @@ from sessiond.daemon.demo_agent.script import (
     EditFile,
     Fail,
     Hang,
+    NameSession,
     Progress,
     Prose,
     ReadFile,
@@ -107,6 +108,7 @@ def actions(text: str) -> list[Any]:
         ("history", ShowHistory()),
         ("model", ShowModel()),
         ("mode plan", SwitchMode("plan")),
+        ("title Fix the login bug\\n", NameSession("Fix the login bug\n")),
         (r"echo a\nb  ", Echo(r"a\nb  ")),
         (
             "suggest Fix the flaky test | make tests pass | it failed twice",
@@ -131,7 +133,7 @@ def test_every_command_has_a_parser_test() -> None:
     assert set(COMMANDS) == {
         "say", "think", "plan", "progress", "write", "append", "edit", "read", "run", "shell", "usage",
         "tokens", "ask", "sleep", "hang", "fail", "crash", "stderr", "history", "model", "mode",
-        "echo", "suggest", "thread", "wait", "mcp",
+        "title", "echo", "suggest", "thread", "wait", "mcp",
     }  # fmt: skip
 
 
@@ -200,6 +202,7 @@ def test_unknown_command_names_the_line_and_lists_commands() -> None:
         ("history please", "history takes no arguments"),
         ("mode fast", "mode takes one of default, plan, not 'fast'"),
         ("mode", "expected mode NAME"),
+        ("title", "expected title TEXT"),
         ("crash 256", "CODE must be at most 255"),
         ("stderr lots", "N must be a whole number"),
         ("suggest only a title", "expected suggest TITLE | PROMPT"),

@@ -57,6 +57,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "corked",
                     "mcp_tools",
                     "session_mcp",
+                    "titles",
                 )
             ),
         ),

@@ -205,6 +205,8 @@ class WatchModel:
             info.status = status
             since = data.get("since")
             info.status_since = datetime.fromtimestamp(since, UTC) if isinstance(since, int | float) else at
+        elif kind is EventKind.SESSION_TITLED:
+            info.title = data.get("title") or info.title
         elif kind is EventKind.SESSION_PLAN:
             plan = data.get("plan")
             info.plan = Plan.model_validate(plan) if plan is not None else None

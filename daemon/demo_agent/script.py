@@ -134,6 +134,13 @@ class SwitchMode:
 
 
 @dataclass(frozen=True)
+class NameSession:
+    """The agent names the session (`session_info_update`), as agents title a conversation."""
+
+    title: str
+
+
+@dataclass(frozen=True)
 class Echo:
     text: str
 
@@ -183,6 +190,7 @@ Action: TypeAlias = (
     | ShowHistory
     | ShowModel
     | SwitchMode
+    | NameSession
     | Echo
     | SuggestTask
     | StartThread
@@ -299,6 +307,12 @@ def _parse_mode(rest: str) -> Action:
     if mode not in MODE_IDS:
         raise _ArgumentError(f"mode takes one of {', '.join(MODE_IDS)}, not {mode!r}")
     return SwitchMode(mode)
+
+
+def _parse_title(rest: str) -> Action:
+    if not rest.strip():
+        raise _ArgumentError("expected title TEXT")
+    return NameSession(unescape(rest))
 
 
 def _parse_say(rest: str) -> Action:
@@ -487,6 +501,7 @@ _PARSERS: dict[str, Callable[[str], Action]] = {
     "history": _no_arguments("history", ShowHistory),
     "model": _no_arguments("model", ShowModel),
     "mode": _parse_mode,
+    "title": _parse_title,
     "echo": _parse_echo,
     "suggest": _parse_suggest,
     "thread": _parse_thread,

@@ -42,6 +42,7 @@ from acp.schema import (
     Cost,
     CurrentModeUpdate,
     PermissionOption,
+    SessionInfoUpdate,
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
@@ -62,6 +63,7 @@ from .script import (
     EditFile,
     Fail,
     Hang,
+    NameSession,
     PlanStatus,
     Progress,
     Prose,
@@ -110,6 +112,7 @@ SessionUpdate = (
     | ToolCallProgress
     | UsageUpdate
     | CurrentModeUpdate
+    | SessionInfoUpdate
 )
 T = TypeVar("T")
 
@@ -274,6 +277,8 @@ class Turn:
                 await self._send(
                     CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode)
                 )
+            case NameSession(title):
+                await self._send(SessionInfoUpdate(session_update="session_info_update", title=title))
             case SuggestTask():
                 await self._suggest(action)
             case StartThread(prompt):

@@ -90,6 +90,8 @@ async def test_a_turn_streams_to_the_editor_others_see_it_and_side_leaves_the_ma
         assert (usage.used, usage.size, usage.cost.amount) == (150, 1000, 0.5)
         kinds = [u.session_update for s, u in editor.updates if s == sid]
         assert kinds.index("tool_call") < kinds.index("tool_call_update")
+        # Opened with no title, the session is named by its first prompt's first line.
+        assert [u.title for u in editor.of(sid, "session_info_update")] == ["plan Read | Write"]
 
         # A turn that works until cancelled: the fleet sees it, `sessiond ls` lists it, and a second
         # client's subscription hears it, while the editor watches.

@@ -234,7 +234,8 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             screen = tmux.wait_for(lambda s: "first done" in s)
             assert screen.splitlines()[0].startswith("sessiond watch  0 working · 3 open")
             assert row_of(screen, idle.id).startswith(">")  # the first row is selected
-            assert cells(screen, idle.id)[:5] == [idle.id, "-", "demo", "idle", "1/2"]
+            # Named by its first prompt's first line.
+            assert cells(screen, idle.id)[:8] == [idle.id, "plan", "A", "|", "B", "demo", "idle", "1/2"]
             script = "plan Look | Fix\nprogress 1 in_progress\nsay looking now\nwrite notes.txt seen\nhang"
             turn = subprocess.Popen(
                 [sys.executable, "-m", "sessiond.client", "send", busy.id, script],
@@ -244,7 +245,17 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             )
             # What it does now, a tool call made after it spoke, is its last line.
             screen = tmux.wait_for(lambda s: "[edit] Write notes.txt" in row_of(s, busy.id))
-            assert cells(screen, busy.id)[3:5] == ["working", "0/2"]
+            # Its title, the script's first line, is four words: its status the sixth cell.
+            assert cells(screen, busy.id)[:8] == [
+                busy.id,
+                "plan",
+                "Look",
+                "|",
+                "Fix",
+                "demo",
+                "working",
+                "0/2",
+            ]
             # The header is the fleet summary, sent at most ten times a second: wait for it.
             screen = tmux.wait_for(lambda s: "1 working · 3 open" in s.splitlines()[0])
             tmux.keys("n")  # to the one working session
@@ -259,12 +270,12 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             tmux.run("resize-window", "-t", "watch", "-x", "100", "-y", "20")  # redrawn at the new size
             screen = tmux.wait_for(lambda s: len(s.splitlines()) == 20 and s.startswith("sessiond watch"))
             assert screen.splitlines()[-1].startswith("j/k move")
-            assert cells(screen, busy.id)[3] == "working"
+            assert cells(screen, busy.id)[6] == "working"
             other.send("say the third one spoke")
             tmux.wait_for(lambda s: "the third one spoke" in row_of(s, other.id))
             assert busy.cancel() == 1
             turn.wait(30)
-            tmux.wait_for(lambda s: cells(s, busy.id)[3] == "stopped")
+            tmux.wait_for(lambda s: cells(s, busy.id)[6] == "stopped")
             tmux.wait_for(lambda s: "0 working · 3 open" in s.splitlines()[0])  # the fleet follows
             tmux.keys("q")
             deadline = time.monotonic() + 30

@@ -167,8 +167,8 @@ function H.request(method, params)
 end
 
 --- Sessions opened at `root` (default: the working directory), their ids.
-function H.open_sessions(count, root)
-  local result = H.request("session/open", { root = root or vim.fn.getcwd(), count = count or 1 })
+function H.open_sessions(count, root, title)
+  local result = H.request("session/open", { root = root or vim.fn.getcwd(), count = count or 1, title = title })
   local ids = vim.tbl_map(function(info)
     return info.id
   end, result.sessions)

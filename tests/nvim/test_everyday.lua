@@ -115,7 +115,7 @@ vim.fn.confirm = function(question)
 end
 vim.api.nvim_win_set_cursor(0, { row(ids[2]), 0 })
 H.press("C")
-H.truthy(asked and asked:find("Close " .. ids[2] .. "? It is working", 1, true), "asked: " .. tostring(asked))
+H.truthy(asked and asked:find("Close ask now? (" .. ids[2] .. ")? It is working", 1, true), "asked: " .. tostring(asked))
 vim.wait(300)
 H.truthy(H.session(ids[2]), "kept when the answer is no")
 local view = require("sessiond.view").show(ids[2])

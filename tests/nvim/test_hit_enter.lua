@@ -56,7 +56,7 @@ if not vim.env.SESSIOND_UI_CHILD then
   wait("the notification", function()
     not_blocked("as the notification comes")
     local messages = child("return vim.api.nvim_exec2('messages', { output = true }).output")
-    return messages:find("asks: Delete every", 1, true) ~= nil
+    return messages:find("b (s1) asks: Delete", 1, true) ~= nil
   end)
   not_blocked("right after the notification")
   if screen.text():find("Press ENTER", 1, true) then
@@ -76,7 +76,7 @@ if not vim.env.SESSIOND_UI_CHILD then
   local flushes = screen.flushes
   request("nvim_input", "<Esc>")
   wait("the notification shown again in normal mode", function()
-    return screen.flushes > flushes and screen.lines()[24]:find("^sessiond: s%d+ asks: Delete every") ~= nil
+    return screen.flushes > flushes and screen.lines()[24]:find("^sessiond: b %(s%d+%) asks: Delete") ~= nil
   end)
   local last = screen.lines()[24]
   if not (last:find("…", 1, true) and last:find("%(:Sessiond answer%)%s*$")) then
@@ -117,7 +117,8 @@ local ok, err = pcall(function()
   H.wait("the plugin to connect", function()
     return sessiond.model.connection == "online"
   end)
-  local id = H.open_sessions(1)[1]
+  -- Named, or its first prompt (the long request) would name it, and the message start with that.
+  local id = H.open_sessions(1, nil, "b")[1]
   _G.SESSIOND_TEST_ASK = function(title)
     local turn = H.send(id, "ask " .. title .. "\nsay done")
     vim.defer_fn(function()

@@ -17,7 +17,7 @@ H.eq(vim.env.SESSIOND_SOCKET, client.state.socket, "the real socket, for reconne
 
 local ids = H.open_sessions(4)
 H.eq({ "s1", "s2", "s3", "s4" }, ids, "ids")
-local hangs = { H.send("s2", "say on it\nhang"), H.send("s4", "say on it too\nhang") }
+local hangs = { H.send("s2", "say on it\nhang"), H.send("s4", "think first\nsay on it too\nhang") }
 H.wait("two working sessions", function()
   return H.status():find("^2 working · 4 open") ~= nil
 end)
@@ -40,6 +40,8 @@ H.truthy(s1_line:find("idle", 1, true), "s1 is idle: " .. s1_line)
 H.wait_lines(buf, { "on it too" }, "the last line of s4")
 local _, s4_line = line_of("s4")
 H.truthy(s4_line:find("working", 1, true) and s4_line:find("on it too", 1, true), "s4 works: " .. s4_line)
+-- A session opened with no title is named by its first prompt (the daemon's session.titled).
+H.truthy(s4_line:find("s4 think first", 1, true), "s4 is named by its first prompt: " .. s4_line)
 H.eq(5, #lines, "an agent line and four session lines")
 
 -- ]w / [w step among the working sessions; the winbar says where.

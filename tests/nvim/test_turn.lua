@@ -34,8 +34,9 @@ vim.api.nvim_buf_set_lines(script, 0, -1, false, {
 })
 vim.cmd("1,6Sessiond send")
 
--- During: working, plan 0/2, 42 % of the context, one changed file.
-local during = "1 working · 1 open │ s1: plan 0/2 · ctx 42% · 1 file"
+-- During: working, plan 0/2, 42 % of the context, one changed file; the session is named by its
+-- first prompt's first line (the daemon's session.titled).
+local during = "1 working · 1 open │ plan Read | Write: plan 0/2 · ctx 42% · 1 file"
 H.wait("the status line during the turn", function()
   return H.status() == during
 end)
@@ -86,7 +87,7 @@ H.eq(1, H.count_exact(lines, "> hang"), "each prompt line once")
 
 -- :Sessiond cancel. After: idle counts, the insight stays.
 vim.cmd("Sessiond cancel")
-local after = "1 open │ s1: plan 0/2 · ctx 42% · 1 file"
+local after = "1 open │ plan Read | Write: plan 0/2 · ctx 42% · 1 file"
 H.wait("the status line after the turn", function()
   return H.status() == after
 end)
@@ -105,7 +106,7 @@ H.eq(nil, turn.err, "second turn error")
 H.eq("end_turn", turn.result.stopReason, "second turn stop reason")
 -- (A turn without `usage` ends with the demo agent's own estimate: 44 tokens, 0 %.)
 H.wait("plan 2/2 in the status line", function()
-  return H.status() == "1 open │ s1: plan 2/2 · ctx 0% · 1 file"
+  return H.status() == "1 open │ plan Read | Write: plan 2/2 · ctx 0% · 1 file"
 end)
 H.wait("the view to show the end of the second turn", function()
   local now = H.lines(view_buf)

@@ -22,6 +22,7 @@ daemon event           ACP update
 ``session.controls``   ``current_mode_update``, ``config_option_update``,
                        ``available_commands_update`` (the agent's commands
                        after sessiond's own), each only when it changed
+``session.titled``     ``session_info_update`` (its title)
 =====================  ===============================================
 """
 
@@ -46,6 +47,7 @@ Update = (
     | schema.UsageUpdate
     | schema.CurrentModeUpdate
     | schema.ConfigOptionUpdate
+    | schema.SessionInfoUpdate
 )
 ConfigOption = schema.SessionConfigOptionSelect | schema.SessionConfigOptionBoolean
 _CONFIG_OPTION: TypeAdapter[ConfigOption] = TypeAdapter(ConfigOption)
@@ -242,6 +244,8 @@ class Translator:
             return self.plan(data.get("plan"))
         if kind is EventKind.SESSION_USAGE:
             return self.usage(data.get("context"))
+        if kind is EventKind.SESSION_TITLED and data.get("title"):
+            return [schema.SessionInfoUpdate(session_update="session_info_update", title=str(data["title"]))]
         return []
 
     def controls(self, controls: SessionControls, own: Sequence[Command]) -> list[Update]:

@@ -60,6 +60,8 @@ test('plan, usage, changes and attention events set the session state, in either
   assert.equal(model.sessions.get('s1')?.changes?.files?.[0].path, 'f.txt');
   model.apply(event('session.attention', { session: 's1', data: { attention: ['context_high'] } }));
   assert.deepEqual(model.sessions.get('s1')?.attention, ['context_high']);
+  model.apply(event('session.titled', { session: 's1', data: { title: 'fix the login bug' } }));
+  assert.equal(model.sessions.get('s1')?.title, 'fix the login bug');
 
   const unknown = model.apply(event('session.plan', { session: 's1', data: { something: 'else' } }));
   assert.deepEqual(unknown.staleSessions, ['s1'], 'a payload it cannot read makes the session stale, to be refetched');

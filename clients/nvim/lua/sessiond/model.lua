@@ -176,6 +176,9 @@ local session_handlers = {
     info.statusSince = event.time
     info.statusDetail = event.data.detail
   end,
+  ["session.titled"] = function(info, event)
+    info.title = event.data.title or info.title
+  end,
   ["turn.queued"] = function(info)
     info.queuedTurns = (info.queuedTurns or 0) + 1
   end,

@@ -74,12 +74,13 @@ function M.session_line(info, depth, m)
   local indent = string.rep("  ", depth)
   local kind = depth > 0 and info.kind and info.kind ~= "main" and (info.kind .. " ") or ""
   local width = math.max(18 - #indent - #kind, 6)
-  local label = status.label(info, width)
-  if depth > 0 then
-    -- Its id (the title "side of s1" says what the indentation already does).
-    local title = info.title ~= ("side of " .. tostring(info.parent)) and info.title or nil
-    label = title and title ~= "" and (info.id .. " " .. title) or info.id
+  -- Its id, which commands take, then its title (cut to the column). A side chat's "side of s1"
+  -- says what the indentation already does.
+  local title = info.title
+  if depth > 0 and title == ("side of " .. tostring(info.parent)) then
+    title = nil
   end
+  local label = title and title ~= "" and (info.id .. " " .. title) or info.id
   return ("  %s%s %s%s %s %s %s %s %s"):format(
     indent,
     ICON[info.status] or "?",

@@ -17,10 +17,11 @@ end
 
 --- A session's name in sentences (a permission request's "who asks", a
 --- confirmation): "title (id)" when it has a title, else its id. The same
---- rule as the VS Code extension's, so a request reads alike in both.
+--- rule as the VS Code extension's, so a request reads alike in both; the
+--- title cut as the status line cuts it, leaving the line room for the rest.
 function M.name(info)
   if info.title and info.title ~= "" then
-    return ("%s (%s)"):format(info.title, info.id)
+    return ("%s (%s)"):format(M.label(info), info.id)
   end
   return info.id
 end

@@ -89,6 +89,7 @@ export const EventKinds = {
   sessionChanges: 'session.changes',
   sessionAttention: 'session.attention',
   sessionControls: 'session.controls',
+  sessionTitled: 'session.titled',
   sessionCollision: 'session.collision',
   taskChanged: 'task.changed',
   mergeStep: 'merge.step',

@@ -368,6 +368,10 @@ export class FleetModel {
         else stale();
         break;
       }
+      case EventKinds.sessionTitled:
+        if (session && typeof data.title === 'string') session.title = data.title;
+        else stale();
+        break;
       case EventKinds.sessionAttention: {
         const attention = Array.isArray(data.attention) ? (data.attention as Attention[]) : undefined;
         if (session && attention) session.attention = attention;

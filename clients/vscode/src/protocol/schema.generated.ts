@@ -23,6 +23,7 @@ export type EventKind =
   | 'session.changes'
   | 'session.attention'
   | 'session.controls'
+  | 'session.titled'
   | 'fleet.summary'
   | 'merge.step'
   | 'task.changed'

@@ -1,0 +1,111 @@
+"""A session its client opened without a title is named by its first prompt, and renamed by its agent
+(ACP's `session_info_update`: the demo agent's `title TEXT`); one its client named keeps that name.
+A real daemon and the demo agent, read through the Python client, `sessiond ls` and `sessiond
+watch`'s model fed by the daemon's events; the names survive a restart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon
+from sessiond.client import connect
+from sessiond.client.watch import WatchModel
+from sessiond.daemon import titles
+from sessiond.protocol.models import EventKind
+
+pytestmark = pytest.mark.timeout(120)
+
+SESSIOND = [sys.executable, "-m", "sessiond.client"]
+FIRST = (
+    "plan read the parser | fix the off-by-one in the tokenizer | run the whole test suite again\nsay done"
+)
+
+
+def listed(daemon: Daemon) -> dict[str, str]:
+    """`sessiond ls --json` (a session a line): each session's title by id."""
+    done = subprocess.run(
+        [*SESSIOND, "ls", "--json"], env=daemon.env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return {row["id"]: row["title"] for row in map(json.loads, done.stdout.splitlines())}
+
+
+def test_titles_from_the_first_prompt_and_the_agent(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            demo = client.agent("demo")
+            untitled, named, blank = (
+                demo.session(tmp_path),
+                demo.session(tmp_path, title="mine"),
+                demo.session(tmp_path),
+            )
+            with client.events(kinds=[EventKind.SESSION_TITLED.value]) as events:
+                untitled.send(FIRST)
+                named.send(FIRST)
+                blank.send("say nothing to name it by\n")
+                heard = next(iter(events))
+            want = "plan read the parser | fix the off-by-one in the tokenizer…"
+            assert (heard.session, heard.data) == (untitled.id, {"title": want})
+            assert len(want) <= titles.MOST
+            # A later prompt leaves the first one's name; the client's own name stays.
+            untitled.send("say again")
+            assert listed(daemon) == {
+                untitled.id: want,
+                named.id: "mine",
+                blank.id: "say nothing to name it by",
+            }
+
+            # The agent names the session: over the first prompt's name, never over the client's.
+            untitled.send("title Fix the tokenizer's off-by-one\nsay renamed")
+            named.send("title Not yours to name\nsay kept")
+            assert client.session(untitled.id).info.title == "Fix the tokenizer's off-by-one"
+            assert client.session(named.id).info.title == "mine"
+
+            # What a watching client hears, applied to its model as `sessiond watch` applies it.
+            model = WatchModel()
+            for session in client.sessions():
+                model.add(session.info)
+            with client.events(kinds=[EventKind.SESSION_TITLED.value]) as events:
+                blank.send("title  Say\tnothing,  renamed \nsay ok")
+                event = next(iter(events))
+            model.apply(event)
+            assert model.sessions[blank.id].title == "Say nothing, renamed"
+    finally:
+        daemon.stop()
+
+    # Where each name came from is stored: after a restart the agent may still rename the first
+    # prompt's and its own, not the client's.
+    again = Daemon(daemon.home).start()
+    try:
+        assert listed(again) == {
+            untitled.id: "Fix the tokenizer's off-by-one",
+            named.id: "mine",
+            blank.id: "Say nothing, renamed",
+        }
+        with connect(again.socket, start=False) as client:
+            client.session(untitled.id).send("title Renamed after the restart")
+            client.session(named.id).send("title Still not yours")
+        assert listed(again)[untitled.id] == "Renamed after the restart"
+        assert listed(again)[named.id] == "mine"
+    finally:
+        again.stop()
+
+
+@pytest.mark.parametrize(
+    ("prompt", "title"),
+    [
+        ("fix the bug", "fix the bug"),
+        ("\n\n   \n  fix   the\tbug  \nand more", "fix the bug"),
+        ("x" * 80, "x" * 59 + "…"),
+        ("word " * 20, "word word word word word word word word word word word…"),
+        (" \n\t\n", None),
+    ],
+)
+def test_a_title_is_the_first_line_with_words_cut_at_a_word(prompt: str, title: str | None) -> None:
+    assert titles.shortened(prompt) == title
