@@ -297,11 +297,14 @@ class WatchModel:
 
     def footer(self) -> str:
         """The bottom line: what the last answer key did, or the question here with the keys that
-        answer it, or the keys."""
+        answer it, or the keys (after what the selected session's "!" stands for, when it has one)."""
         if self.notice:
             return self.notice
         asked = self.asked_here()
         if asked is None:
+            info = self.sessions.get(self.selected or "")
+            if info is not None and info.attention:
+                return f"{info.id} ! {', '.join(a.value for a in info.attention)} · {KEYS_HELP}"
             return KEYS_HELP
         offered = {str(o.get("kind")) for o in asked.options}
         keys = " · ".join(f"{key} {KEY_WORDS[kind]}" for key, kind in ANSWER_KEYS.items() if kind in offered)

@@ -78,6 +78,10 @@ def test_the_rows_show_status_plan_context_files_and_the_last_line(model: WatchM
     model.apply(event(m.EventKind.SESSION_STATUS, "s2", status="needs_you", since=0))
     model.apply(event(m.EventKind.SESSION_ATTENTION, "s2", attention=["needs_you"]))
     assert model.row(model.sessions["s2"]).startswith(" !s2       Fix the login pag… demo       NEEDS YOU")
+    model.apply(event(m.EventKind.SESSION_ATTENTION, "s1", attention=["context_high", "plan_stalled"]))
+    assert model.footer() == f"s1 ! context_high, plan_stalled · {KEYS_HELP}"  # what its "!" stands for
+    model.apply(event(m.EventKind.SESSION_ATTENTION, "s1", attention=[]))
+    assert model.footer() == KEYS_HELP
     assert model.row(model.sessions["s1"]).split()[:4] == [">", "s1", "-", "demo"]  # selected; no title
     model.apply(event(m.EventKind.TURN_ENDED, "s2", stopReason="end_turn"))
     assert model.sessions["s2"].recap == "first line"
