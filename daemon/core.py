@@ -691,6 +691,8 @@ class Core:
         # sessions join memory only once their rows are committed: refused, nothing is left of them.
         first = self._next_ordinal
         self._next_ordinal += params.count
+        # A blank title is none: the session is named by its first prompt (titles.py).
+        title = params.title if params.title and params.title.strip() else None
         for ordinal in range(first, first + params.count):
             record = SessionRecord(
                 id=f"s{ordinal}",
@@ -698,7 +700,7 @@ class Core:
                 agent=runtime.name,
                 root=root,
                 placement=placement,
-                title=params.title,
+                title=title,
                 status=SessionStatus.IDLE,
                 status_since=now,
                 created_at=now,

@@ -43,7 +43,7 @@ def test_titles_from_the_first_prompt_and_the_agent(tmp_path: Path) -> None:
             untitled, named, blank = (
                 demo.session(tmp_path),
                 demo.session(tmp_path, title="mine"),
-                demo.session(tmp_path),
+                demo.session(tmp_path, title="  "),  # a blank title is none
             )
             with client.events(kinds=[EventKind.SESSION_TITLED.value]) as events:
                 untitled.send(FIRST)
