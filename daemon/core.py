@@ -1033,6 +1033,23 @@ class Core:
         have one from there (titles.may_give): stored with its row, told as `session.titled`."""
         if title == session.title or not titles.may_give(session.title_from, session.title, source):
             return
+        self._titled(session, title, source)
+
+    def rename(self, params: m.SessionRenameParams) -> SessionRecord:
+        """`session/rename`: a title of the client's, which the daemon and the agent leave alone."""
+        session = self.get_session(params.session)
+        title = params.title.strip()
+        if not title:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "title: it is blank; give the session a name with words in it",
+                {"field": "title"},
+            )
+        if (title, session.title_from) != (session.title, None):
+            self._titled(session, title, None)
+        return session
+
+    def _titled(self, session: SessionRecord, title: str, source: str | None) -> None:
         session.title, session.title_from = title, source
         self.events.emit(EventKind.SESSION_TITLED, agent=session.agent, session=session.id, title=title)
         self._save_session(session)

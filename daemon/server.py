@@ -91,6 +91,7 @@ class ServerPort(Protocol):
     def get_session(self, session_id: str) -> SessionRecord: ...
     def session_info(self, s: SessionRecord, *, brief: bool = False) -> m.SessionInfo: ...
     async def close_session(self, session_id: str) -> SessionRecord: ...
+    def rename(self, params: m.SessionRenameParams) -> SessionRecord: ...
     async def set_mode(self, params: m.SessionSetModeParams) -> m.SessionControls: ...
     async def set_config_option(self, params: m.SessionSetConfigParams) -> m.SessionControls: ...
     async def prompt(
@@ -508,6 +509,10 @@ async def session_controls(conn: Connection, p: m.SessionRef) -> m.SessionContro
     return conn.core.feed.controls(conn.core.get_session(p.session))
 
 
+async def session_rename(conn: Connection, p: m.SessionRenameParams) -> m.SessionInfo:
+    return conn.core.session_info(conn.core.rename(p))
+
+
 async def session_set_mode(conn: Connection, p: m.SessionSetModeParams) -> m.SessionControls:
     return await conn.core.set_mode(p)
 
@@ -647,6 +652,7 @@ HANDLERS: dict[str, Handler] = {
     names.SESSION_CLOSE: session_close,
     names.SESSION_TRANSCRIPT: session_transcript,
     names.SESSION_CONTROLS: session_controls,
+    names.SESSION_RENAME: session_rename,
     names.SESSION_SET_MODE: session_set_mode,
     names.SESSION_SET_CONFIG: session_set_config,
     names.FLEET_SUMMARY: fleet_summary,

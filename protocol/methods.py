@@ -41,6 +41,7 @@ from sessiond.protocol.names import (
     SESSION_LIST,
     SESSION_OPEN,
     SESSION_PROMPT,
+    SESSION_RENAME,
     SESSION_SET_CONFIG,
     SESSION_SET_MODE,
     SESSION_SIDE,
@@ -129,6 +130,12 @@ _METHODS = [
         m.SessionRef,
         m.SessionControls,
         "What the session's agent lets a person change (modes, config options) and its slash commands.",
+    ),
+    Method(
+        SESSION_RENAME,
+        m.SessionRenameParams,
+        m.SessionInfo,
+        "Name the session: a title of the client's, which the daemon and its agent then leave alone.",
     ),
     Method(
         SESSION_SET_MODE,

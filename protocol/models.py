@@ -638,6 +638,11 @@ class SessionSetModeParams(Params):
     mode: str = Field(min_length=1, description="One of the session's `modes` (session/controls).")
 
 
+class SessionRenameParams(Params):
+    session: SessionId
+    title: str = Field(min_length=1, max_length=500, description="Its new title: words, not blanks.")
+
+
 class SessionSetConfigParams(Params):
     session: SessionId
     config_id: str = Field(min_length=1, description="The `id` of one of the session's `configOptions`.")

@@ -21,6 +21,7 @@ SESSION_CLOSE = "session/close"
 SESSION_TRANSCRIPT = "session/transcript"
 SESSION_CONTROLS = "session/controls"
 SESSION_SET_MODE = "session/setMode"
+SESSION_RENAME = "session/rename"
 SESSION_SET_CONFIG = "session/setConfigOption"
 FLEET_SUMMARY = "fleet/summary"
 SESSION_SIDE = "session/side"
@@ -66,6 +67,7 @@ REQUESTS = frozenset(
         SESSION_TRANSCRIPT,
         SESSION_CONTROLS,
         SESSION_SET_MODE,
+        SESSION_RENAME,
         SESSION_SET_CONFIG,
         FLEET_SUMMARY,
         SESSION_SIDE,

@@ -1318,6 +1318,12 @@ class AsyncSession:
         self._info = await self._daemon._call(m.SESSION_CLOSE, SessionInfo, session=self.id)
         return self._info
 
+    async def arename(self, title: str) -> SessionInfo:
+        """Name the session (and keep its info as ``info``): neither the daemon, from a first
+        prompt, nor its agent names it after this."""
+        self._info = await self._daemon._call(m.SESSION_RENAME, SessionInfo, session=self.id, title=title)
+        return self._info
+
     async def aget(self) -> SessionInfo:
         """Ask the daemon for the session's info (and keep it as ``info``)."""
         self._info = await self._daemon._call(m.SESSION_GET, SessionInfo, session=self.id)

@@ -403,6 +403,16 @@ def _applied(info: SessionInfo) -> str:
     return "said to the agent now" if info.live else "said to the agent when the session opens there"
 
 
+def cmd_rename(args: argparse.Namespace) -> int:
+    with _daemon(args) as daemon:
+        info = daemon.session(args.session).rename(" ".join(args.title))
+    if args.json:
+        _emit_json([info])
+    else:
+        _line(sys.stdout, f"{info.id}: {info.title}")
+    return EXIT_OK
+
+
 def cmd_mode(args: argparse.Namespace) -> int:
     with _daemon(args) as daemon:
         session = daemon.session(args.session)
@@ -1262,6 +1272,11 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     show.add_argument("session", metavar="SESSION")
     show.add_argument("--lines", metavar="N", type=int, default=20, help="transcript lines (default 20)")
 
+    rename = command(
+        "rename", cmd_rename, "name a session: its first prompt and its agent name it no more", as_json
+    )
+    rename.add_argument("session", metavar="SESSION")
+    rename.add_argument("title", metavar="TITLE", nargs="+", help="its new title (the words are joined)")
     mode = command("mode", cmd_mode, "list a session's modes, or choose one", as_json)
     mode.add_argument("session", metavar="SESSION")
     mode.add_argument("mode", metavar="MODE", nargs="?", help="the mode to choose (none: list them)")

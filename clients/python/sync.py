@@ -756,6 +756,9 @@ class Session(_Twin[AsyncSession]):
     @twin(AsyncSession.aget)
     def get(self) -> SessionInfo: ...
 
+    @twin(AsyncSession.arename)
+    def rename(self, title: str) -> SessionInfo: ...
+
     @twin(AsyncSession.atranscript)
     def transcript(self, offset: int | None = None, limit: int | None = None) -> Transcript: ...
 

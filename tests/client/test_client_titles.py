@@ -26,6 +26,10 @@ FIRST = (
 )
 
 
+def sessiond(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SESSIOND, *args], env=daemon.env, capture_output=True, text=True, timeout=60)
+
+
 def listed(daemon: Daemon) -> dict[str, str]:
     """`sessiond ls --json` (a session a line): each session's title by id."""
     done = subprocess.run(
@@ -67,6 +71,14 @@ def test_titles_from_the_first_prompt_and_the_agent(tmp_path: Path) -> None:
             assert client.session(untitled.id).info.title == "Fix the tokenizer's off-by-one"
             assert client.session(named.id).info.title == "mine"
 
+            # A person renames one the agent named (`sessiond rename`): the agent names it no more.
+            renamed = sessiond(daemon, "rename", untitled.id, "Tokenizer", "fix")
+            assert (renamed.returncode, renamed.stdout) == (0, f"{untitled.id}: Tokenizer fix\n"), (
+                renamed.stderr
+            )
+            untitled.send("title The agent's name again\nsay ok")
+            assert untitled.get().title == "Tokenizer fix"
+
             # What a watching client hears, applied to its model as `sessiond watch` applies it.
             model = WatchModel()
             for session in client.sessions():
@@ -84,17 +96,37 @@ def test_titles_from_the_first_prompt_and_the_agent(tmp_path: Path) -> None:
     again = Daemon(daemon.home).start()
     try:
         assert listed(again) == {
-            untitled.id: "Fix the tokenizer's off-by-one",
+            untitled.id: "Tokenizer fix",
             named.id: "mine",
             blank.id: "Say nothing, renamed",
         }
         with connect(again.socket, start=False) as client:
-            client.session(untitled.id).send("title Renamed after the restart")
+            client.session(blank.id).send("title Renamed after the restart")
+            client.session(untitled.id).send("title Not after a person named it")
             client.session(named.id).send("title Still not yours")
-        assert listed(again)[untitled.id] == "Renamed after the restart"
-        assert listed(again)[named.id] == "mine"
+        assert listed(again) == {
+            untitled.id: "Tokenizer fix",
+            named.id: "mine",
+            blank.id: "Renamed after the restart",
+        }
     finally:
         again.stop()
+
+
+def test_a_rename_to_blanks_or_of_no_session_says_what_and_changes_nothing(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            session = client.agent("demo").session(tmp_path, title="kept")
+        blank = sessiond(daemon, "rename", session.id, " ")
+        assert blank.returncode != 0
+        assert "title: it is blank; give the session a name with words in it" in blank.stderr
+        nobody = sessiond(daemon, "rename", "s99", "a name")
+        assert nobody.returncode != 0
+        assert "no session 's99'" in nobody.stderr
+        assert listed(daemon) == {session.id: "kept"}
+    finally:
+        daemon.stop()
 
 
 @pytest.mark.parametrize(

@@ -184,4 +184,24 @@ H.eq(0, H.count_lines(H.lines(view.buf), "not this line"), "the line outside the
 H.press("gsa")
 H.truthy(last_note():find("no permission request is waiting", 1, true), "<Plug>(sessiond-answer): " .. last_note())
 
+-- Renaming: :Sessiond rename with a title, and the panel's R asking for one (its title to edit).
+vim.cmd("Sessiond rename " .. ids[2] .. " The careful one")
+H.wait("the rename", function()
+  return H.session(ids[2]).title == "The careful one"
+end)
+local asked_default
+vim.ui.input = function(opts, on_confirm)
+  asked_default = opts.default
+  on_confirm("Renamed from the panel")
+end
+vim.cmd("Sessiond panel")
+vim.api.nvim_win_set_cursor(0, { row(ids[2]), 0 })
+H.press("R")
+H.eq("The careful one", asked_default, "R offers the title to edit")
+H.wait_lines(require("sessiond.panel").buffer(), { ids[2] .. " Renamed from t" }, "the panel's line (its label cut)")
+H.eq("Renamed from the panel", H.session(ids[2]).title, "the daemon's title")
+asked_default = nil
+vim.cmd("Sessiond rename " .. ids[2] .. "   ")
+H.eq("Renamed from the panel", asked_default, "blanks for a title: asked, not blanked")
+
 H.done("everyday")

@@ -418,6 +418,7 @@ NOTIFY: dict[str, list[dict[str, Any]]] = {
     "session/transcript": [{"session": "$SESSION"}],
     "session/controls": [{"session": "$SESSION"}],
     "session/setMode": [{"session": "$SESSION", "mode": "plan"}],
+    "session/rename": [{"session": "$SESSION", "title": "renamed"}],
     "session/setConfigOption": [{"session": "$SESSION", "configId": "model", "value": "demo-large"}],
     "fleet/summary": [{}],
     "session/side": [{"session": "$SESSION"}],

@@ -66,6 +66,7 @@ class World:
             "session/transcript": {"session": s},
             "session/controls": {"session": s},
             "session/setMode": {"session": s, "mode": "plan"},
+            "session/rename": {"session": s, "title": "intrude"},
             "session/setConfigOption": {"session": s, "configId": "model", "value": "demo-large"},
             "fleet/summary": {},
             "session/side": {"session": s, "prompt": run},

@@ -621,3 +621,23 @@ def test_files_two_sessions_commands_may_both_have_made_say_so(workbench: Workbe
     for name in ("one.txt", "two.txt"):
         wb.wait_description(name, rf"^A · \+1 \u22120 · shared with {two}$")  # (a minus sign)
     wb.shot("shared-files")
+
+
+def test_a_session_named_by_its_first_prompt_renamed_from_its_row(workbench: Workbench) -> None:
+    """Opened with no title, a session's row takes its first prompt's words; Rename Session… on the
+    row names it, and the agent's own name for it after that is not taken."""
+    wb = workbench
+    wb.open()
+    sid = wb.cli("new", "--root", str(wb.ws))
+    first = "say named by the first prompt"
+    assert wb.send(sid, f"{first}\nsay done").wait(timeout=60) == 0
+    wb.wait_row(first, rf"^{sid} · idle")
+    prompt = wb.page.locator(".quick-input-widget", has_text=f"Rename {sid}")
+    wb.context_menu(first, "Rename Session…", then=prompt)
+    assert prompt.locator("input").first.input_value() == first  # the title, to edit
+    wb.answer(f"Rename {sid}", "Renamed in VS Code")
+    wb.wait_row("Renamed in VS Code", rf"^{sid} · idle")
+    wb.shot("renamed")
+    assert wb.send(sid, "title The agent's own name\nsay ok").wait(timeout=60) == 0  # (its turn ended)
+    assert json.loads(wb.cli("show", sid, "--json"))["title"] == "Renamed in VS Code"
+    wb.wait_row("Renamed in VS Code", rf"^{sid} · idle")

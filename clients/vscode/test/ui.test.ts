@@ -6,6 +6,7 @@ import { appendEventLines } from '../src/protocol/transcripts';
 import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../src/ui/around';
 import { restartedMessage, restartFailedMessage, restartWarning } from '../src/ui/daemon';
 import { diffTarget } from '../src/ui/diff';
+import { renamePrompt, titleProblem } from '../src/ui/format';
 import { permissionPrompt } from '../src/ui/permissions';
 import { pickItem, sessionPickItems, step } from '../src/ui/quickpick';
 import { statusBar } from '../src/ui/status';
@@ -275,6 +276,13 @@ test('task quick picks, the dismiss and side chat input boxes, and their message
   assert.equal(dismiss.title, 'Dismiss "Older idea"');
   assert.equal(dismiss.value, 'not now');
   assert.equal(dismissPrompt(undefined, 'k-9').title, 'Dismiss k-9');
+
+  const rename = renamePrompt(model.sessions.get('s1'), 's1');
+  assert.equal(rename.title, 'Rename s1');
+  assert.equal(rename.value, 'main work', 'its title, to edit');
+  assert.equal(renamePrompt(undefined, 's9').value, '');
+  assert.equal(titleProblem('  '), 'Give it a name with words in it.');
+  assert.equal(titleProblem('fix it'), undefined);
 
   const side = sideChatPrompt(model.sessions.get('s1'), 's1');
   assert.equal(side.title, 'Side chat beside main work (s1)');

@@ -218,6 +218,36 @@ function M.cancel(session)
   end
 end
 
+--- Name `session` (default: current) `title`; with none, ask for it (its title to edit). A
+--- session opened without a title is named by its first prompt, then by its agent: a name given
+--- here is neither's to replace.
+function M.rename(session, title, callback)
+  local id = target(session)
+  if not id then
+    return
+  end
+  if not title or not title:find("%S") then
+    local info = model():session(id)
+    vim.ui.input({ prompt = ("sessiond rename %s> "):format(id), default = info and info.title or "" }, function(text)
+      if text and text:find("%S") then
+        M.rename(id, text, callback)
+      end
+    end)
+    return
+  end
+  client.request("session/rename", { session = id, title = title }, function(err, result)
+    if err then
+      report("could not rename " .. id)(err)
+    elseif result then
+      model():merge_sessions({ result })
+      require("sessiond").changed(id)
+    end
+    if callback then
+      callback(err, result)
+    end
+  end)
+end
+
 local BUSY = { working = true, queued = true, needs_you = true }
 
 --- Close `session`; with `opts.confirm`, a session that works (or waits) is

@@ -110,6 +110,15 @@ M.subcommands = {
     end,
     complete = session_ids,
   },
+  rename = {
+    summary = "name [session] (default: current) {title}; with no title, asks",
+    run = function(args)
+      -- A first word that is a session's id names the session; the rest is the title.
+      local session = args[1] and model():session(args[1]) and table.remove(args, 1) or nil
+      actions().rename(session, #args > 0 and table.concat(args, " ") or nil)
+    end,
+    complete = session_ids,
+  },
   close = {
     summary = "close [session] (default: current)",
     run = function(args)

@@ -116,6 +116,7 @@ M.schema = {
       send = "s",
       cancel = "c",
       close = "C",
+      rename = "R",
       new = "n",
       answer = "a",
       merge = "m",

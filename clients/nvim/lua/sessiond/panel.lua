@@ -192,6 +192,12 @@ local function map_keys()
       end),
       "close the session (asks first when it works)",
     },
+    rename = {
+      panel:on_item(function(id)
+        actions.rename(id)
+      end),
+      "rename the session (its title to edit)",
+    },
     answer = {
       panel:on_item(function(id)
         actions.answer(id, true)

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { lastPromptOf, placementItems, sentMessage } from '../ui/compose';
 import { reconnectedMessage, reconnectFailedMessage, restartedMessage, restartFailedMessage, restartWarning } from '../ui/daemon';
 import { RECONNECT_COMMAND } from '../ui/status';
-import { plural, sessionName } from '../ui/format';
+import { plural, renamePrompt, sessionName, titleProblem } from '../ui/format';
 import { gatePrompt, mergeableSessions, mergeOptionItems, strategyItems } from '../ui/merge';
 import { pickItem, sessionPickItems, step, type SessionPickItem } from '../ui/quickpick';
 import type { TreeNode } from '../ui/tree';
@@ -392,6 +392,15 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       if (!session) return;
       const result = await run(Methods.sessionCancel, () => sessiond.request(Methods.sessionCancel, { session }));
       if (result) vscode.window.setStatusBarMessage(`sessiond ${session}: ${plural(result.cancelled, 'turn')} told to stop`, 5000);
+    },
+    'sessiond.rename': async (arg?: SessionArg) => {
+      const session = await sessionOf(arg, 'Rename which session?');
+      if (!session) return;
+      const prompt = renamePrompt(model.sessions.get(session), session);
+      const title = await vscode.window.showInputBox({ ...prompt, validateInput: titleProblem, ignoreFocusOut: true });
+      if (!title) return;
+      const renamed = await run(Methods.sessionRename, () => sessiond.request(Methods.sessionRename, { session, title }));
+      if (renamed) model.upsertSession(renamed);
     },
     'sessiond.close': async (arg?: SessionArg) => {
       const session = await sessionOf(arg, 'Close which session?');

@@ -28,6 +28,7 @@ export const Methods = {
   sessionTranscript: 'session/transcript',
   sessionControls: 'session/controls',
   sessionSetMode: 'session/setMode',
+  sessionRename: 'session/rename',
   sessionSetConfigOption: 'session/setConfigOption',
   sessionSide: 'session/side',
   sessionTree: 'session/tree',

@@ -90,6 +90,7 @@ export interface SessiondSchema {
   SessionPage?: SessionPage;
   SessionPromptParams?: SessionPromptParams;
   SessionRef?: SessionRef;
+  SessionRenameParams?: SessionRenameParams;
   SessionSetConfigParams?: SessionSetConfigParams;
   SessionSetModeParams?: SessionSetModeParams;
   SessionStatus?: SessionStatus;
@@ -1234,6 +1235,13 @@ export interface SessionPromptParams {
 export interface SessionRef {
   session: string;
 }
+export interface SessionRenameParams {
+  session: string;
+  /**
+   * Its new title: words, not blanks.
+   */
+  title: string;
+}
 export interface SessionSetConfigParams {
   /**
    * The `id` of one of the session's `configOptions`.
@@ -1505,6 +1513,8 @@ export interface ProtocolMethods {
   'session/open': { params: SessionOpenParams; result: SessionOpenResult; };
   /** Run a turn. Turns of one session run one after another in the order asked. */
   'session/prompt': { params: SessionPromptParams; result: TurnResult; };
+  /** Name the session: a title of the client's, which the daemon and its agent then leave alone. */
+  'session/rename': { params: SessionRenameParams; result: SessionInfo; };
   /** Set one of the session's config options (the model, say): now if live, else when it opens. */
   'session/setConfigOption': { params: SessionSetConfigParams; result: SessionControls; };
   /** Choose the session's mode: at the agent now if the session is live there, else when it opens. */

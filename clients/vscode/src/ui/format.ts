@@ -1,5 +1,6 @@
 /** Small formatting shared by the views. Pure; no `vscode` import. */
 import type { ChangedFile, ContextFill, Plan, SessionInfo, SessionStatus } from '../protocol/types';
+import type { InputPrompt } from './around';
 
 /** Codicon id per status ("sync~spin" spins). */
 export const STATUS_ICONS: Record<SessionStatus, string> = {
@@ -38,6 +39,20 @@ export const KIND_LABELS: Record<'side' | 'task' | 'thread', string> = {
 
 export function sessionName(session: SessionInfo): string {
   return session.title ? `${session.title} (${session.id})` : session.id;
+}
+
+/** The input box that renames a session: its title to edit (its first prompt's words, say). */
+export function renamePrompt(session: SessionInfo | undefined, id: string): InputPrompt {
+  return {
+    title: `Rename ${id}`,
+    prompt: 'Its title in every list; neither its first prompt nor its agent names it after this.',
+    value: session?.title ?? '',
+  };
+}
+
+/** An input box's complaint about a title: undefined when it will do. */
+export function titleProblem(title: string): string | undefined {
+  return title.trim() ? undefined : 'Give it a name with words in it.';
 }
 
 /** "2/5" plan entries done, or undefined without a plan. */
