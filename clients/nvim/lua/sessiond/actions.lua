@@ -62,6 +62,15 @@ local function new_turn_id()
 end
 
 --- The session an action is about: the one given, else the current one.
+--- Ask with vim.ui.input; `then_` hears an answer with words in it (blanks or <Esc>: nothing).
+local function ask_words(opts, then_)
+  vim.ui.input(opts, function(text)
+    if text and text:find("%S") then
+      then_(text)
+    end
+  end)
+end
+
 local function target(session)
   local id = session or model().current
   if not id then
@@ -228,10 +237,8 @@ function M.rename(session, title, callback)
   end
   if not title or not title:find("%S") then
     local info = model():session(id)
-    vim.ui.input({ prompt = ("sessiond rename %s> "):format(id), default = info and info.title or "" }, function(text)
-      if text and text:find("%S") then
-        M.rename(id, text, callback)
-      end
+    ask_words({ prompt = ("sessiond rename %s> "):format(id), default = info and info.title or "" }, function(text)
+      M.rename(id, text, callback)
     end)
     return
   end
@@ -379,10 +386,8 @@ function M.side(question, session, callback)
     return
   end
   if not question or not question:find("%S") then
-    vim.ui.input({ prompt = ("sessiond side chat beside %s> "):format(id) }, function(text)
-      if text and text:find("%S") then
-        M.side(text, id, callback)
-      end
+    ask_words({ prompt = ("sessiond side chat beside %s> "):format(id) }, function(text)
+      M.side(text, id, callback)
     end)
     return
   end
