@@ -1045,7 +1045,7 @@ class Core:
                 "title: it is blank; give the session a name with words in it",
                 {"field": "title"},
             )
-        if (title, session.title_from) != (session.title, None):
+        if title != session.title or session.title_from is not None:  # (now the client's either way)
             self._titled(session, title, None)
         return session
 

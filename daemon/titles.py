@@ -3,19 +3,25 @@ its agent names it (ACP's `session_info_update`). A title the client gave stays.
 
 from __future__ import annotations
 
+import re
+
 MOST = 60  # characters: a list's column, a tree's row, a picker's line
 
 PROMPT = "prompt"  # SessionRecord.title_from: the first prompt's words
 AGENT = "agent"  # the agent's own name for it
 
+_WORD = re.compile(r"\S")
+
 
 def shortened(text: str) -> str | None:
     """The text's first line with words, its spaces collapsed, cut at a word under MOST
     characters (with "…"); None for a text of blanks."""
-    # (Leading blanks and blank lines stripped, the first line is the first with words.)
-    line = " ".join(text.lstrip().split("\n", 1)[0].split())
-    if not line:
+    # Found in place: a prompt may be a megabyte, its title is one line of it.
+    word = _WORD.search(text)
+    if word is None:
         return None
+    end = text.find("\n", word.start())
+    line = " ".join(text[word.start() : end if end >= 0 else len(text)].split())
     if len(line) <= MOST:
         return line
     cut = line[: MOST - 1]

@@ -118,9 +118,10 @@ def test_a_rename_to_blanks_or_of_no_session_says_what_and_changes_nothing(tmp_p
     try:
         with connect(daemon.socket, start=False) as client:
             session = client.agent("demo").session(tmp_path, title="kept")
-        blank = sessiond(daemon, "rename", session.id, " ")
-        assert blank.returncode != 0
-        assert "title: it is blank; give the session a name with words in it" in blank.stderr
+        for title in (" ", ""):
+            blank = sessiond(daemon, "rename", session.id, title)
+            assert blank.returncode != 0
+            assert "title: it is blank; give the session a name with words in it" in blank.stderr
         nobody = sessiond(daemon, "rename", "s99", "a name")
         assert nobody.returncode != 0
         assert "no session 's99'" in nobody.stderr

@@ -167,7 +167,9 @@ async def test_a_whole_turn_streams_plans_writes_edits_and_runs_at_the_placement
     assert reply.stop_reason == "end_turn"
     # Its two messages, sent with nothing between them, are paragraphs; the recap is the last.
     assert reply.text == "Writing the notes.\n\nAll done: the notes say hello world."
-    assert (await session.aget()).recap == "All done: the notes say hello world."
+    info = await session.aget()
+    assert info.recap == "All done: the notes say hello world."
+    assert info.title == "write the notes, then check where we are"  # opened untitled: its first prompt
     assert len(chunks) > 2  # streamed in pieces, as the stand-in sent them
     assert "".join(chunks) == reply.text
 
