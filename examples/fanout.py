@@ -2,20 +2,22 @@
 
     python examples/fanout.py [DIRECTORY]
 
-Without a directory it makes a small sample project to work on. It uses the
-built-in demo agent, which needs no model: each prompt is a little script
-(read the file, plan, say what it found). With a real agent the prompt would
+Without a directory it works on a small sample project, written afresh on each
+run into the daemon's state folder (`sample-project` there: one folder however
+often it runs). It uses the built-in demo agent, which needs no model: each
+prompt is a little script (read the file, plan, say what it found). With a real agent the prompt would
 be prose ("review this file and list its bugs").
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from sessiond.client import connect
+from sessiond.protocol.paths import state_dir
 
 SAMPLE = {
     "app.py": "def main():\n    print('hello')\n",
@@ -26,7 +28,8 @@ SAMPLE = {
 
 
 def sample_project() -> Path:
-    root = Path(tempfile.mkdtemp(prefix="sessiond-sample-"))
+    root = state_dir() / "sample-project"
+    shutil.rmtree(root, ignore_errors=True)  # written afresh: what an earlier run left goes
     for name, text in SAMPLE.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)

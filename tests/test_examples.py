@@ -64,8 +64,8 @@ def test_fanout_reviews_every_file_in_order(daemon: Daemon, tmp_path: Path) -> N
 
 
 def test_fanout_async_does_the_same_as_a_run(daemon: Daemon) -> None:
-    lines = run_example(daemon, "fanout_async.py")  # on its sample project
-    assert lines[0].startswith("fanning out over 4 files in ")
+    lines = run_example(daemon, "fanout_async.py")  # on its sample project, in the daemon's state folder
+    assert lines[0] == f"fanning out over 4 files in {daemon.home / 'state' / 'sample-project'}"
     assert [line.split(":")[0] for line in lines[1:5]] == [
         "README.md",
         "app.py",
@@ -83,6 +83,18 @@ def test_fanout_async_does_the_same_as_a_run(daemon: Daemon) -> None:
         "completed",
         str(EXAMPLES / "fanout_async.py"),
     )
+
+
+def test_fanout_without_a_directory_writes_its_sample_project_afresh_in_one_place(daemon: Daemon) -> None:
+    sample = daemon.home / "state" / "sample-project"
+    first = run_example(daemon, "fanout.py")
+    (sample / "app.py").write_text("changed by hand\n")  # a later run writes it afresh
+    (sample / "stray.txt").write_text("left by someone\n")
+    second = run_example(daemon, "fanout.py")
+    assert first[0] == f"fanning out over 4 files in {sample}"
+    assert second[0] == f"fanning out over 4 files in {sample}"  # the same folder, not a new one
+    assert (sample / "app.py").read_text() == "def main():\n    print('hello')\n"
+    assert not (sample / "stray.txt").exists()
 
 
 def test_coordinator_gathers_its_threads_reports_and_merges_them_one_at_a_time(daemon: Daemon) -> None:

@@ -499,7 +499,8 @@ def test_merge_a_worktree_session_from_its_row(workbench: Workbench) -> None:
 
 def test_the_timeline_opens_in_a_tab(workbench: Workbench, ids: dict[str, str]) -> None:
     """The run's timeline from the palette: these sessions are in no run, so it draws the last
-    hour, drawn by the `sessiond` command line and shown in a tab of its own (a webview)."""
+    hour, drawn by the `sessiond` command line and shown in a tab of its own (a webview); the
+    page is kept in the extension's folder, one file however often it opens."""
     wb = workbench
     wb.open()
     page = wb.page
@@ -515,6 +516,19 @@ def test_the_timeline_opens_in_a_tab(workbench: Workbench, ids: dict[str, str]) 
         time.sleep(0.2)
     assert re.search(r"[1-9]\d*\s*sessions", header.inner_text()), header.inner_text()[:500]
     wb.shot("timeline")
+    page.keyboard.press("Control+W")
+    # The page is a file in the extension's own folder, written afresh when it opens again: no
+    # temporary folder left behind per opening.
+    folder = wb.base / "user-data" / "User" / "globalStorage" / "sessiond.sessiond-vscode" / "timelines"
+    assert f"written to {folder / 'last-hour.html'}" in wb.extension_log()
+    drawn = (folder / "last-hour.html").stat().st_mtime_ns
+    wb.run_command("sessiond: Open the Run's Timeline")
+    page.locator(".tabs-container .tab.active", has_text="sessiond timeline · last hour").wait_for(
+        timeout=60_000
+    )
+    assert wb.extension_log().count(f"written to {folder / 'last-hour.html'}") == 2
+    assert [p.name for p in folder.iterdir()] == ["last-hour.html"]
+    assert (folder / "last-hour.html").stat().st_mtime_ns > drawn
     page.keyboard.press("Control+W")
 
 

@@ -55,7 +55,7 @@ export function activate(context: vscode.ExtensionContext): void {
       ),
     ),
     vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration('sessiond') && sessiond.started && void sessiond.reconnect().catch(() => undefined)),
-    ...registerCommands({ sessiond, statusBar, transcripts, permissions, compose, mergeOutput, state: context.globalState, output, reveal }),
+    ...registerCommands({ sessiond, statusBar, transcripts, permissions, compose, mergeOutput, state: context.globalState, storage: context.globalStorageUri.fsPath, output, reveal }),
   );
   // Activated at start-up (onStartupFinished): connect at once when a daemon may answer or may be
   // started; otherwise when the view opens, a command runs, or a daemon's socket appears.

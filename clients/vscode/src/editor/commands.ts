@@ -30,6 +30,8 @@ interface Parts {
   mergeOutput: MergeOutput;
   /** Remembered across windows: the last gate asked for. */
   state: vscode.Memento;
+  /** The extension's own folder (its global storage): timelines are written under it. */
+  storage: string;
   output: vscode.LogOutputChannel;
   /** Select a session in the Sessions view, when the view is showing. */
   reveal: (session: string) => void;
@@ -39,7 +41,7 @@ interface Parts {
 type SessionArg = string | TreeNode | undefined;
 
 export function registerCommands(parts: Parts): vscode.Disposable[] {
-  const { sessiond, statusBar, transcripts, permissions, compose, mergeOutput, state, output, reveal } = parts;
+  const { sessiond, statusBar, transcripts, permissions, compose, mergeOutput, state, storage, output, reveal } = parts;
 
   function setCurrent(session: string): void {
     statusBar.setCurrent(session);
@@ -449,7 +451,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       try {
         const file = await vscode.window.withProgress(
           { location: vscode.ProgressLocation.Window, title: 'sessiond: drawing the timeline…' },
-          () => openTimeline(sessiondPath ?? 'sessiond', socket, run),
+          () => openTimeline(sessiondPath ?? 'sessiond', socket, run, storage),
         );
         output.info(`timeline of ${run ?? 'the last hour'} written to ${file}`);
       } catch (error) {
