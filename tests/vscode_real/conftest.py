@@ -48,7 +48,7 @@ def workbench() -> Iterator[Workbench]:
     SHOTS.mkdir(parents=True)
     # Short, under /tmp: the daemon's socket path must stay under 108 bytes.
     base = Path(tempfile.mkdtemp(prefix="sdvs-", dir="/tmp"))
-    for sub in ("ws", "user-data/User", "extensions", "xdg-data", "xdg-config", "logs"):
+    for sub in ("ws", "user-data/User", "extensions", "xdg-data", "xdg-config", "logs", "tmp"):
         (base / sub).mkdir(parents=True, exist_ok=True)
     git_workspace(base / "ws")
     daemon = Daemon(base / "home").start()
@@ -59,6 +59,8 @@ def workbench() -> Iterator[Workbench]:
         # code-server writes logs and a heartbeat under XDG_DATA_HOME, its config under XDG_CONFIG_HOME.
         "XDG_DATA_HOME": str(base / "xdg-data"),
         "XDG_CONFIG_HOME": str(base / "xdg-config"),
+        # Its IPC sockets (vscode-ipc-*.sock) go with the rest at teardown, not stay in /tmp.
+        "TMPDIR": str(base / "tmp"),
     }
     env.pop("SESSIOND_SOCKET", None)  # the extension finds the daemon through its settings
     (base / "user-data" / "User" / "settings.json").write_text(
