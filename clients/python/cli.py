@@ -367,7 +367,20 @@ def cmd_ls(args: argparse.Namespace) -> int:
         _emit_json(infos)
     elif infos:
         _table(SESSION_HEADERS, _session_rows(infos))
+    else:  # (said on stderr: a script reading stdout gets no lines, as it would get no rows)
+        filtered = any(v is not None for v in asked.values())
+        _line(sys.stderr, f"sessiond: {_none_listed(args, filtered=filtered)}")
     return EXIT_OK
+
+
+def _none_listed(args: argparse.Namespace, *, filtered: bool) -> str:
+    """Why `ls` printed no row, and what to do instead."""
+    if filtered:
+        also = "" if args.all else " (closed ones are left out: add --all)"
+        return f"no session matches{also}; `sessiond ls` alone lists every open one"
+    if not args.all:
+        return "no open sessions; `sessiond ls --all` lists closed ones too, `sessiond new` opens one"
+    return "no sessions yet; `sessiond new` opens one"
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -1254,7 +1267,7 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     new.add_argument("-n", "--count", metavar="N", type=int, default=1, help="open N sessions alike")
 
     ls = command("ls", cmd_ls, "list sessions (open ones, unless --all)", as_json)
-    ls.add_argument("--agent", metavar="A")
+    ls.add_argument("--agent", metavar="A", help="only this agent's sessions")
     ls.add_argument(
         "--status",
         metavar="S",
@@ -1263,7 +1276,13 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
         help="only in these states",
     )
     ls.add_argument("--all", action="store_true", help="closed sessions too")
-    ls.add_argument("--kind", metavar="K", nargs="+", choices=["main", "side", "task", "thread"])
+    ls.add_argument(
+        "--kind",
+        metavar="K",
+        nargs="+",
+        choices=["main", "side", "task", "thread"],
+        help="only these kinds: main, side (side chats), task (accepted tasks), thread",
+    )
     ls.add_argument("--run", metavar="ID", help="only the sessions of this run")
 
     show = command(

@@ -352,3 +352,35 @@ def test_mode_and_option_of_a_session_from_the_command_line(real: Daemon, work: 
     assert "give an option and its value" in half.stderr
     shown = json.loads(sessiond(real, "mode", sid, "--json").stdout)
     assert (shown["mode"], shown["chosen"]) == ("plan", {"mode": "plan", "config": {"model": "demo-large"}})
+
+
+def test_ls_with_no_row_to_print_says_why_and_what_to_do(work: Path) -> None:
+    """A daemon of its own (nothing else open in it): `ls` printing no row says why on stderr, and
+    what to do instead; stdout stays empty, as a script reading rows expects, and --json says nothing."""
+    daemon = Daemon().start()
+    try:
+        said = [sessiond(daemon, *argv) for argv in (["ls"], ["ls", "--all"])]
+        assert [(d.returncode, d.stdout) for d in said] == [(0, ""), (0, "")]
+        assert said[0].stderr == (
+            "sessiond: no open sessions; `sessiond ls --all` lists closed ones too, "
+            "`sessiond new` opens one\n"
+        )
+        assert said[1].stderr == "sessiond: no sessions yet; `sessiond new` opens one\n"
+        with connect(daemon.socket, start=False) as client:
+            session = client.agent("demo").session(work)
+            session.send("say done")
+            session.close()
+        gone = sessiond(daemon, "ls")
+        assert (gone.stdout, gone.stderr) == ("", said[0].stderr)  # closed: left out unless --all
+        assert re.search(rf"^{session.id} +demo +closed ", sessiond(daemon, "ls", "--all").stdout, re.M)
+        none = sessiond(daemon, "ls", "--status", "working")
+        assert (none.returncode, none.stdout) == (0, "")
+        assert none.stderr == (
+            "sessiond: no session matches (closed ones are left out: add --all); "
+            "`sessiond ls` alone lists every open one\n"
+        )
+        quiet = sessiond(daemon, "ls", "--json")
+        assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
