@@ -51,6 +51,7 @@ from sessiond.client.wording import (
     serial_sentence,
     short,
     show_lines,
+    turns_cell,
     when,
 )
 from sessiond.protocol import names
@@ -127,7 +128,7 @@ def _session_rows(sessions: Sequence[dict[str, Any]]) -> list[list[str]]:
                 s["id"],
                 s["agent"],
                 s["status"],
-                str(s["turns"]),
+                turns_cell(s["turns"], s["status"], s.get("queuedTurns", 0)),
                 plan_cell(plan["done"], plan["total"]) if plan else "-",
                 context_cell(fill["used"], fill["size"], fill.get("percent"), estimated=fill["estimated"])
                 if fill

@@ -33,10 +33,22 @@ def when(moment: Any) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
+def has_turn_on(status: str) -> bool:
+    """A working session, or one waiting for you, has a turn running."""
+    return status in ("working", "needs_you")
+
+
 def turns_text(info: SessionInfo) -> str:
-    """`3 ended, 1 running, 2 queued`: a working session (or one waiting for you) has a turn on."""
-    running = ", 1 running" if info.status in ("working", "needs_you") else ""
+    """`3 ended, 1 running, 2 queued`."""
+    running = ", 1 running" if has_turn_on(info.status) else ""
     return f"{info.turns} ended{running}, {info.queued_turns} queued"
+
+
+def turns_cell(ended: int, status: str, queued: int) -> str:
+    """`sessiond ls`'s TURNS: the ended ones, then `+N` for those running or queued (`0+1`: the
+    first turn is on; a bare `0` read as if nothing had been asked)."""
+    on = int(has_turn_on(status)) + queued
+    return f"{ended}+{on}" if on else str(ended)
 
 
 def asked_text(tool_call: Mapping[str, Any]) -> str:

@@ -20,6 +20,8 @@ from sessiond.protocol.models import EventKind, SessionStatus
 
 pytestmark = pytest.mark.timeout(120)
 
+SESSIOND = [sys.executable, "-m", "sessiond.client"]
+
 
 @pytest.fixture(scope="module")
 def real() -> Iterator[Daemon]:
@@ -39,7 +41,7 @@ def sessiond(
     real: Daemon, *argv: str, cwd: Path | None = None, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sessiond.client", *argv],
+        [*SESSIOND, *argv],
         env=real.env,
         capture_output=True,
         text=True,
@@ -384,3 +386,31 @@ def test_ls_with_no_row_to_print_says_why_and_what_to_do(work: Path) -> None:
     finally:
         daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_ls_counts_the_turns_on_beside_the_ended_ones(real: Daemon, work: Path) -> None:
+    """TURNS reads `ended+on`: a session on its first turn is `0+1`, not a bare `0` as if nothing
+    had been asked; one more queued behind it makes `0+2`, and once they end the `+` goes."""
+    with connect(real.socket, start=False) as client:
+        session = client.agent("demo").session(work)
+        senders = []
+        try:
+            with client.events(kinds=[EventKind.TURN_STARTED.value]) as started:
+                senders.append(subprocess.Popen([*SESSIOND, "send", session.id, "hang"], env=real.env))
+                assert next(iter(started)).session == session.id
+            with client.events(kinds=[EventKind.TURN_QUEUED.value]) as queued:
+                senders.append(subprocess.Popen([*SESSIOND, "send", session.id, "say next"], env=real.env))
+                assert next(iter(queued)).session == session.id
+
+            def row() -> list[str]:
+                lines = sessiond(real, "ls", "--all").stdout.splitlines()
+                return next(line.split() for line in lines if line.startswith(f"{session.id} "))
+
+            assert row()[1:4] == ["demo", "working", "0+2"]
+            assert sessiond(real, "cancel", session.id).returncode == 0
+            for sender in senders:
+                sender.wait(30)
+            assert row()[3] == "2"  # both ended (cancelled), none on
+        finally:
+            for sender in senders:
+                sender.kill()
