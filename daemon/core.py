@@ -1201,7 +1201,7 @@ class Core:
         if session.closed:
             raise RpcError(
                 ErrorCode.SESSION_CLOSED,
-                f"session {session.id!r} is closed; open a new one with session/open",
+                f"session {session.id!r} is closed; open a new one with session/open (`sessiond new`)",
             )
         if self._stopping:
             raise RpcError(

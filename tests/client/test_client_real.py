@@ -414,3 +414,14 @@ def test_ls_counts_the_turns_on_beside_the_ended_ones(real: Daemon, work: Path) 
         finally:
             for sender in senders:
                 sender.kill()
+
+
+def test_a_prompt_to_a_closed_session_says_how_to_open_another_once(real: Daemon, work: Path) -> None:
+    """The daemon's hint names its method and the command line's command; `sessiond` says only its
+    own (it said both, one after the other)."""
+    with connect(real.socket, start=False) as client:
+        session = client.agent("demo").session(work)
+        session.close()
+    done = sessiond(real, "send", session.id, "say hello")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"sessiond: session '{session.id}' is closed; open a new one with `sessiond new`\n"

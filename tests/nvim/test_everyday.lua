@@ -40,6 +40,11 @@ H.eq(
   require("sessiond.actions").humane("no agent named 'x' (known: demo); create it with agent/create"),
   "agent/create"
 )
+H.eq(
+  "session 's3' is closed; open a new one with :Sessiond new",
+  require("sessiond.actions").humane("session 's3' is closed; open a new one with session/open (`sessiond new`)"),
+  "session/open"
+)
 
 -- A permission request: a notification and marks, no picker (the default).
 local ids = H.open_sessions(2)

@@ -28,7 +28,7 @@ local HINTS = {
   { "; list sessions with session/list %(`sessiond ls`%)", "; :Sessiond panel lists the open sessions" },
   { "; list them with task/list %(`sessiond tasks`%)", "; :Sessiond tasks lists them" },
   { "; list runs with run/list %(`sessiond runs`%)", "" },
-  { "; open a new one with session/open", "; open a new one with :Sessiond new" },
+  { "; open a new one with session/open %(`sessiond new`%)", "; open a new one with :Sessiond new" },
   { "; create it with agent/create", "" },
   { "; change it with agent/update", "" },
   { "raise it with agent/update", "raise it in the agent's settings" },
