@@ -97,6 +97,8 @@ vim.api.nvim_win_set_cursor(0, { line_of("s2"), 0 })
 H.press("<CR>")
 H.eq("sessiond://session/s2", vim.api.nvim_buf_get_name(0), "<CR> opens the view")
 H.eq(1, #vim.fn.win_findbuf(buf), "the panel stays")
+-- The window Neovim started with showed nothing: the view took it, rather than a third column.
+H.eq(2, #vim.api.nvim_tabpage_list_wins(0), "the panel and the view, no empty window beside them")
 
 vim.cmd("Sessiond cancel s2")
 H.wait("the hanging turns to end", function()

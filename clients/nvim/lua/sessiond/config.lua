@@ -146,7 +146,8 @@ M.schema = {
     name = "view.split",
     type = "string",
     default = "botright vsplit",
-    description = "Command that makes the window of a session view when none shows one.",
+    description = "Command that makes the window of a session view, used when no window "
+      .. "shows a session view or an empty, unnamed buffer (a view takes such a window).",
   },
   {
     name = "view.keys",

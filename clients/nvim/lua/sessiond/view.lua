@@ -517,7 +517,26 @@ function M.get(id)
   return view
 end
 
---- Show session `id`: in the window that shows a session view, else in a new split.
+--- A window of this tab that shows nothing: an empty, unnamed, unchanged
+--- buffer (the one Neovim starts with). A view takes it before splitting.
+local function blank_window()
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    local buf = vim.api.nvim_win_get_buf(win)
+    if
+      vim.api.nvim_buf_get_name(buf) == ""
+      and vim.bo[buf].buftype == ""
+      and not vim.bo[buf].modified
+      and vim.api.nvim_buf_line_count(buf) == 1
+      and vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1] == ""
+      and vim.api.nvim_win_get_config(win).relative == ""
+    then
+      return win
+    end
+  end
+end
+
+--- Show session `id`: in the window that shows a session view, else in one
+--- that shows nothing, else in a new split (`view.split`).
 --- With `beside` (a side chat's main session): when a window shows that
 --- session's view, the side chat goes in a split under it, so both stay in sight.
 --- @param opts? { beside?: string }
@@ -544,6 +563,7 @@ function M.show(id, opts)
       break
     end
   end
+  target = target or blank_window()
   if not target then
     vim.cmd(config.options.view.split)
     target = vim.api.nvim_get_current_win()
