@@ -92,7 +92,8 @@ def _line(stream: TextIO, text: str) -> None:
     stream.write(text + "\n")
 
 
-def _fail(message: str) -> None:
+def _say(message: str) -> None:
+    """A sentence of sessiond's own, on stderr: an error's, or why nothing was printed."""
     _line(sys.stderr, f"sessiond: {message}")
 
 
@@ -370,7 +371,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         _table(SESSION_HEADERS, _session_rows(infos))
     else:  # (said on stderr: a script reading stdout gets no lines, as it would get no rows)
         filtered = any(v is not None for v in asked.values())
-        _line(sys.stderr, f"sessiond: {_none_listed(args, filtered=filtered)}")
+        _say(_none_listed(args, filtered=filtered))
     return EXIT_OK
 
 
@@ -513,12 +514,12 @@ def cmd_send(args: argparse.Namespace) -> int:
             reply = daemon.wait_for(asked)
         except AgentError as e:
             _end_line(shown)
-            _fail(f"the agent failed the turn: {e}")
+            _say(f"the agent failed the turn: {e}")
             return EXIT_FAILED
         except KeyboardInterrupt:
             _end_line(shown)
             _cancel_turn(args, daemon, asked, turn)
-            _fail("interrupted; the turn was cancelled")
+            _say("interrupted; the turn was cancelled")
             return EXIT_INTERRUPTED
     stop_reason = reply["stopReason"]
     if args.json:  # the whole reply: text, stop reason, usage, plan, changed files
@@ -671,7 +672,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
         try:
             asked, option = _answer_to(waiting, args.target, kind)
         except LookupError as e:
-            _fail(str(e))
+            _say(str(e))
             return EXIT_FAILED
         answer = {"permission": asked["permission"], "optionId": option["optionId"]}
         daemon.call(names.PERMISSION_ANSWER, answer)
@@ -1010,7 +1011,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
             if failures and not args.suppress:
                 index, first = failures[0]
                 bar.finish(f"run {run_id} failed")
-                _fail(
+                _say(
                     f"prompt {index + 1} of {len(prompts)} failed: {first} "
                     f"({len(failures)} of {len(prompts)} failed); --suppress prints every answer "
                     "with the failures in place"
@@ -1020,7 +1021,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         note = f"stopped: every outstanding turn was cancelled; run {run_id} recorded as stopped"
         if not bar.finish(note):
-            _fail(f"interrupted; {note}")
+            _say(f"interrupted; {note}")
         return EXIT_INTERRUPTED
     bar.finish(f"run {run_id}")
     for index, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
@@ -1151,6 +1152,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         _line(sys.stdout, f"dismissed {tasks[0].id}: {tasks[0].reason}")
     elif tasks:
         _table(["ID", "AGENT", "STATUS", "FROM", "SESSION", "TITLE"], _task_rows(tasks))
+    elif args.agent is not None or args.status is not None:  # (on stderr, as `ls` says it)
+        _say("no task matches; `sessiond tasks` alone lists every one")
+    else:
+        _say("no tasks yet; an agent suggests them as it works (its suggest_task tool)")
     return EXIT_OK
 
 
@@ -1407,6 +1412,7 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
         metavar="S",
         nargs="+",
         choices=["suggested", "queued", "running", "done", "failed", "dismissed"],
+        help="only in these states",
     )
     task_actions = tasks.add_subparsers(dest="action", metavar="ACTION")
     accept = task_actions.add_parser("accept", help="run a suggested task", parents=[common, as_json])
@@ -1461,16 +1467,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
-        _fail("interrupted")
+        _say("interrupted")
         return EXIT_INTERRUPTED
     except (UsageError, InvalidParams, ValueError) as e:
-        _fail(str(e))
+        _say(str(e))
         return EXIT_USAGE
     except SessiondError as e:
-        _fail(sentence(e))
+        _say(sentence(e))
         return EXIT_FAILED
     except (DaemonNotRunning, DaemonStartFailed, ConnectionLost, ProtocolError) as e:
-        _fail(str(e))
+        _say(str(e))
         return EXIT_FAILED
     except BrokenPipeError:
         # The reader of our output went away (`| head`): not worth a traceback, nor a
@@ -1478,5 +1484,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
     except OSError as e:  # the socket is there but refuses us (permissions, not a socket, ...)
-        _fail(f"cannot reach the daemon: {e}")
+        _say(f"cannot reach the daemon: {e}")
         return EXIT_FAILED

@@ -356,9 +356,10 @@ def test_mode_and_option_of_a_session_from_the_command_line(real: Daemon, work: 
     assert (shown["mode"], shown["chosen"]) == ("plan", {"mode": "plan", "config": {"model": "demo-large"}})
 
 
-def test_ls_with_no_row_to_print_says_why_and_what_to_do(work: Path) -> None:
-    """A daemon of its own (nothing else open in it): `ls` printing no row says why on stderr, and
-    what to do instead; stdout stays empty, as a script reading rows expects, and --json says nothing."""
+def test_ls_and_tasks_with_no_row_to_print_say_why_and_what_to_do(work: Path) -> None:
+    """A daemon of its own (nothing else open in it): `ls` or `tasks` printing no row says why on
+    stderr, and what to do instead; stdout stays empty, as a script reading rows expects, and
+    --json says nothing."""
     daemon = Daemon().start()
     try:
         said = [sessiond(daemon, *argv) for argv in (["ls"], ["ls", "--all"])]
@@ -382,6 +383,14 @@ def test_ls_with_no_row_to_print_says_why_and_what_to_do(work: Path) -> None:
             "`sessiond ls` alone lists every open one\n"
         )
         quiet = sessiond(daemon, "ls", "--json")
+        assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+        tasks = [sessiond(daemon, *argv) for argv in (["tasks"], ["tasks", "--status", "running"])]
+        assert [(t.returncode, t.stdout) for t in tasks] == [(0, ""), (0, "")]
+        assert tasks[0].stderr == (
+            "sessiond: no tasks yet; an agent suggests them as it works (its suggest_task tool)\n"
+        )
+        assert tasks[1].stderr == "sessiond: no task matches; `sessiond tasks` alone lists every one\n"
+        quiet = sessiond(daemon, "tasks", "--json")
         assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
     finally:
         daemon.stop()
