@@ -29,7 +29,7 @@ from tests.daemon.interop_checks import (
     module_daemon,
     unreachable_url,
 )
-from tests.standins.openai_responses import Call, OpenAIResponsesStandIn, Slow
+from tests.standins.openai_responses import Call, Many, OpenAIResponsesStandIn, Slow
 
 AGENT = Path(__file__).resolve().parents[1] / "interop" / "node_modules" / ".bin" / "codex-acp"
 
@@ -177,6 +177,36 @@ async def test_codex_plans_edits_and_runs_a_command_in_its_worktree(
     outputs = [out for r in standin.responses() if r.method == "POST" for out in r.outputs()]
     assert any("A notes.txt" in out for out in outputs), outputs
     assert any("hello from codex" in out for out in outputs), outputs
+    await codex.aremove()
+
+
+async def test_codex_messages_around_a_tool_call_are_paragraphs(
+    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+) -> None:
+    """The model says what it is about to do and calls a tool in one response, then answers: the
+    reply reads as two paragraphs (not glued into one line), streamed as codex sent it, its
+    transcript has the tool's line between them, and the recap is the last message."""
+    home = standin.codex_home(tmp_path / "codex")
+    codex = await client.agent(
+        "codex-words", command=codex_command, env={"CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-standin"}
+    )
+    session = await codex.session(work)
+    standin.push(Many("Writing the notes first.", Call.add_file("notes.txt", "hi")), "The notes are written.")
+    chunks: list[str] = []
+    stream = session.astream("write the notes")
+    async for event in stream:
+        if event.kind == "turn.chunk":
+            chunks.append(event.data["text"])
+    reply = stream.reply
+    assert reply is not None
+    assert reply.text == "Writing the notes first.\n\nThe notes are written."
+    assert "".join(chunks) == reply.text
+    assert (work / "notes.txt").read_text() == "hi\n"
+    info = await session.aget()
+    assert info.recap == "The notes are written."
+    roles = [(line.role, line.text) for line in (await session.atranscript(limit=20)).lines]
+    assert [role for role, _ in roles] == ["user", "agent", "tool", "agent"], roles
+    assert roles[2][1] == f"[edit] Edit {work / 'notes.txt'}"  # (codex names the file by its whole path)
     await codex.aremove()
 
 

@@ -9,7 +9,8 @@ streams it as server-sent events the way the real API does
 ..., `response.output_item.done`, `response.completed` with usage). A reply is
 text, or a tool call (`Call`): a function call (`exec_command`, `update_plan`)
 or a freeform one (`apply_patch`), which Codex carries out and answers in the
-next request's input (`function_call_output`, `custom_tool_call_output`).
+next request's input (`function_call_output`, `custom_tool_call_output`), or
+several of them in one response (`Many`: words, then a call).
 Everything received is recorded (`requests`).
 
 `fail_with(status)` makes every `POST /v1/responses` answer that HTTP error
@@ -24,7 +25,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -68,6 +69,17 @@ class Slow:
     delay: float = 0.05
 
 
+@dataclass(frozen=True, init=False)
+class Many:
+    """Several output items in one response, in order: messages (text) and tool calls, as a model
+    says what it is about to do and calls a tool in one reply."""
+
+    items: tuple[str | Slow | Call, ...]
+
+    def __init__(self, *items: str | Slow | Call) -> None:
+        object.__setattr__(self, "items", items)
+
+
 @dataclass
 class Request:
     method: str
@@ -100,7 +112,7 @@ class OpenAIResponsesStandIn:
     def __init__(self, default: str = "done") -> None:
         self.default = default
         self.websocket_status = 426
-        self.script: deque[str | Call | Slow] = deque()
+        self.script: deque[str | Call | Slow | Many] = deque()
         self.requests: list[Request] = []
         self.lock = threading.Lock()
         self.failing: int | None = None  # every POST answers this HTTP error (fail_with)
@@ -121,7 +133,7 @@ class OpenAIResponsesStandIn:
         self._server.shutdown()
         self._server.server_close()
 
-    def push(self, *replies: str | Call | Slow) -> None:
+    def push(self, *replies: str | Call | Slow | Many) -> None:
         with self.lock:
             self.script.extend(replies)
 
@@ -182,7 +194,7 @@ class OpenAIResponsesStandIn:
         with self.lock:
             return [r for r in self.requests if r.path.split("?")[0].endswith("/responses")]
 
-    def _take(self) -> str | Call | Slow:
+    def _take(self) -> str | Call | Slow | Many:
         with self.lock:
             return self.script.popleft() if self.script else self.default
 
@@ -286,13 +298,9 @@ def _response(model: str) -> dict[str, Any]:
     }
 
 
-def _events(reply: str | Call | Slow, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(reply, Call):
-        yield from _call_events(reply, model)
-        return
-    slow = reply if isinstance(reply, Slow) else None
-    text = slow.text if slow is not None else str(reply)
-    item_id = _id("msg")
+def _events(reply: str | Call | Slow | Many, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One response as the real API streams it: created, in progress, each output item in turn
+    (added, its text or arguments in pieces, done), completed with every item and the usage."""
     response = _response(model)
     seq = itertools.count()
     yield "response.created", {"type": "response.created", "sequence_number": next(seq), "response": response}
@@ -300,12 +308,35 @@ def _events(reply: str | Call | Slow, model: str) -> Iterator[tuple[str, dict[st
         "response.in_progress",
         {"type": "response.in_progress", "sequence_number": next(seq), "response": response},
     )
+    outputs: list[dict[str, Any]] = []
+    for index, item in enumerate(reply.items if isinstance(reply, Many) else (reply,)):
+        items = _call_item(item, index, seq) if isinstance(item, Call) else _text_item(item, index, seq)
+        outputs.append((yield from items))
+    completed = {**response, "status": "completed", "output": outputs, "usage": _USAGE}
+    yield (
+        "response.completed",
+        {"type": "response.completed", "sequence_number": next(seq), "response": completed},
+    )
+
+
+def _text_item(
+    reply: str | Slow, index: int, seq: Iterator[int]
+) -> Generator[tuple[str, dict[str, Any]], None, dict[str, Any]]:
+    """An assistant message at `index`, its text in pieces; returns the item done."""
+    slow = reply if isinstance(reply, Slow) else None
+    text = slow.text if slow is not None else str(reply)
+    item_id = _id("msg")
     item = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
     yield (
         "response.output_item.added",
-        {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": 0, "item": item},
+        {
+            "type": "response.output_item.added",
+            "sequence_number": next(seq),
+            "output_index": index,
+            "item": item,
+        },
     )
-    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    where = {"item_id": item_id, "output_index": index, "content_index": 0}
     yield (
         "response.content_part.added",
         {
@@ -340,21 +371,21 @@ def _events(reply: str | Call | Slow, model: str) -> Iterator[tuple[str, dict[st
     done = {**item, "status": "completed", "content": [part]}
     yield (
         "response.output_item.done",
-        {"type": "response.output_item.done", "sequence_number": next(seq), "output_index": 0, "item": done},
+        {
+            "type": "response.output_item.done",
+            "sequence_number": next(seq),
+            "output_index": index,
+            "item": done,
+        },
     )
-    completed = {**response, "status": "completed", "output": [done], "usage": _USAGE}
-    yield (
-        "response.completed",
-        {"type": "response.completed", "sequence_number": next(seq), "response": completed},
-    )
+    return done
 
 
-def _call_events(call: Call, model: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """One tool call as the real API streams it: the item added, its arguments (or freeform input)
-    in pieces, the item done, the response completed."""
-    response = _response(model)
-    seq = itertools.count()
-    yield "response.created", {"type": "response.created", "sequence_number": next(seq), "response": response}
+def _call_item(
+    call: Call, index: int, seq: Iterator[int]
+) -> Generator[tuple[str, dict[str, Any]], None, dict[str, Any]]:
+    """A tool call at `index`: the item added, its arguments (or freeform input) in pieces, the
+    item done; returns the item done."""
     if call.freeform is not None:
         item_id, field, kind, text = _id("ctc"), "input", "custom_tool_call", call.freeform
         delta, done = "response.custom_tool_call_input.delta", "response.custom_tool_call_input.done"
@@ -371,9 +402,14 @@ def _call_events(call: Call, model: str) -> Iterator[tuple[str, dict[str, Any]]]
     }
     yield (
         "response.output_item.added",
-        {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": 0, "item": item},
+        {
+            "type": "response.output_item.added",
+            "sequence_number": next(seq),
+            "output_index": index,
+            "item": item,
+        },
     )
-    where = {"item_id": item_id, "output_index": 0}
+    where = {"item_id": item_id, "output_index": index}
     size = max(1, len(text) // 3)
     for start in range(0, len(text), size):
         yield (
@@ -387,12 +423,8 @@ def _call_events(call: Call, model: str) -> Iterator[tuple[str, dict[str, Any]]]
         {
             "type": "response.output_item.done",
             "sequence_number": next(seq),
-            "output_index": 0,
+            "output_index": index,
             "item": finished,
         },
     )
-    completed = {**response, "status": "completed", "output": [finished], "usage": _USAGE}
-    yield (
-        "response.completed",
-        {"type": "response.completed", "sequence_number": next(seq), "response": completed},
-    )
+    return finished
