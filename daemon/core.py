@@ -1028,6 +1028,35 @@ class Core:
         )
         return session
 
+    def reopen_session(self, session_id: str) -> SessionRecord:
+        """`session/reopen`: a closed session open again as it was (its title, transcript, plan and
+        changes); its next turn makes its placement afresh and asks its agent to restore the
+        conversation (a new one, said in the turn's notice, when the agent cannot)."""
+        session = self.get_session(session_id)
+        if not session.closed:
+            return session
+        if self._stopping:
+            raise RpcError(
+                ErrorCode.DAEMON_STOPPING, "the daemon is stopping; reopen the session once it is back"
+            )
+        runtime = self.agents.get(session.agent)
+        if runtime is None:
+            raise RpcError(
+                ErrorCode.AGENT_NOT_FOUND,
+                f"session {session.id!r} cannot reopen: its agent {session.agent!r} was removed; "
+                "open a new one with session/open (`sessiond new`)",
+            )
+        session.runtime = None  # (its placement was closed: the next turn makes it again)
+        runtime.open_sessions += 1
+        self.set_status(session, closed=False)
+        self.events.emit(
+            EventKind.SESSION_REOPENED,
+            agent=session.agent,
+            session=session.id,
+            info=self.session_info(session).model_dump(mode="json", by_alias=True, exclude_none=True),
+        )
+        return session
+
     def retitle(self, session: SessionRecord, title: str, source: str) -> None:
         """Give a session a title of the daemon's, from its first prompt or its agent, if it may
         have one from there (titles.may_give): stored with its row, told as `session.titled`."""
@@ -1069,7 +1098,9 @@ class Core:
         one commit, it is written once (a client's turn id may name an older turn: by the object)."""
         self._turn_rows.save(id(turn), turn)
 
-    def set_status(self, session: SessionRecord, *, closed: bool = False) -> None:
+    def set_status(self, session: SessionRecord, *, closed: bool | None = None) -> None:
+        """The session's status as its turns and permissions make it now (`closed` True closes it,
+        False opens it again, None keeps it as it is), told and stored when it changed."""
         rt = session.runtime
         running = rt.running if rt else None
         # A turn waiting for an agent slot or a live-session slot is queued (and says for what): working
@@ -1077,7 +1108,7 @@ class Core:
         # in its way, is not shown queued for that moment: it was an event and a row for every turn).
         waiting = running is not None and running.waiting_for is not None
         status = derive_status(
-            closed=closed or session.closed,
+            closed=session.closed if closed is None else closed,
             waiting_for_person=bool(rt and rt.permissions),
             running=running is not None and not waiting,
             queued=bool(rt and (rt.queue or waiting)),
@@ -1201,7 +1232,8 @@ class Core:
         if session.closed:
             raise RpcError(
                 ErrorCode.SESSION_CLOSED,
-                f"session {session.id!r} is closed; open a new one with session/open (`sessiond new`)",
+                f"session {session.id!r} is closed; reopen it with session/reopen (`sessiond reopen "
+                f"{session.id}`), or open a new one with session/open (`sessiond new`)",
             )
         if self._stopping:
             raise RpcError(

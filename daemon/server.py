@@ -91,6 +91,7 @@ class ServerPort(Protocol):
     def get_session(self, session_id: str) -> SessionRecord: ...
     def session_info(self, s: SessionRecord, *, brief: bool = False) -> m.SessionInfo: ...
     async def close_session(self, session_id: str) -> SessionRecord: ...
+    def reopen_session(self, session_id: str) -> SessionRecord: ...
     def rename(self, params: m.SessionRenameParams) -> SessionRecord: ...
     async def set_mode(self, params: m.SessionSetModeParams) -> m.SessionControls: ...
     async def set_config_option(self, params: m.SessionSetConfigParams) -> m.SessionControls: ...
@@ -509,6 +510,10 @@ async def session_controls(conn: Connection, p: m.SessionRef) -> m.SessionContro
     return conn.core.feed.controls(conn.core.get_session(p.session))
 
 
+async def session_reopen(conn: Connection, p: m.SessionRef) -> m.SessionInfo:
+    return conn.core.session_info(conn.core.reopen_session(p.session))
+
+
 async def session_rename(conn: Connection, p: m.SessionRenameParams) -> m.SessionInfo:
     return conn.core.session_info(conn.core.rename(p))
 
@@ -650,6 +655,7 @@ HANDLERS: dict[str, Handler] = {
     names.SESSION_PROMPT: session_prompt,
     names.SESSION_CANCEL: session_cancel,
     names.SESSION_CLOSE: session_close,
+    names.SESSION_REOPEN: session_reopen,
     names.SESSION_TRANSCRIPT: session_transcript,
     names.SESSION_CONTROLS: session_controls,
     names.SESSION_RENAME: session_rename,

@@ -42,6 +42,7 @@ class EventKind(StrEnum):
     SESSION_OPENED = "session.opened"
     SESSION_STATUS = "session.status"
     SESSION_CLOSED = "session.closed"
+    SESSION_REOPENED = "session.reopened"
     TURN_QUEUED = "turn.queued"
     TURN_STARTED = "turn.started"
     TURN_CHUNK = "turn.chunk"

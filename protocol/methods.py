@@ -42,6 +42,7 @@ from sessiond.protocol.names import (
     SESSION_OPEN,
     SESSION_PROMPT,
     SESSION_RENAME,
+    SESSION_REOPEN,
     SESSION_SET_CONFIG,
     SESSION_SET_MODE,
     SESSION_SIDE,
@@ -119,6 +120,12 @@ _METHODS = [
         "Stop a session's running and queued turns; each ends with stop reason `cancelled`.",
     ),
     Method(SESSION_CLOSE, m.SessionRef, m.SessionInfo, "Close a session; its turns are cancelled first."),
+    Method(
+        SESSION_REOPEN,
+        m.SessionRef,
+        m.SessionInfo,
+        "Open a closed session again, as it was; its next turn asks its agent to restore the conversation.",
+    ),
     Method(
         SESSION_TRANSCRIPT,
         m.TranscriptParams,

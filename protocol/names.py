@@ -18,6 +18,7 @@ SESSION_GET = "session/get"
 SESSION_PROMPT = "session/prompt"
 SESSION_CANCEL = "session/cancel"
 SESSION_CLOSE = "session/close"
+SESSION_REOPEN = "session/reopen"
 SESSION_TRANSCRIPT = "session/transcript"
 SESSION_CONTROLS = "session/controls"
 SESSION_SET_MODE = "session/setMode"
@@ -64,6 +65,7 @@ REQUESTS = frozenset(
         SESSION_PROMPT,
         SESSION_CANCEL,
         SESSION_CLOSE,
+        SESSION_REOPEN,
         SESSION_TRANSCRIPT,
         SESSION_CONTROLS,
         SESSION_SET_MODE,

@@ -1318,6 +1318,13 @@ class AsyncSession:
         self._info = await self._daemon._call(m.SESSION_CLOSE, SessionInfo, session=self.id)
         return self._info
 
+    async def areopen(self) -> SessionInfo:
+        """Open the closed session again, as it was (and keep its info as ``info``): its next turn
+        asks its agent to restore the conversation, or starts a new one and says so in the turn's
+        notice. A session that is open is left as it is."""
+        self._info = await self._daemon._call(m.SESSION_REOPEN, SessionInfo, session=self.id)
+        return self._info
+
     async def arename(self, title: str) -> SessionInfo:
         """Name the session (and keep its info as ``info``): neither the daemon, from a first
         prompt, nor its agent names it after this."""

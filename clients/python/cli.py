@@ -734,6 +734,20 @@ def cmd_close(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_reopen(args: argparse.Namespace) -> int:
+    with _plain(args) as daemon:
+        info = daemon.call(names.SESSION_REOPEN, {"session": args.session})
+    if args.json:
+        _emit_json([info])
+    else:
+        sid = info["id"]
+        _line(
+            sys.stdout,
+            f"{sid} is open ({info['status']}); `sessiond send {sid} ...` goes on where it left off",
+        )
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- the log and runs
 
 
@@ -1445,6 +1459,7 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     for name, handler, text in [
         ("cancel", cmd_cancel, "stop a session's running and queued turns"),
         ("close", cmd_close, "close a session"),
+        ("reopen", cmd_reopen, "open a closed session again, as it was; its agent restores the conversation"),
     ]:
         command(name, handler, text, as_json).add_argument("session", metavar="SESSION")
     return parser

@@ -131,7 +131,6 @@ ERROR_CLASSES: dict[int, type[SessiondError]] = {
 # What to do next, for the errors a person meets on the command line (and in an ACP editor).
 HINTS: dict[type[SessiondError], str] = {
     SessionNotFound: "list sessions with `sessiond ls --all`",
-    SessionClosed: "open a new one with `sessiond new`",
     AgentNotFound: "list agents with `sessiond agents`",
     TaskNotFound: "list tasks with `sessiond tasks`",
 }
@@ -139,13 +138,18 @@ HINTS: dict[type[SessiondError], str] = {
 
 # The daemon's own "what to do" for every client: "; list sessions with session/list (`sessiond ls`)".
 DAEMON_HINT = re.compile(r"; [^;]* with [a-z]+/[A-Za-z]+ \(`sessiond [^`]*`\)")
+# Its method, where it names the command line's command too: "with session/open (`sessiond new`)".
+METHOD_AND_COMMAND = re.compile(r"with [a-z]+/[A-Za-z]+ \((`sessiond [^`]*`)\)")
 
 
 def sentence(error: SessiondError) -> str:
     """The error as ``sessiond`` on the command line says it: what went wrong, then what to do
-    (the command line's own hint in place of the daemon's, where it has one)."""
+    (the command line's own hint in place of the daemon's, where it has one; else the daemon's,
+    naming only the command: "reopen it with `sessiond reopen s1`")."""
     hint = HINTS.get(type(error))
-    return f"{DAEMON_HINT.sub('', str(error))}; {hint}" if hint else str(error)
+    if hint:
+        return f"{DAEMON_HINT.sub('', str(error))}; {hint}"
+    return METHOD_AND_COMMAND.sub(r"with \1", str(error))
 
 
 def error_from_code(code: int, message: str, data: Any = None) -> SessiondError:

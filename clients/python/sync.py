@@ -756,6 +756,9 @@ class Session(_Twin[AsyncSession]):
     @twin(AsyncSession.aget)
     def get(self) -> SessionInfo: ...
 
+    @twin(AsyncSession.areopen)
+    def reopen(self) -> SessionInfo: ...
+
     @twin(AsyncSession.arename)
     def rename(self, title: str) -> SessionInfo: ...
 

@@ -163,6 +163,10 @@ class WatchModel:
             if sid not in self.sessions and (self.agent is None or event.agent == self.agent):
                 self.missing.add(sid)
             return
+        if kind is EventKind.SESSION_REOPENED:
+            with contextlib.suppress(ValidationError):
+                self.add(SessionInfo.model_validate(data.get("info")))  # as it was, open again
+            return
         if kind is EventKind.SESSION_CLOSED:
             self.sessions.pop(sid, None)
             self.last_line.pop(sid, None)

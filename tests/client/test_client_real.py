@@ -433,4 +433,7 @@ def test_a_prompt_to_a_closed_session_says_how_to_open_another_once(real: Daemon
         session.close()
     done = sessiond(real, "send", session.id, "say hello")
     assert (done.returncode, done.stdout) == (1, "")
-    assert done.stderr == f"sessiond: session '{session.id}' is closed; open a new one with `sessiond new`\n"
+    assert done.stderr == (
+        f"sessiond: session '{session.id}' is closed; reopen it with `sessiond reopen {session.id}`, "
+        "or open a new one with `sessiond new`\n"
+    )

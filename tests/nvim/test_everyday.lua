@@ -41,9 +41,12 @@ H.eq(
   "agent/create"
 )
 H.eq(
-  "session 's3' is closed; open a new one with :Sessiond new",
-  require("sessiond.actions").humane("session 's3' is closed; open a new one with session/open (`sessiond new`)"),
-  "session/open"
+  "session 's3' is closed; reopen it with :Sessiond reopen s3, or open a new one with :Sessiond new",
+  require("sessiond.actions").humane(
+    "session 's3' is closed; reopen it with session/reopen (`sessiond reopen s3`), "
+      .. "or open a new one with session/open (`sessiond new`)"
+  ),
+  "session/reopen, session/open"
 )
 
 -- A permission request: a notification and marks, no picker (the default).
@@ -208,5 +211,47 @@ H.eq("Renamed from the panel", H.session(ids[2]).title, "the daemon's title")
 asked_default = nil
 vim.cmd("Sessiond rename " .. ids[2] .. "   ")
 H.eq("Renamed from the panel", asked_default, "blanks for a title: asked, not blanked")
+
+-- Reopening: a closed session leaves the model; :Sessiond reopen {id} brings it back as it was
+-- (its turns, its title) and shows it; with no id it offers those closed last to pick from.
+local before = H.session(ids[2]).turns
+vim.cmd("Sessiond close " .. ids[2])
+H.wait("the close", function()
+  return H.session(ids[2]) == nil
+end)
+vim.cmd("Sessiond reopen " .. ids[2])
+H.wait("the reopen", function()
+  return H.session(ids[2]) ~= nil
+end)
+H.eq({ "idle", before, "Renamed from the panel" }, {
+  H.session(ids[2]).status,
+  H.session(ids[2]).turns,
+  H.session(ids[2]).title,
+}, "as it was")
+H.truthy(last_note():find("reopened Renamed from the panel", 1, true), last_note())
+H.eq(ids[2], sessiond.model.current, "and current")
+local offered
+vim.ui.select = function(items, opts, on_choice)
+  offered = vim.tbl_map(opts.format_item, items)
+  on_choice(items[1])
+end
+vim.cmd("Sessiond close " .. ids[1])
+H.wait("the close", function()
+  return H.session(ids[1]) == nil
+end)
+vim.cmd("Sessiond reopen")
+H.wait("the reopen picked", function()
+  return H.session(ids[1]) ~= nil
+end)
+H.truthy(offered[1]:find("^" .. ids[1] .. " "), "the one closed last first: " .. vim.inspect(offered))
+vim.cmd("Sessiond close " .. ids[2])
+H.wait("the close", function()
+  return H.session(ids[2]) == nil
+end)
+require("sessiond.actions").send("say again", ids[2])
+H.wait("the refusal", function()
+  return last_note():find("is closed", 1, true) ~= nil
+end)
+H.truthy(last_note():find("reopen it with :Sessiond reopen " .. ids[2], 1, true), last_note())
 
 H.done("everyday")

@@ -415,6 +415,7 @@ NOTIFY: dict[str, list[dict[str, Any]]] = {
     "session/prompt": [{"session": "$SESSION", "prompt": "hello"}],
     "session/cancel": [{"session": "$SESSION"}],
     "session/close": [{"session": "$SESSION"}],
+    "session/reopen": [{"session": "$SESSION"}],
     "session/transcript": [{"session": "$SESSION"}],
     "session/controls": [{"session": "$SESSION"}],
     "session/setMode": [{"session": "$SESSION", "mode": "plan"}],

@@ -63,6 +63,7 @@ class World:
             "session/prompt": {"session": s, "prompt": run},
             "session/cancel": {"session": s},
             "session/close": {"session": s},
+            "session/reopen": {"session": s},
             "session/transcript": {"session": s},
             "session/controls": {"session": s},
             "session/setMode": {"session": s, "mode": "plan"},

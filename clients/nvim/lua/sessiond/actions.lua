@@ -28,7 +28,10 @@ local HINTS = {
   { "; list sessions with session/list %(`sessiond ls`%)", "; :Sessiond panel lists the open sessions" },
   { "; list them with task/list %(`sessiond tasks`%)", "; :Sessiond tasks lists them" },
   { "; list runs with run/list %(`sessiond runs`%)", "" },
-  { "; open a new one with session/open %(`sessiond new`%)", "; open a new one with :Sessiond new" },
+  {
+    "; reopen it with session/reopen %(`sessiond reopen ([^`]+)`%), or open a new one with session/open %(`sessiond new`%)",
+    "; reopen it with :Sessiond reopen %1, or open a new one with :Sessiond new",
+  },
   { "; create it with agent/create", "" },
   { "; change it with agent/update", "" },
   { "raise it with agent/update", "raise it in the agent's settings" },
@@ -277,6 +280,47 @@ function M.close(session, opts)
     end
   end
   client.request("session/close", { session = id }, report("could not close " .. id))
+end
+
+--- Open closed session `session` again, as it was, and show it; with none,
+--- pick one of those closed last (vim.ui.select).
+--- @param callback? fun(err: table|nil, info: table|nil)
+function M.reopen(session, callback)
+  if not session then
+    local params = { status = { "closed" }, includeClosed = true, sort = "activity", limit = 50, brief = true }
+    client.request("session/list", params, function(err, result)
+      if err then
+        return report("could not list the closed sessions")(err)
+      end
+      local closed = result and result.sessions or {}
+      if #closed == 0 then
+        return notify("no closed sessions to reopen", vim.log.levels.WARN)
+      end
+      vim.ui.select(closed, {
+        prompt = "Reopen which session?",
+        format_item = function(info)
+          return ("%s %s"):format(info.id, info.title or info.recap or info.root)
+        end,
+      }, function(info)
+        if info then
+          M.reopen(info.id, callback)
+        end
+      end)
+    end)
+    return
+  end
+  client.request("session/reopen", { session = session }, function(err, result)
+    if err then
+      report("could not reopen " .. session)(err)
+    elseif result then
+      model():merge_sessions({ result })
+      notify(("reopened %s: its next prompt goes on where it left off"):format(status_name(result)))
+      M.focus(result.id)
+    end
+    if callback then
+      callback(err, result)
+    end
+  end)
 end
 
 --- Make `id` current and show it: in the panel when it is open, else in a view.

@@ -126,6 +126,12 @@ M.subcommands = {
     end,
     complete = session_ids,
   },
+  reopen = {
+    summary = "open closed [session] again, as it was (default: pick one of those closed last)",
+    run = function(args)
+      actions().reopen(args[1])
+    end,
+  },
   open = {
     summary = "open the view of {session} (default: current)",
     run = function(args)

@@ -263,6 +263,10 @@ function Model:apply(event)
       turns = 0,
       queuedTurns = 0,
     })
+  elseif kind == "session.reopened" then
+    if type(data.info) == "table" then
+      put_session(self, data.info) -- as it was (turns, plan, changes), open again
+    end
   elseif kind == "session.closed" then
     self.sessions[event.session] = nil
     self._order = nil

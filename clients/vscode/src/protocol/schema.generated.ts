@@ -12,6 +12,7 @@ export type EventKind =
   | 'session.opened'
   | 'session.status'
   | 'session.closed'
+  | 'session.reopened'
   | 'turn.queued'
   | 'turn.started'
   | 'turn.chunk'
@@ -1515,6 +1516,8 @@ export interface ProtocolMethods {
   'session/prompt': { params: SessionPromptParams; result: TurnResult; };
   /** Name the session: a title of the client's, which the daemon and its agent then leave alone. */
   'session/rename': { params: SessionRenameParams; result: SessionInfo; };
+  /** Open a closed session again, as it was; its next turn asks its agent to restore the conversation. */
+  'session/reopen': { params: SessionRef; result: SessionInfo; };
   /** Set one of the session's config options (the model, say): now if live, else when it opens. */
   'session/setConfigOption': { params: SessionSetConfigParams; result: SessionControls; };
   /** Choose the session's mode: at the agent now if the session is live there, else when it opens. */

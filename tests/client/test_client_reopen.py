@@ -1,0 +1,103 @@
+"""A closed session opened again (`session/reopen`), as it was: through the Python client (sync and
+async), `sessiond reopen` and `sessiond watch`'s model, against a real daemon and the demo agent,
+whose conversation is restored at its next turn (session/load); the same after a restart."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon
+from sessiond.client import AgentNotFound, SessionNotFound, aconnect, connect
+from sessiond.client.watch import WatchModel
+from sessiond.protocol.models import EventKind, SessionStatus
+
+pytestmark = pytest.mark.timeout(120)
+
+SESSIOND = [sys.executable, "-m", "sessiond.client"]
+FIRST = "plan read | write\nprogress 1 completed\nsay first"
+FIRST_REMEMBERED = "1. plan read | write\\nprogress 1 completed\\nsay first"  # (the demo agent's `history`)
+
+
+def sessiond(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SESSIOND, *args], env=daemon.env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_closed_session_reopens_as_it_was_and_its_agent_goes_on(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            session = client.agent("demo").session(tmp_path, title="notes")
+            session.send(FIRST)
+            watch = WatchModel()
+            for opened in client.sessions():
+                watch.add(opened.info)
+            kinds = [EventKind.SESSION_CLOSED.value, EventKind.SESSION_REOPENED.value]
+            with client.events(kinds=kinds) as stream:
+                heard = iter(stream)
+                session.close()
+                watch.apply(next(heard))
+                assert session.id not in watch.sessions  # closed: gone from the view
+
+                refused = sessiond(daemon, "send", session.id, "say again")
+                assert refused.returncode == 1
+                assert f"reopen it with `sessiond reopen {session.id}`" in refused.stderr
+
+                done = sessiond(daemon, "reopen", session.id)
+                assert (done.returncode, done.stderr) == (0, "")
+                assert done.stdout == (
+                    f"{session.id} is open (idle); "
+                    f"`sessiond send {session.id} ...` goes on where it left off\n"
+                )
+                event = next(heard)
+            assert (event.kind, event.session) == (EventKind.SESSION_REOPENED, session.id)
+            watch.apply(event)  # back in the view, as it was
+            shown = watch.sessions[session.id]
+            assert (shown.status, shown.turns, shown.title) == (SessionStatus.IDLE, 1, "notes")
+            assert shown.plan is not None
+            assert (shown.plan.done, shown.plan.total) == (1, 2)
+
+            # Its agent restored the conversation (session/load): it remembers the first prompt.
+            assert session.send("history").text == FIRST_REMEMBERED
+            assert [line.text for line in session.transcript().lines][:2] == [
+                "plan read | write",
+                "progress 1 completed",
+            ]
+            assert session.reopen().status is SessionStatus.IDLE  # open already: left as it is
+            assert client.fleet().open >= 1
+            with pytest.raises(SessionNotFound, match="no session 'nope'"):
+                client.session("nope").reopen()
+            session.close()
+        daemon.stop()
+        daemon.start()  # a restart: a closed session loaded back reopens alike
+        with connect(daemon.socket, start=False) as client:
+            again = client.session(session.id).reopen()
+            assert (again.status, again.turns) == (SessionStatus.IDLE, 2)
+            assert client.session(session.id).send("history").text == f"{FIRST_REMEMBERED}\n2. history"
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+async def test_a_session_whose_agent_was_removed_cannot_reopen_and_says_what_to_do(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        async with aconnect(daemon.socket, start=False) as client:
+            spare = await client.agent("spare", command=[sys.executable, "-m", "sessiond.daemon.demo_agent"])
+            session = await spare.session(tmp_path)
+            await session.asend("say hi")
+            await spare.aremove()  # its sessions close with it
+            with pytest.raises(AgentNotFound) as refused:
+                await session.areopen()
+            assert str(refused.value) == (
+                f"session '{session.id}' cannot reopen: its agent 'spare' was removed; "
+                "open a new one with session/open (`sessiond new`)"
+            )
+            assert (await session.aget()).status is SessionStatus.CLOSED  # left as it was
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
