@@ -655,3 +655,25 @@ def test_a_session_named_by_its_first_prompt_renamed_from_its_row(workbench: Wor
     assert wb.send(sid, "title The agent's own name\nsay ok").wait(timeout=60) == 0  # (its turn ended)
     assert json.loads(wb.cli("show", sid, "--json"))["title"] == "Renamed in VS Code"
     wb.wait_row("Renamed in VS Code", rf"^{sid} · idle")
+
+
+def test_a_closed_session_reopened_from_the_palette(workbench: Workbench) -> None:
+    """A session closed elsewhere leaves the view; Reopen Session… offers those closed last, and the
+    one picked comes back as it was (its title, its turns) and goes on with its agent."""
+    wb = workbench
+    wb.open()
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", "Closed by mistake")
+    assert wb.send(sid, "say before the close").wait(timeout=60) == 0
+    wb.wait_row("Closed by mistake", rf"^{sid} · idle")
+    wb.cli("close", sid)
+    deadline = time.monotonic() + 30
+    while wb.row("Closed by mistake").count() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert wb.row("Closed by mistake").count() == 0, "a closed session leaves the view"
+    wb.run_command("sessiond: Reopen Session…")
+    wb.pick("Closed by mistake")
+    wb.wait_row("Closed by mistake", rf"^{sid} · idle")
+    wb.shot("reopened")
+    assert json.loads(wb.cli("show", sid, "--json"))["turns"] == 1  # as it was
+    assert wb.send(sid, "history").wait(timeout=60) == 0  # its agent goes on with the conversation
+    assert "1. say before the close" in wb.cli("show", sid)

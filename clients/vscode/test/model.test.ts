@@ -36,6 +36,22 @@ test('session.opened adds a session; session.closed closes it; turn events mark 
   assert.equal(model.openSessions().length, 0);
 });
 
+test('session.reopened takes the session back whole, as it is open again', () => {
+  const model = modelWith([session('s7', { status: 'closed', title: 'fix' })], 0);
+  const info = session('s7', { status: 'idle', title: 'fix', turns: 3, plan: { entries: [], done: 1, total: 2 } });
+  model.apply(event('session.reopened', { session: 's7', data: { info } }));
+  assert.equal(model.sessions.get('s7')?.status, 'idle');
+  assert.equal(model.sessions.get('s7')?.turns, 3);
+  assert.equal(model.sessions.get('s7')?.plan?.total, 2);
+  assert.deepEqual(
+    model.openSessions().map((s) => s.id),
+    ['s7'],
+  );
+  const fresh = modelWith([], 0); // a window that never saw it open
+  fresh.apply(event('session.reopened', { session: 's7', data: { info } }));
+  assert.equal(fresh.sessions.get('s7')?.title, 'fix');
+});
+
 test('plan, usage, changes and attention events set the session state, in either payload shape', () => {
   const model = modelWith([session('s1')], 0);
   model.apply(

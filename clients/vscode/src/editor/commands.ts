@@ -404,6 +404,28 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       const renamed = await run(Methods.sessionRename, () => sessiond.request(Methods.sessionRename, { session, title }));
       if (renamed) model.upsertSession(renamed);
     },
+    'sessiond.reopen': async (arg?: string | TreeNode) => {
+      // A closed session is in no row: given by id (a script, a test), else picked among those closed last.
+      let session = typeof arg === 'string' ? arg : undefined;
+      if (!session) {
+        const closed = await run(Methods.sessionList, () =>
+          sessiond.request(Methods.sessionList, { status: ['closed'], includeClosed: true, sort: 'activity', limit: 50, brief: true }),
+        );
+        if (!closed) return;
+        if (!closed.sessions.length) {
+          void vscode.window.showInformationMessage('sessiond: no closed sessions to reopen');
+          return;
+        }
+        session = await pick('Reopen which session? (closed last first)', closed.sessions.map((info) => pickItem(info)));
+        if (!session) return;
+      }
+      const target = session;
+      const reopened = await run(Methods.sessionReopen, () => sessiond.request(Methods.sessionReopen, { session: target }));
+      if (!reopened) return;
+      model.upsertSession(reopened);
+      setCurrent(reopened.id);
+      vscode.window.setStatusBarMessage(`sessiond: reopened ${sessionName(reopened)}; its next prompt goes on where it left off`, 5000);
+    },
     'sessiond.close': async (arg?: SessionArg) => {
       const session = await sessionOf(arg, 'Close which session?');
       if (!session) return;

@@ -338,6 +338,10 @@ export class FleetModel {
           stale();
         }
         break;
+      case EventKinds.sessionReopened:
+        // Open again, as it was: the whole SessionInfo (a window that never saw it takes it too).
+        if (id && data.info && typeof data.info === 'object') this.upsertSession(data.info as SessionInfo);
+        break;
       case EventKinds.sessionClosed:
         if (session) {
           session.status = 'closed';
