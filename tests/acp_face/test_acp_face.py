@@ -344,6 +344,15 @@ async def test_resume_fork_and_close_through_the_face(daemon: Daemon, work: Path
         await second.prompt(sid, "say back again")
         assert editor.text(sid).endswith("back again")
 
+        # Closed for good (`sessiond close`), then loaded again from the editor: it reopens, its
+        # conversation replayed, and goes on at its agent.
+        assert sessiond(daemon, "close", sid).returncode == 0
+        await asyncio.wait_for(second.conn.load_session(session_id=sid, cwd=str(work), mcp_servers=[]), WAIT)
+        assert (await main.aget()).status.value == "idle"
+        await second.prompt(sid, "say open again")
+        assert editor.text(sid).endswith("open again")
+        assert (await main.aget()).turns == 6
+
 
 async def test_the_editor_answers_first_and_the_other_clients_questions_are_withdrawn(
     daemon: Daemon, work: Path, tmp_path: Path

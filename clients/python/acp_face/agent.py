@@ -65,7 +65,7 @@ from sessiond.client.acp_face.translate import (
     stop_reason,
     thought,
 )
-from sessiond.client.aio import AsyncDaemon, _open_daemon
+from sessiond.client.aio import AsyncDaemon, AsyncSession, _open_daemon
 from sessiond.client.errors import (
     Conflict,
     ConnectionLost,
@@ -83,6 +83,7 @@ from sessiond.protocol.models import (
     EventKind,
     SessionControls,
     SessionOpenResult,
+    SessionStatus,
     TurnResult,
 )
 from sessiond.protocol.version import VERSION
@@ -295,7 +296,7 @@ class FaceAgent:
         translator = self._translators[session_id] = Translator()
 
         async def replay(daemon: AsyncDaemon) -> list[Update]:
-            session = await daemon.session(session_id)
+            session = await _open_again(daemon, session_id)
             updates: list[Update] = []
             kinds = [EventKind.TURN_QUEUED, EventKind.TURN_CHUNK, EventKind.TURN_THOUGHT, EventKind.TURN_TOOL]
             async with daemon.trace(sessions=[session_id], kinds=kinds) as log_:
@@ -320,7 +321,7 @@ class FaceAgent:
         mcp_servers: list[Any] | None = None,
         **kwargs: Any,
     ) -> ResumeSessionResponse:
-        await self._call(lambda daemon: daemon.session(session_id))
+        await self._call(lambda daemon: _open_again(daemon, session_id))
         controls = await self._follow(session_id, self._translators.get(session_id))
         return ResumeSessionResponse(modes=mode_state(controls), config_options=config_options(controls))
 
@@ -639,3 +640,12 @@ class FaceAgent:
         task = asyncio.ensure_future(later())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+async def _open_again(daemon: AsyncDaemon, session_id: str) -> AsyncSession:
+    """The daemon session an editor loads or resumes, reopened if it was closed (`sessiond close`,
+    a batch): an editor going back to a conversation means to go on with it."""
+    session = await daemon.session(session_id)
+    if session.info.status is SessionStatus.CLOSED:
+        await session.areopen()
+    return session
