@@ -357,6 +357,27 @@ async def test_max_live_sessions_evicts_and_an_evicted_session_comes_back_with_i
         assert not any(f"remember the fruit number {i}" in texts for i in others)
 
 
+async def test_a_closed_session_reopened_goes_on_with_its_conversation(
+    work: Path, claude: MakeAgent, standin: AnthropicStandIn
+) -> None:
+    """Closed (at the agent too), then reopened: its next turn restores the conversation at
+    claude-agent-acp, so the model's next request carries what was said before the close."""
+    agent = await claude()
+    session = await agent.session(work)
+    standin.push("Noted: the plum.")
+    assert (await session.asend("remember the plum")).text == "Noted: the plum."
+    await session.aclose()
+    assert (await agent.aget()).process.live_sessions == 0
+    await session.areopen()
+    standin.push("It was the plum.")
+    reply = await session.asend("which fruit was it?")
+    assert reply.text == "It was the plum."
+    texts = "\n".join(standin.main_requests()[-1].texts())
+    assert "remember the plum" in texts
+    assert "Noted: the plum." in texts
+    assert (await session.aget()).turns == 2
+
+
 async def test_killing_the_agent_fails_only_its_running_turn(
     client: AsyncDaemon, work: Path, claude: MakeAgent, standin: AnthropicStandIn
 ) -> None:
