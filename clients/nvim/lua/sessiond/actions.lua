@@ -74,6 +74,22 @@ local function ask_words(opts, then_)
   end)
 end
 
+--- A request answered with a SessionInfo: the model takes it, then `then_(info)`; a failure is
+--- reported as `failed`. `callback` hears the answer either way.
+local function session_call(method, params, failed, then_, callback)
+  client.request(method, params, function(err, result)
+    if err then
+      report(failed)(err)
+    elseif result then
+      model():merge_sessions({ result })
+      then_(result)
+    end
+    if callback then
+      callback(err, result)
+    end
+  end)
+end
+
 local function target(session)
   local id = session or model().current
   if not id then
@@ -245,17 +261,9 @@ function M.rename(session, title, callback)
     end)
     return
   end
-  client.request("session/rename", { session = id, title = title }, function(err, result)
-    if err then
-      report("could not rename " .. id)(err)
-    elseif result then
-      model():merge_sessions({ result })
-      require("sessiond").changed(id)
-    end
-    if callback then
-      callback(err, result)
-    end
-  end)
+  session_call("session/rename", { session = id, title = title }, "could not rename " .. id, function()
+    require("sessiond").changed(id)
+  end, callback)
 end
 
 local BUSY = { working = true, queued = true, needs_you = true }
@@ -309,18 +317,10 @@ function M.reopen(session, callback)
     end)
     return
   end
-  client.request("session/reopen", { session = session }, function(err, result)
-    if err then
-      report("could not reopen " .. session)(err)
-    elseif result then
-      model():merge_sessions({ result })
-      notify(("reopened %s: its next prompt goes on where it left off"):format(status_name(result)))
-      M.focus(result.id)
-    end
-    if callback then
-      callback(err, result)
-    end
-  end)
+  session_call("session/reopen", { session = session }, "could not reopen " .. session, function(info)
+    notify(("reopened %s: its next prompt goes on where it left off"):format(status_name(info)))
+    M.focus(info.id)
+  end, callback)
 end
 
 --- Make `id` current and show it: in the panel when it is open, else in a view.
