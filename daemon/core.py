@@ -619,7 +619,7 @@ class Core:
         except KeyError:
             raise RpcError(
                 ErrorCode.SESSION_NOT_FOUND,
-                f"no session {session_id!r}; list sessions with session/list (`sessiond ls`)",
+                f"no session {session_id!r}; list sessions with session/list (`sessiond ls --all`)",
             ) from None
 
     def session_info(self, s: SessionRecord, *, brief: bool = False) -> m.SessionInfo:

@@ -5,8 +5,8 @@
 Without a directory it works on a small sample project, written afresh on each
 run into the daemon's state folder (`sample-project` there: one folder however
 often it runs). It uses the built-in demo agent, which needs no model: each
-prompt is a little script (read the file, plan, say what it found). With a real agent the prompt would
-be prose ("review this file and list its bugs").
+prompt is a little script (read the file, plan, say what it found). With a
+real agent the prompt would be prose ("review this file and list its bugs").
 """
 
 from __future__ import annotations

@@ -128,7 +128,8 @@ ERROR_CLASSES: dict[int, type[SessiondError]] = {
 }
 
 
-# What to do next, for the errors a person meets on the command line (and in an ACP editor).
+# What to do next, for the errors a person meets on the command line (and in an ACP editor), where
+# the daemon's sentence names no command of its own (an older daemon's, or one without a hint).
 HINTS: dict[type[SessiondError], str] = {
     SessionNotFound: "list sessions with `sessiond ls --all`",
     AgentNotFound: "list agents with `sessiond agents`",
@@ -136,20 +137,20 @@ HINTS: dict[type[SessiondError], str] = {
 }
 
 
-# The daemon's own "what to do" for every client: "; list sessions with session/list (`sessiond ls`)".
-DAEMON_HINT = re.compile(r"; [^;]* with [a-z]+/[A-Za-z]+ \(`sessiond [^`]*`\)")
-# Its method, where it names the command line's command too: "with session/open (`sessiond new`)".
+# The daemon's "what to do" names its method and the command line's command, for every client:
+# "; reopen it with session/reopen (`sessiond reopen s1`)".
 METHOD_AND_COMMAND = re.compile(r"with [a-z]+/[A-Za-z]+ \((`sessiond [^`]*`)\)")
 
 
 def sentence(error: SessiondError) -> str:
-    """The error as ``sessiond`` on the command line says it: what went wrong, then what to do
-    (the command line's own hint in place of the daemon's, where it has one; else the daemon's,
-    naming only the command: "reopen it with `sessiond reopen s1`")."""
+    """The error as ``sessiond`` on the command line says it: what went wrong, then what to do:
+    the daemon's hint naming only the command ("reopen it with `sessiond reopen s1`"), else the
+    command line's own for that error, if it has one."""
+    text = str(error)
+    if METHOD_AND_COMMAND.search(text):
+        return METHOD_AND_COMMAND.sub(r"with \1", text)
     hint = HINTS.get(type(error))
-    if hint:
-        return f"{DAEMON_HINT.sub('', str(error))}; {hint}"
-    return METHOD_AND_COMMAND.sub(r"with \1", str(error))
+    return f"{text}; {hint}" if hint else text
 
 
 def error_from_code(code: int, message: str, data: Any = None) -> SessiondError:

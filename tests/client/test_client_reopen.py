@@ -4,6 +4,7 @@ whose conversation is restored at its next turn (session/load); the same after a
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,12 @@ async def test_a_session_whose_agent_was_removed_cannot_reopen_and_says_what_to_
                 "open a new one with session/open (`sessiond new`)"
             )
             assert (await session.aget()).status is SessionStatus.CLOSED  # left as it was
+            said = await asyncio.to_thread(sessiond, daemon, "reopen", session.id)
+            assert (said.returncode, said.stdout) == (1, "")
+            assert said.stderr == (  # the daemon's way forward, not the command line's "list agents"
+                f"sessiond: session '{session.id}' cannot reopen: its agent 'spare' was removed; "
+                "open a new one with `sessiond new`\n"
+            )
     finally:
         daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)

@@ -22,10 +22,10 @@ local function status_escape(text)
 end
 
 --- The daemon's sentences name its methods and shell commands for every
---- client ("list sessions with session/list (`sessiond ls`)"): say what to do
+--- client ("list sessions with session/list (`sessiond ls --all`)"): say what to do
 --- here instead.
 local HINTS = {
-  { "; list sessions with session/list %(`sessiond ls`%)", "; :Sessiond panel lists the open sessions" },
+  { "; list sessions with session/list %(`sessiond ls %-%-all`%)", "; :Sessiond panel lists the open sessions" },
   { "; list them with task/list %(`sessiond tasks`%)", "; :Sessiond tasks lists them" },
   { "; list runs with run/list %(`sessiond runs`%)", "" },
   {

@@ -91,6 +91,19 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     if (again) quickPick.activeItems = [again];
   }
 
+  /** One of the sessions closed last, picked (none closed: says so). */
+  async function pickClosed(): Promise<string | undefined> {
+    const closed = await run(Methods.sessionList, () =>
+      sessiond.request(Methods.sessionList, { status: ['closed'], includeClosed: true, sort: 'activity', limit: 50, brief: true }),
+    );
+    if (!closed) return undefined;
+    if (!closed.sessions.length) {
+      void vscode.window.showInformationMessage('sessiond: no closed sessions to reopen');
+      return undefined;
+    }
+    return pick('Reopen which session? (closed last first)', closed.sessions.map((info) => pickItem(info)));
+  }
+
   async function sessionOf(arg: SessionArg, placeHolder: string, preferCurrent = true): Promise<string | undefined> {
     if (typeof arg === 'string') return arg;
     if (arg && 'session' in arg) return arg.session;
@@ -404,23 +417,11 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       const renamed = await run(Methods.sessionRename, () => sessiond.request(Methods.sessionRename, { session, title }));
       if (renamed) model.upsertSession(renamed);
     },
-    'sessiond.reopen': async (arg?: string | TreeNode) => {
-      // A closed session is in no row: given by id (a script, a test), else picked among those closed last.
-      let session = typeof arg === 'string' ? arg : undefined;
-      if (!session) {
-        const closed = await run(Methods.sessionList, () =>
-          sessiond.request(Methods.sessionList, { status: ['closed'], includeClosed: true, sort: 'activity', limit: 50, brief: true }),
-        );
-        if (!closed) return;
-        if (!closed.sessions.length) {
-          void vscode.window.showInformationMessage('sessiond: no closed sessions to reopen');
-          return;
-        }
-        session = await pick('Reopen which session? (closed last first)', closed.sessions.map((info) => pickItem(info)));
-        if (!session) return;
-      }
-      const target = session;
-      const reopened = await run(Methods.sessionReopen, () => sessiond.request(Methods.sessionReopen, { session: target }));
+    'sessiond.reopen': async (arg?: string) => {
+      // A closed session is in no row: given by id (a script), else picked among those closed last.
+      const session = arg ?? (await pickClosed());
+      if (!session) return;
+      const reopened = await run(Methods.sessionReopen, () => sessiond.request(Methods.sessionReopen, { session }));
       if (!reopened) return;
       model.upsertSession(reopened);
       setCurrent(reopened.id);
