@@ -218,12 +218,22 @@ class Subscriber:
         return batch
 
 
+# The `meta` key that keeps the highest seq given, once a prune removed the event that had it.
+EVENTS_HEAD = "events_head"
+
+
 class EventLog:
     def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._clock = clock
-        rows = store.query("SELECT MAX(seq) FROM events")
-        self.head = int(rows[0][0] or 0)
+        # The highest seq ever given: the newest stored event's, or what a prune that removed it
+        # kept in `meta` (a seq is never given out twice).
+        rows = store.query(
+            "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0), "
+            "COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0))",
+            (EVENTS_HEAD,),
+        )
+        self.head = int(rows[0][0])
         self.committed = self.head
         self._subscribers: set[Subscriber] = set()
         self._pending: list[Event] = []

@@ -67,6 +67,7 @@ BEHIND_THE_DOOR = (
     "sessiond.daemon.around",
     "sessiond.daemon.core",
     "sessiond.daemon.events",
+    "sessiond.daemon.pruning",
     "sessiond.daemon.runs",
     "sessiond.daemon.server",
     "sessiond.daemon.session_tools",
@@ -287,6 +288,7 @@ async def _serve(
         from sessiond.daemon.around import Around
         from sessiond.daemon.core import Core
         from sessiond.daemon.events import EventLog
+        from sessiond.daemon.pruning import Pruner
         from sessiond.daemon.runs import RunBook
         from sessiond.daemon.server import DaemonServer
         from sessiond.daemon.session_tools import SessionTools
@@ -315,7 +317,7 @@ async def _serve(
             await core.announce_interrupted()
         except (StoreUnavailable, sqlite3.Error) as exc:
             raise store_trouble(exc, db, state_dir, waited) from None
-        server = DaemonServer(core, runs, tools, door, socket_path=str(socket_path))
+        server = DaemonServer(core, runs, tools, door, Pruner(core, runs), socket_path=str(socket_path))
         server.started_at = time.time()
         if tcp_address is not None:
             server.token = _token(paths.token_path())

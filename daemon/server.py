@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from sessiond.daemon.lsp_outbound import ClientLsp
     from sessiond.daemon.merging import Merging
     from sessiond.daemon.permissions import Permissions
+    from sessiond.daemon.pruning import Pruner
     from sessiond.daemon.session_table import LazyIndex, SessionTable
     from sessiond.daemon.store import Store
 
@@ -514,6 +515,10 @@ async def session_reopen(conn: Connection, p: m.SessionRef) -> m.SessionInfo:
     return conn.core.session_info(conn.core.reopen_session(p.session))
 
 
+async def session_prune(conn: Connection, p: m.SessionPruneParams) -> m.PruneResult:
+    return await conn.daemon.pruner.prune(p)
+
+
 async def session_rename(conn: Connection, p: m.SessionRenameParams) -> m.SessionInfo:
     return conn.core.session_info(conn.core.rename(p))
 
@@ -656,6 +661,7 @@ HANDLERS: dict[str, Handler] = {
     names.SESSION_CANCEL: session_cancel,
     names.SESSION_CLOSE: session_close,
     names.SESSION_REOPEN: session_reopen,
+    names.SESSION_PRUNE: session_prune,
     names.SESSION_TRANSCRIPT: session_transcript,
     names.SESSION_CONTROLS: session_controls,
     names.SESSION_RENAME: session_rename,
@@ -712,6 +718,7 @@ class DaemonServer:
         runs: RunBook,
         tools: SessionTools,
         door: Door,
+        pruner: Pruner,
         *,
         socket_path: str,
         token: str = "",
@@ -720,6 +727,7 @@ class DaemonServer:
         self.door = door
         self.runs = runs
         self.tools = tools  # what a session's own turn may ask (task/suggest, thread/*)
+        self.pruner = pruner
         self.version = door.version
         self.socket_path = socket_path
         self.token = token

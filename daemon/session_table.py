@@ -60,12 +60,24 @@ class SessionTable:
         self._adopt = adopt  # called with each record loaded from the store (not with new ones)
         self._loaded: dict[str, SessionRecord] = {}
         self._all = False
+        # Sessions a prune is deleting (pruning.py): gone to every request from the moment their
+        # deletion is queued, though their rows stay until it commits.
+        self.gone: set[str] = set()
 
     def _load(self, session_id: str) -> SessionRecord | None:
         rows = self._store.lookup("SELECT * FROM sessions WHERE id = ?", (session_id,))
         return self._take(rows[0]) if rows else None
 
+    def in_memory(self, session_id: str) -> SessionRecord | None:
+        """The session if it is in memory, without reading the store."""
+        return self._loaded.get(session_id)
+
+    def forget(self, session_id: str) -> SessionRecord | None:
+        """A session whose row was deleted (a prune): out of memory; what it was, if loaded."""
+        return self._loaded.pop(session_id, None)
+
     def _take(self, row: Any) -> SessionRecord:
+        """(Callers leave out the rows of sessions `gone`.)"""
         known = self._loaded.get(row["id"])
         if known is not None:
             return known
@@ -75,6 +87,8 @@ class SessionTable:
         return record
 
     def get(self, session_id: str, default: SessionRecord | None = None) -> SessionRecord | None:
+        if session_id in self.gone:
+            return default
         record = self._loaded.get(session_id)
         if record is None and not self._all and isinstance(session_id, str):
             record = self._load(session_id)
@@ -112,8 +126,9 @@ class SessionTable:
             self.take_rows(self._store.lookup(query, (json.dumps(wanted),)))
 
     def take_rows(self, rows: Iterable[Any]) -> list[SessionRecord]:
-        """Records for these stored rows, in their order (the ones in memory as they are)."""
-        return [self._take(row) for row in rows]
+        """Records for these stored rows, in their order (the ones in memory as they are; none for
+        a session being pruned)."""
+        return [self._take(row) for row in rows if row["id"] not in self.gone]
 
     def where(self, condition: str, params: tuple[Any, ...] = ()) -> list[SessionRecord]:
         """The sessions whose stored rows match an SQL condition, by ordinal."""
@@ -155,6 +170,17 @@ class LazyIndex(dict[str, list[SessionRecord]]):
             if records:
                 self[key] = records
         return super().get(key, default)
+
+    def drop(self, key: str, record: SessionRecord) -> None:
+        """A session with this key was deleted (a prune)."""
+        records = super().get(key)
+        if records is not None:
+            records[:] = [r for r in records if r is not record]
+
+    def forget(self, key: str) -> None:
+        """A key no session will have again (its parent or run deleted)."""
+        self.pop(key, None)
+        self._filled.discard(key)
 
     def add(self, key: str, record: SessionRecord) -> None:
         """A session with this key was opened or loaded (a key not read yet is read whole later;

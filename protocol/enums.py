@@ -43,6 +43,7 @@ class EventKind(StrEnum):
     SESSION_STATUS = "session.status"
     SESSION_CLOSED = "session.closed"
     SESSION_REOPENED = "session.reopened"
+    SESSIONS_PRUNED = "sessions.pruned"
     TURN_QUEUED = "turn.queued"
     TURN_STARTED = "turn.started"
     TURN_CHUNK = "turn.chunk"

@@ -41,6 +41,7 @@ from sessiond.protocol.names import (
     SESSION_LIST,
     SESSION_OPEN,
     SESSION_PROMPT,
+    SESSION_PRUNE,
     SESSION_RENAME,
     SESSION_REOPEN,
     SESSION_SET_CONFIG,
@@ -125,6 +126,12 @@ _METHODS = [
         m.SessionRef,
         m.SessionInfo,
         "Open a closed session again, as it was; its next turn asks its agent to restore the conversation.",
+    ),
+    Method(
+        SESSION_PRUNE,
+        m.SessionPruneParams,
+        m.PruneResult,
+        "Remove from the store the sessions closed before a time, with their turns and events.",
     ),
     Method(
         SESSION_TRANSCRIPT,

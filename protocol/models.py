@@ -725,6 +725,31 @@ class CancelResult(Result):
     cancelled: int = Field(description="How many turns were told to stop.")
 
 
+class SessionPruneParams(Params):
+    closed_before: datetime = Field(
+        description="Remove the sessions closed before this time (ISO 8601; a time without a zone is UTC)."
+    )
+    dry_run: bool = Field(False, description="Count what would go, and remove nothing.")
+
+
+class PruneResult(Result):
+    sessions: int = Field(description="Closed sessions removed (with a dry run: that would be).")
+    turns: int = Field(description="Their turns.")
+    events: int = Field(description="Their events: transcripts, plans, usage, changes.")
+    tasks: int = Field(description="Settled tasks (done, dismissed, failed) of theirs, or of no session.")
+    runs: int = Field(description="Runs that ended before the time and have no session left.")
+    kept: int = Field(
+        description="Sessions closed before the time that stay: a session of theirs is still open, or a "
+        "task suggested in them is still to run."
+    )
+    worktrees: list[str] = Field(
+        default_factory=list,
+        description="What their closes kept (a worktree with work in it, its branch): left where it is, "
+        "each sentence saying how to remove it.",
+    )
+    dry_run: bool = False
+
+
 class PermissionAnswerParams(Params):
     permission: str = Field(description="The id from the permission.asked event.")
     option_id: str | None = Field(description="One of the options offered, or null to answer 'cancelled'.")

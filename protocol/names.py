@@ -19,6 +19,7 @@ SESSION_PROMPT = "session/prompt"
 SESSION_CANCEL = "session/cancel"
 SESSION_CLOSE = "session/close"
 SESSION_REOPEN = "session/reopen"
+SESSION_PRUNE = "session/prune"
 SESSION_TRANSCRIPT = "session/transcript"
 SESSION_CONTROLS = "session/controls"
 SESSION_SET_MODE = "session/setMode"
@@ -66,6 +67,7 @@ REQUESTS = frozenset(
         SESSION_CANCEL,
         SESSION_CLOSE,
         SESSION_REOPEN,
+        SESSION_PRUNE,
         SESSION_TRANSCRIPT,
         SESSION_CONTROLS,
         SESSION_SET_MODE,

@@ -78,7 +78,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", (D + "core",)),
     (
         "edges",
-        (D + "door", D + "lsp_outbound", D + "server", D + "session_tools", D + "mcp_app", D + "mcp_http"),
+        (
+            D + "door",
+            D + "lsp_outbound",
+            D + "server",
+            D + "session_tools",
+            D + "pruning",
+            D + "mcp_app",
+            D + "mcp_http",
+        ),
     ),
     ("entry", (D + "serve", D + "__main__")),
     # A stack of its own over the protocol; it reaches the daemon twice, both above it:

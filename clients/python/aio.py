@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
@@ -53,6 +54,7 @@ from sessiond.protocol.models import (
     MergeList,
     PermissionList,
     PermissionRequestParams,
+    PruneResult,
     Removed,
     RunInfo,
     RunList,
@@ -882,6 +884,14 @@ class AsyncDaemon:
         """End this connection's run: ``completed``, ``failed``, or ``stopped`` (by hand)."""
         self._run = await self._call(m.RUN_END, RunInfo, outcome=outcome)
         return self._run
+
+    async def prune(self, closed_before: datetime | timedelta, *, dry_run: bool = False) -> PruneResult:
+        """Remove from the store the sessions closed before a time (a datetime; a timedelta: that
+        long ago), with their turns, events, settled tasks and the runs left with no session.
+        Sessions that something open still needs stay (``kept``); with ``dry_run``, only count."""
+        if isinstance(closed_before, timedelta):
+            closed_before = datetime.now(UTC) - closed_before
+        return await self._call(m.SESSION_PRUNE, PruneResult, closed_before=closed_before, dry_run=dry_run)
 
     async def runs(self) -> list[RunInfo]:
         """Every run, oldest first, each with its wall time beside its serial time."""

@@ -13,12 +13,14 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shlex
 import socket as socketlib
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -38,6 +40,7 @@ from sessiond.client.wording import (
     asked_text,
     context_cell,
     controls_source,
+    count,
     duration,
     files_cell,
     fleet_line,
@@ -720,7 +723,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json([{"session": args.session, "cancelled": cancelled}])
     else:
-        _line(sys.stdout, f"told {cancelled} turn{'s' if cancelled != 1 else ''} of {args.session} to stop")
+        _line(sys.stdout, f"told {count(cancelled, 'turn')} of {args.session} to stop")
     return EXIT_OK
 
 
@@ -745,6 +748,82 @@ def cmd_reopen(args: argparse.Namespace) -> int:
             sys.stdout,
             f"{sid} is open ({info['status']}); `sessiond send {sid} ...` goes on where it left off",
         )
+    return EXIT_OK
+
+
+_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*(m|min|h|d|w)", re.IGNORECASE)
+_AGE_UNITS = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def moment_of(text: str) -> datetime:
+    """`prune`'s time: an age (30d, 12h, 2w, 90m: that long ago) or a date or time (2026-11-01,
+    2026-11-01T09:30; local unless it names its zone)."""
+    if age := _AGE.fullmatch(text.strip()):
+        seconds = float(age.group(1)) * _AGE_UNITS[age.group(2).lower()]
+        return datetime.now(UTC) - timedelta(seconds=seconds)
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"{text!r} is neither an age nor a date; give an age such as 30d, 12h or 2w, "
+            "or a date such as 2026-11-01"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.astimezone()
+
+
+def _pruned_text(result: dict[str, Any], before: datetime, *, would: bool) -> list[str]:
+    lines = []
+    if result["sessions"]:
+        what = [
+            f"{count(result['sessions'], 'session')} closed before {when(before)} "
+            f"({count(result['turns'], 'turn')}, {count(result['events'], 'event')})"
+        ]
+        what += [
+            count(result[key], noun)
+            for key, noun in (("tasks", "settled task"), ("runs", "run"))
+            if result[key]
+        ]
+        lines.append(f"{'would remove' if would else 'removed'} {' and '.join(what)}")
+    else:
+        lines.append(f"no session closed before {when(before)} to remove")
+    if kept := result["kept"]:
+        them = "them" if kept != 1 else "it"
+        lines.append(
+            f"{count(kept, 'session')} closed before then {'stay' if kept != 1 else 'stays'}: a session "
+            f"started from {them} is still open, or a task suggested in {them} is still to run"
+        )
+    if result.get("worktrees"):
+        lines.append("what their closes kept stays where it is:")
+        lines += [f"  {said}" for said in result["worktrees"]]
+    return lines
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    before = moment_of(args.before)
+    params = {"closedBefore": before.isoformat()}
+    with _plain(args) as daemon:
+        if not args.dry_run and not args.yes:
+            counted = daemon.call(names.SESSION_PRUNE, {**params, "dryRun": True})
+            if not counted["sessions"]:
+                args.dry_run = True  # nothing to ask about: say so, as a dry run does
+            elif not (sys.stdin.isatty() and sys.stderr.isatty()):
+                what = count(counted["sessions"], "closed session")
+                raise UsageError(
+                    f"this would remove {what} and their transcripts; add --yes to remove them "
+                    "without being asked, or --dry-run to see what would go"
+                )
+            else:
+                for text in _pruned_text(counted, before, would=True):
+                    _line(sys.stderr, text)
+                if input("remove them? [y/N] ").strip().lower() not in ("y", "yes"):
+                    _say("nothing removed")
+                    return EXIT_OK
+        result = daemon.call(names.SESSION_PRUNE, {**params, "dryRun": bool(args.dry_run)})
+    if args.json:
+        _emit_json([result])
+    else:
+        for text in _pruned_text(result, before, would=bool(args.dry_run)):
+            _line(sys.stdout, text)
     return EXIT_OK
 
 
@@ -1455,6 +1534,20 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
         )
         answer.add_argument("target", metavar="PERMISSION|SESSION")
         answer.add_argument("--always", action="store_true", help=f"{verb} always (when the agent offers it)")
+
+    prune = command(
+        "prune",
+        cmd_prune,
+        "remove the sessions closed before a time from the store, with their transcripts",
+        as_json,
+    )
+    prune.add_argument(
+        "before",
+        metavar="AGE|DATE",
+        help="closed longer ago than this (30d, 12h, 2w) or before this date (2026-11-01)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+    prune.add_argument("--yes", action="store_true", help="remove without asking (for scripts)")
 
     for name, handler, text in [
         ("cancel", cmd_cancel, "stop a session's running and queued turns"),

@@ -41,6 +41,7 @@ import threading
 import weakref
 from asyncio import events
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar, cast, overload
@@ -70,6 +71,7 @@ from sessiond.protocol.models import (
     Fleet,
     MergeEntry,
     PermissionRequestParams,
+    PruneResult,
     RunInfo,
     RunOutcome,
     SessionControls,
@@ -597,6 +599,9 @@ class Daemon(_Twin[AsyncDaemon]):
 
     @twin(AsyncDaemon.end_run)
     def end_run(self, outcome: RunOutcome = "completed") -> RunInfo: ...
+
+    @twin(AsyncDaemon.prune)
+    def prune(self, closed_before: datetime | timedelta, *, dry_run: bool = False) -> PruneResult: ...
 
     @twin(AsyncDaemon.runs)
     def runs(self) -> list[RunInfo]: ...

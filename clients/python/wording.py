@@ -24,6 +24,11 @@ def short(text: str | None, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def count(n: int, noun: str) -> str:
+    """`1 turn`, `2 turns`: a number and its noun (made plural with an s)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def when(moment: Any) -> str:
     """A moment in local time: a datetime, or the ISO text the daemon's JSON carries."""
     if isinstance(moment, str):
@@ -188,7 +193,7 @@ def usage_text(info: SessionInfo) -> str:
     if usage is None or not usage.turns:
         return "-"
     return (
-        f"{usage.total_tokens:,} tokens over {usage.turns} turn{'s' if usage.turns != 1 else ''} "
+        f"{usage.total_tokens:,} tokens over {count(usage.turns, 'turn')} "
         f"({usage.input_tokens:,} in, {usage.output_tokens:,} out), busy {duration(usage.busy_seconds)}"
     )
 

@@ -416,6 +416,7 @@ NOTIFY: dict[str, list[dict[str, Any]]] = {
     "session/cancel": [{"session": "$SESSION"}],
     "session/close": [{"session": "$SESSION"}],
     "session/reopen": [{"session": "$SESSION"}],
+    "session/prune": [{"closedBefore": "2000-01-01T00:00:00Z", "dryRun": True}],
     "session/transcript": [{"session": "$SESSION"}],
     "session/controls": [{"session": "$SESSION"}],
     "session/setMode": [{"session": "$SESSION", "mode": "plan"}],

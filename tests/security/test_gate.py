@@ -64,6 +64,7 @@ class World:
             "session/cancel": {"session": s},
             "session/close": {"session": s},
             "session/reopen": {"session": s},
+            "session/prune": {"closedBefore": "2100-01-01T00:00:00Z"},
             "session/transcript": {"session": s},
             "session/controls": {"session": s},
             "session/setMode": {"session": s, "mode": "plan"},

@@ -13,6 +13,7 @@ export type EventKind =
   | 'session.status'
   | 'session.closed'
   | 'session.reopened'
+  | 'sessions.pruned'
   | 'turn.queued'
   | 'turn.started'
   | 'turn.chunk'
@@ -75,6 +76,7 @@ export interface SessiondSchema {
   PlacementSettings?: PlacementSettings1;
   Plan?: Plan;
   PlanEntry?: PlanEntry;
+  PruneResult?: PruneResult;
   RaySettings?: RaySettings1;
   Removed?: Removed;
   RunDeclareParams?: RunDeclareParams;
@@ -90,6 +92,7 @@ export interface SessiondSchema {
   SessionOpenResult?: SessionOpenResult;
   SessionPage?: SessionPage;
   SessionPromptParams?: SessionPromptParams;
+  SessionPruneParams?: SessionPruneParams;
   SessionRef?: SessionRef;
   SessionRenameParams?: SessionRenameParams;
   SessionSetConfigParams?: SessionSetConfigParams;
@@ -1033,6 +1036,37 @@ export interface PlacementSettings1 {
   sshTarget?: string | null;
   sshVerifyHostKey?: boolean;
 }
+export interface PruneResult {
+  dryRun?: boolean;
+  /**
+   * Their events: transcripts, plans, usage, changes.
+   */
+  events: number;
+  /**
+   * Sessions closed before the time that stay: a session of theirs is still open, or a task suggested in them is still to run.
+   */
+  kept: number;
+  /**
+   * Runs that ended before the time and have no session left.
+   */
+  runs: number;
+  /**
+   * Closed sessions removed (with a dry run: that would be).
+   */
+  sessions: number;
+  /**
+   * Settled tasks (done, dismissed, failed) of theirs, or of no session.
+   */
+  tasks: number;
+  /**
+   * Their turns.
+   */
+  turns: number;
+  /**
+   * What their closes kept (a worktree with work in it, its branch): left where it is, each sentence saying how to remove it.
+   */
+  worktrees?: string[];
+}
 /**
  * Where a Ray-run agent's process goes (runner `ray`): an existing Ray cluster, and what the
  * process asks of the node Ray picks for it.
@@ -1232,6 +1266,16 @@ export interface SessionPromptParams {
    * LSP work-done progress token: the turn is reported through $/progress.
    */
   workDoneToken?: number | string | null;
+}
+export interface SessionPruneParams {
+  /**
+   * Remove the sessions closed before this time (ISO 8601; a time without a zone is UTC).
+   */
+  closedBefore: string;
+  /**
+   * Count what would go, and remove nothing.
+   */
+  dryRun?: boolean;
 }
 export interface SessionRef {
   session: string;
@@ -1514,6 +1558,8 @@ export interface ProtocolMethods {
   'session/open': { params: SessionOpenParams; result: SessionOpenResult; };
   /** Run a turn. Turns of one session run one after another in the order asked. */
   'session/prompt': { params: SessionPromptParams; result: TurnResult; };
+  /** Remove from the store the sessions closed before a time, with their turns and events. */
+  'session/prune': { params: SessionPruneParams; result: PruneResult; };
   /** Name the session: a title of the client's, which the daemon and its agent then leave alone. */
   'session/rename': { params: SessionRenameParams; result: SessionInfo; };
   /** Open a closed session again, as it was; its next turn asks its agent to restore the conversation. */

@@ -1,0 +1,254 @@
+"""Sessions closed before a time leave the store (`session/prune`), with their turns, events,
+settled tasks and emptied runs: through the Python client and `sessiond prune`, against a real
+daemon, its real SQLite store and the demo agent; what stays, stays, across a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bench.harness import Daemon
+from sessiond.client import SessionNotFound, aconnect, connect
+from sessiond.protocol.models import EventKind, SessionInfo, SessionStatus
+
+pytestmark = pytest.mark.timeout(180)
+
+SESSIOND = [sys.executable, "-m", "sessiond.client"]
+
+
+def sessiond(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SESSIOND, *args],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def stored(daemon: Daemon, sql: str, *args: object) -> list[tuple[object, ...]]:
+    """What the daemon's store holds, read beside it (WAL lets a reader in)."""
+    conn = sqlite3.connect(daemon.home / "state" / "sessiond.db")
+    try:
+        return list(conn.execute(sql, args))
+    finally:
+        conn.close()
+
+
+def test_sessions_closed_before_a_time_go_and_what_is_still_needed_stays(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            demo = client.agent("demo")
+            parent = demo.session(tmp_path, title="has an open side chat")
+            parent.send("say parent")
+            side = parent.side("what did you say?")
+            suggester = demo.session(tmp_path, title="suggested a task")
+            suggester.send("say suggester")
+            waiting = client.suggest_task("tidy", "say tidied", from_session=suggester.id)
+            plain = [demo.session(tmp_path, title=f"old {n}") for n in range(3)]
+            for session in plain:
+                session.send("say old")
+            done_task = client.suggest_task("done with", "say nothing", from_session=plain[0].id)
+            client.dismiss_task(done_task.id, "not now")
+            with connect(daemon.socket, start=False, run="nightly") as batch:
+                in_run = batch.agent("demo").session(tmp_path, title="in a run")
+                in_run.send("say run")
+                in_run.close()
+                run = batch.end_run()
+            for session in (parent, suggester, *plain):
+                session.close()
+            before = [e.seq for e in client.trace()]
+            mark = datetime.now(UTC)
+            late = demo.session(tmp_path, title="closed after the mark")
+            late.send("say late")
+            late.close()
+            still_open = demo.session(tmp_path, title="open")
+            turns_before = demo.get().turns
+
+            counted = client.prune(mark, dry_run=True)
+            assert counted.dry_run
+            assert (counted.sessions, counted.turns, counted.tasks, counted.runs) == (4, 4, 1, 1)
+            assert counted.kept == 2  # the parent of an open side chat, where a waiting task was suggested
+            assert counted.events > 4 * 4  # queued, started, chunks, ended, status... of each turn
+            assert (
+                client.session(plain[1].id).get().status is SessionStatus.CLOSED
+            )  # a dry run removes nothing
+
+            with client.events(kinds=[EventKind.SESSIONS_PRUNED.value]) as heard:
+                pruned = client.prune(mark)
+                told = next(iter(heard))
+            assert pruned.model_dump(exclude={"dry_run"}) == counted.model_dump(exclude={"dry_run"})
+            assert not pruned.dry_run
+            assert told.data == {"sessions": 4, "closedBefore": pytest.approx(mark.timestamp())}
+
+            gone = {s.id for s in (*plain, in_run)}
+            listed = {s.id for s in client.sessions(include_closed=True)}
+            assert listed == {parent.id, side.id, suggester.id, late.id, still_open.id}
+            for session_id in gone:
+                with pytest.raises(SessionNotFound, match=f"no session '{session_id}'"):
+                    client.session(session_id).get()
+            replay = list(client.trace())
+            assert not [e for e in replay if e.session in gone]
+            assert [e for e in replay if e.session == parent.id]  # what stays keeps its events
+            assert demo.get().turns == turns_before - 4  # the agent's count is of what is stored
+            assert run.id not in {r.id for r in client.runs()}
+            assert {t.id for t in client.tasks()} == {waiting.id}
+            assert parent.transcript().lines  # kept whole
+            assert stored(
+                daemon, "SELECT COUNT(*) FROM turns WHERE session IN (?, ?)", *sorted(gone)[:2]
+            ) == [(0,)]
+
+            assert client.prune(mark).sessions == 0  # again: nothing left to remove
+        daemon.stop()
+        daemon.start()
+        with connect(daemon.socket, start=False) as client:
+            assert {s.id for s in client.sessions(include_closed=True)} == listed
+            # The prune took the newest events with it: a seq is still never given out twice.
+            fresh = client.agent("demo").session(tmp_path)
+            fresh.send("say after")
+            newest = [e.seq for e in client.trace() if e.session == fresh.id]
+            assert min(newest) > max(before)
+            assert client.session(parent.id).reopen().title == "has an open side chat"
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_sessiond_prune_asks_first_and_says_what_went(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            demo = client.agent("demo")
+            sessions = [demo.session(tmp_path) for _ in range(2)]
+            sessions[0].send("say one")
+            for session in sessions:
+                session.close()
+
+        bad = sessiond(daemon, "prune", "last tuesday")
+        assert bad.returncode == 2
+        assert "'last tuesday' is neither an age nor a date; give an age such as 30d" in bad.stderr
+
+        nothing = sessiond(daemon, "prune", "1d")
+        assert (nothing.returncode, nothing.stderr) == (0, "")
+        assert nothing.stdout.startswith("no session closed before ")
+
+        dry = sessiond(daemon, "prune", "0m", "--dry-run")
+        assert (dry.returncode, dry.stderr) == (0, "")
+        assert dry.stdout.startswith("would remove 2 sessions closed before ")
+        assert "(1 turn, " in dry.stdout
+
+        # Not at a terminal, it will not remove without --yes.
+        unasked = sessiond(daemon, "prune", "0m")
+        assert unasked.returncode == 2
+        assert "this would remove 2 closed sessions and their transcripts; add --yes" in unasked.stderr
+
+        done = sessiond(daemon, "prune", "0m", "--yes", "--json")
+        assert (done.returncode, done.stderr) == (0, "")
+        result = json.loads(done.stdout)
+        assert (result["sessions"], result["turns"], result["dryRun"]) == (2, 1, False)
+        assert stored(daemon, "SELECT COUNT(*) FROM sessions") == [(0,)]
+
+        date = (datetime.now() + timedelta(days=1)).strftime("%Y-%m-%d")  # a local date works too
+        assert sessiond(daemon, "prune", date, "--yes").stdout.startswith("no session closed before ")
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_a_worktree_its_close_kept_is_named_and_left_in_place(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for argv in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(["git", *identity, *argv], cwd=repo, check=True, capture_output=True)
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            session = client.agent("demo").session(repo, placement="worktree")
+            session.send("write notes.txt work not merged")
+            where = session.get().where
+            assert where is not None
+            assert where.worktree is not None
+            session.close()
+        done = sessiond(daemon, "prune", "0m", "--yes")
+        assert done.returncode == 0, done.stderr
+        assert "what their closes kept stays where it is:" in done.stdout
+        assert f"  worktree kept at {where.worktree} (branch " in done.stdout
+        assert (Path(where.worktree) / "notes.txt").read_text() == "work not merged"
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_a_prune_of_thousands_goes_in_chunks_while_the_daemon_serves(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            demo = client.agent("demo")
+            closed = demo.sessions(1_200, tmp_path)
+            for session in closed:
+                session.close()
+            mark = datetime.now(UTC)
+            working = demo.session(tmp_path)
+            assert working.send("say still here").text == "still here"
+            pruned = client.prune(mark)
+            assert (pruned.sessions, pruned.kept) == (1_200, 0)
+            assert [s.id for s in client.sessions(include_closed=True)] == [working.id]
+            assert working.send("say and after").text == "and after"
+            assert client.fleet().open == 1
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_a_session_reopened_while_a_prune_runs_is_either_open_and_stored_or_gone(tmp_path: Path) -> None:
+    """Whenever the reopen lands (before the choice, between chunks, after its chunk was queued),
+    memory and the store agree: open in both, or gone from both with the reopen refused."""
+    daemon = Daemon().start()
+
+    async def race() -> tuple[str, SessionInfo | BaseException]:
+        async with aconnect(daemon.socket, start=False) as client:
+            demo = await client.agent("demo")
+            sessions = await demo.sessions(1_500, tmp_path)
+            for session in sessions:
+                await session.aclose()
+            mark = datetime.now(UTC)
+            newest, oldest = sessions[-1], sessions[0]  # (pruned newest first: in the first chunk, the last)
+            pruning = asyncio.ensure_future(client.prune(mark))
+            while not pruning.done():  # until the first chunk is under way: the newest is gone
+                try:
+                    await newest.aget()
+                except SessionNotFound:
+                    break
+            reopening = oldest.areopen()
+            _, reopened = await asyncio.gather(pruning, reopening, return_exceptions=True)
+            return oldest.id, reopened
+
+    try:
+        session_id, reopened = asyncio.run(race())
+        daemon.stop()  # (everything it answered, stored)
+        rows = stored(daemon, "SELECT status FROM sessions WHERE id = ?", session_id)
+        daemon.start()
+        with connect(daemon.socket, start=False) as client:
+            if isinstance(reopened, BaseException):
+                assert isinstance(reopened, SessionNotFound), reopened
+                assert rows == []
+                with pytest.raises(SessionNotFound):
+                    client.session(session_id).get()
+            else:
+                assert reopened.status is not SessionStatus.CLOSED
+                assert rows == [(reopened.status.value,)]
+                assert client.session(session_id).get().status is reopened.status
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
