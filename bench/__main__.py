@@ -1,7 +1,7 @@
 """Run every benchmark and print their tables.
 
 python -m bench [--sessions 10000] [--turns 200] [--batch 500] [--fleet 5000] [--mcp 10]
-                [--startup-rounds 5] [--scale 1000,10000,100000]
+                [--startup-rounds 5] [--scale 1000,10000,100000] [--prune 100000]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import connections, limits, ray_agents, real_agents, scale, side_by_side, startup, streaming
+from bench import connections, limits, prune, ray_agents, real_agents, scale, side_by_side, startup, streaming
 from bench.direct_acp import direct_agent
 from bench.harness import IN_MEMORY, cpu_seconds, daemon, scheduled, scratch, settled, table, tree_rss_kib
 from sessiond.client import AsyncDaemon, aconnect
@@ -493,6 +493,7 @@ def main() -> None:
         default="1000,10000,100000",
         help="sessions (2,000 with a turn) beside list pages, turns, a restart",
     )
+    parser.add_argument("--prune", type=int, default=100_000, help="closed sessions a prune removes")
     args = parser.parse_args()
     print(
         table("Spawn → first answer (medians, same-run baselines)", startup.spawn_rows(args.startup_rounds))
@@ -500,6 +501,8 @@ def main() -> None:
     print()
     sizes = [int(size) for size in args.scale.split(",")]
     print(table(scale.TITLE, scale.rows(sizes)))
+    print()
+    print(table(prune.TITLE, prune.rows(args.prune, prune.EVENTS)))
     print()
     print(table("Opening sessions", asyncio.run(open_many(args.sessions))))
     print()
