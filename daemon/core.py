@@ -691,8 +691,9 @@ class Core:
         # sessions join memory only once their rows are committed: refused, nothing is left of them.
         first = self._next_ordinal
         self._next_ordinal += params.count
-        # A blank title is none: the session is named by its first prompt (titles.py).
-        title = params.title if params.title and params.title.strip() else None
+        # A blank title is none: the session is named by its first prompt (titles.py); the spaces
+        # around one are no part of it, as with session/rename.
+        title = (params.title or "").strip() or None
         for ordinal in range(first, first + params.count):
             record = SessionRecord(
                 id=f"s{ordinal}",

@@ -46,9 +46,10 @@ def test_titles_from_the_first_prompt_and_the_agent(tmp_path: Path) -> None:
             demo = client.agent("demo")
             untitled, named, blank = (
                 demo.session(tmp_path),
-                demo.session(tmp_path, title="mine"),
+                demo.session(tmp_path, title="  mine\n"),  # (the spaces around it are no part of it)
                 demo.session(tmp_path, title="  "),  # a blank title is none
             )
+            assert named.get().title == "mine"
             with client.events(kinds=[EventKind.SESSION_TITLED.value]) as events:
                 untitled.send(FIRST)
                 named.send(FIRST)
