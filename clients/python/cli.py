@@ -1117,6 +1117,13 @@ def cmd_batch(args: argparse.Namespace) -> int:
             _say(f"interrupted; {note}")
         return EXIT_INTERRUPTED
     bar.finish(f"run {run_id}")
+    answered = [r.session for r in results if not isinstance(r, Exception)]
+    if answered and not args.json:  # (JSON lines name each answer's session)
+        span = answered[0] if len(answered) == 1 else f"{answered[0]}…{answered[-1]}"
+        _say(
+            f"answered by {span}, closed: `sessiond ls --all --run {run_id}` lists them by prompt; "
+            "`sessiond reopen S` to ask one more"
+        )
     for index, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
         if args.json:
             if isinstance(result, Exception):

@@ -367,6 +367,11 @@ def test_batch_prints_answers_in_order_with_a_last_progress_line(
     assert (code, out) == (0, "slept\nquick\nfrom json\n")
     assert err.startswith("[########################] 3/3  done 3 · failed 0 · stopped 0 · running 0")
     (run_info,) = fake.runs.values()
+    first, last = list(fake.sessions)[-3::2]  # (opened in prompt order)
+    assert err.endswith(
+        f"sessiond: answered by {first}…{last}, closed: `sessiond ls --all --run {run_info.id}` lists "
+        "them by prompt; `sessiond reopen S` to ask one more\n"
+    )
     assert (run_info.name, run_info.outcome) == ("batch prompts.txt", "completed")
     assert run_info.argv == sys.argv
     code, out, err = run(capsys, "batch", "--root", "/", "--max-concurrency", "1", "--json", str(prompts))
