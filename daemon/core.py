@@ -1048,6 +1048,12 @@ class Core:
                 "open a new one with session/open (`sessiond new`)",
             )
         session.runtime = None  # (its placement was closed: the next turn makes it again)
+        # What its close said it kept (a worktree) is taken up again: its error is its last turn's.
+        (last,) = self.store.lookup(
+            "SELECT (SELECT error FROM turns WHERE session = ? ORDER BY queued_at DESC LIMIT 1) AS error",
+            (session.id,),
+        )
+        session.last_error = last["error"]
         runtime.open_sessions += 1
         self.set_status(session, closed=False)
         self.events.emit(

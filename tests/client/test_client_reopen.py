@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.harness import Daemon
-from sessiond.client import AgentNotFound, SessionNotFound, aconnect, connect
+from sessiond.client import AgentNotFound, SessiondError, SessionNotFound, aconnect, connect
 from sessiond.client.watch import WatchModel
 from sessiond.protocol.models import EventKind, SessionStatus
 
@@ -128,13 +128,32 @@ def test_a_worktree_session_reopens_in_the_worktree_its_close_kept(tmp_path: Pat
             closed = session.close()
             assert closed.last_error is not None
             assert closed.last_error.startswith(f"worktree kept at {where.worktree}")
-            session.reopen()
+            assert session.reopen().last_error is None  # taken up again: no longer "kept"
             reply = session.send("read notes.txt")
             assert reply.text == "notes.txt has 1 line. First line: kept across the close"
             again = session.get().where
             assert again is not None
             assert again.worktree == where.worktree
             assert not (repo / "notes.txt").exists()  # still its own, not the checkout's
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_a_session_whose_last_turn_failed_reopens_failed_with_that_error(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            session = client.agent("demo").session(tmp_path)
+            with pytest.raises(SessiondError, match="the tool broke"):
+                session.send("fail the tool broke")
+            session.close()
+            again = session.reopen()
+            assert again.status is SessionStatus.FAILED
+            assert again.last_error is not None
+            assert "the tool broke" in again.last_error
+            assert session.send("say better").text == "better"
+            assert session.get().last_error is None
     finally:
         daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)
