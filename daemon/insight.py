@@ -178,6 +178,15 @@ class ToolCall:
     locations: list[str] = field(default_factory=list)
     diffs: list[tuple[str, str | None, str]] = field(default_factory=list)  # path, old, new
 
+    def shown_title(self, root: str) -> str:
+        """Its title as a person reads it: a path under the session's root relative to it
+        ("Edit /home/me/app/notes.txt" reads "Edit notes.txt"), as most agents name them; a
+        command's title as it is (it may run somewhere else: `cd /tmp && cat /home/me/app/a`)."""
+        prefix = root.rstrip("/") + "/"
+        if self.kind == "execute" or prefix == "/":
+            return self.title
+        return self.title.replace(prefix, "")
+
 
 @dataclass
 class Insight:

@@ -288,8 +288,10 @@ class InsightFeed:
             call = ins.tool_update(payload)
             if turn is not None:
                 turn.between_messages = True
-            if call.title:
-                ins.transcript.tool(turn_id, call.id, m.tool_line(call.kind, call.title), first=first)
+            rt = session.runtime
+            title = call.shown_title(rt.placement.root if rt is not None else session.root)
+            if title:
+                ins.transcript.tool(turn_id, call.id, m.tool_line(call.kind, title), first=first)
             # This update's own diffs, for clients that show them (the ACP face passes them on).
             diffs = [
                 {"path": c["path"], "oldText": c.get("oldText"), "newText": c.get("newText", "")}
@@ -302,7 +304,7 @@ class InsightFeed:
                 session=session.id,
                 turn=turn_id,
                 toolCallId=call.id,
-                title=call.title,
+                title=title,
                 toolKind=call.kind,
                 status=call.status,
                 locations=call.locations,

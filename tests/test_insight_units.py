@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessiond.daemon.changes import count_lines
-from sessiond.daemon.insight import Insight, TranscriptBuilder, ending_lines, recap_of, replay
+from sessiond.daemon.insight import Insight, ToolCall, TranscriptBuilder, ending_lines, recap_of, replay
 from sessiond.daemon.records import Turn
 from sessiond.daemon.throttle import Throttle
 from sessiond.protocol.models import Attention
@@ -335,3 +335,12 @@ def test_the_usage_events_wire_forms_are_what_the_models_give(
 
 def _wire(view: Any) -> Any:
     return view.wire() if view is not None else None
+
+
+def test_a_tool_title_reads_paths_under_the_root_relative_to_it_but_a_command_as_it_is() -> None:
+    edit = ToolCall("t1", title="Edit /home/me/app/src/notes.txt and /home/me/app2/x", kind="edit")
+    assert edit.shown_title("/home/me/app") == "Edit src/notes.txt and /home/me/app2/x"
+    assert edit.shown_title("/home/me/app/") == "Edit src/notes.txt and /home/me/app2/x"
+    assert edit.shown_title("/") == edit.title  # (every path is under /: left whole)
+    run = ToolCall("t2", title="cd /tmp && cat /home/me/app/a", kind="execute")
+    assert run.shown_title("/home/me/app") == run.title
