@@ -19,7 +19,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -36,6 +36,9 @@ from tests.vscode_real.workbench import (
     _vsix,
     git_workspace,
 )
+
+if TYPE_CHECKING:
+    from playwright.sync_api import ConsoleMessage, Error
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +134,15 @@ def workbench() -> Iterator[Workbench]:
             )
             page = browser.new_page(viewport={"width": 1600, "height": 900})
             page.set_default_timeout(30_000)
-            page.on("console", lambda m: console.write(f"[{m.type}] {m.text}\n"))
-            page.on("pageerror", lambda e: console.write(f"[pageerror] {e}\n"))
+
+            def logged(message: ConsoleMessage) -> None:
+                console.write(f"[{message.type}] {message.text}\n")
+
+            def failed(error: Error) -> None:
+                console.write(f"[pageerror] {error}\n")
+
+            page.on("console", logged)
+            page.on("pageerror", failed)
             wb = Workbench(base, daemon, page)
             wb.install_seconds = install_seconds  # type: ignore[attr-defined]
             wb.url = f"http://127.0.0.1:{port}/?folder={base / 'ws'}"  # type: ignore[attr-defined]
