@@ -39,6 +39,10 @@ class Daemon:
     @property
     def env(self) -> dict[str, str]:
         env = {**os.environ, "SESSIOND_HOME": str(self.home), "SESSIOND_SOCKET": str(self.socket)}
+        # The agents' temporary files go with the home: opencode (a bun binary) leaves a 5.5 MB
+        # library in TMPDIR at each start, and 381 of them had gathered in /tmp here; claude-agent-acp
+        # keeps a folder per project in /tmp unless told.
+        env["TMPDIR"] = env["CLAUDE_CODE_TMPDIR"] = str(self.home / "tmp")  # (claude's default: /tmp)
         if self.code is not None:  # (found before the editable install, which Python asks last)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.code), env.get("PYTHONPATH")]))
         return env
@@ -50,6 +54,7 @@ class Daemon:
 
     def start(self, timeout: float = 30) -> Daemon:
         """Start and wait until it says it serves (its own line on stderr, not a sleep)."""
+        (self.home / "tmp").mkdir(parents=True, exist_ok=True)
         process = subprocess.Popen(
             [sys.executable, *self.python_args, "--socket", str(self.socket), *self.extra_args],
             env=self.env,

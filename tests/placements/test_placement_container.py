@@ -4,9 +4,11 @@ stand-in engine CLI; the real-engine test runs only where an engine works, and s
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import glob
 import os
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,20 @@ from sessiond.daemon.placements.container import (
 )
 
 pytestmark = pytest.mark.timeout(60)
+# Where a command's pid is kept inside the container: the stand-in engine's "inside" is this machine.
+PIDFILES = "/tmp/.sessiond-*.pid"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _pidfiles_go() -> Iterator[None]:
+    """The pid files the stand-in's commands left in this machine's /tmp (a real engine's go with
+    the container) are removed after this module, which alone makes them."""
+    before = set(glob.glob(PIDFILES))
+    yield
+    for path in set(glob.glob(PIDFILES)) - before:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
 
 FAKE_ENGINE = r"""#!/bin/bash
 # A stand-in for docker: logs its arguments; `exec` runs the command here, as the engine would inside.
