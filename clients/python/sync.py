@@ -422,7 +422,10 @@ class _SyncStream(_Twin[S]):
             self.close()
 
     def close(self) -> None:
-        """Close the stream; a turn still running is cancelled."""
+        """Close the stream; a turn still running is cancelled. Closed already, it does nothing:
+        an iterator left unfinished is closed again when collected, perhaps inside a running loop."""
+        if self._closed:
+            return
         _refuse_in_loop(type(self).__name__, "close", "await stream.aclose()")
         self._closed = True
         if not self._client.loop.closed:

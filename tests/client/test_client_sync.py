@@ -289,6 +289,30 @@ def test_event_streams_subscribe_on_entering_with(fake: FakeDaemon) -> None:
         assert len(fake.params_of("events/unsubscribe")) == 1
 
 
+def test_an_iterator_left_unfinished_is_collected_quietly_inside_a_running_loop(fake: FakeDaemon) -> None:
+    """The stream closed by its `with`, the generator `iter()` made is closed again when collected:
+    in an async test that came next, that close raised SyncCallInEventLoop as unraisable."""
+    with connect(start=False) as daemon:
+        session = daemon.agent().session("/")
+        with daemon.events(sessions=[session.id]) as events:
+            left = iter(events)
+            session.send("say one")
+            assert next(left).kind is EventKind.TURN_QUEUED
+        unraisable: list[object] = []
+        previous, sys.unraisablehook = sys.unraisablehook, unraisable.append
+
+        async def collect() -> None:
+            nonlocal left
+            del left
+            gc.collect()
+
+        try:
+            asyncio.run(collect())
+        finally:
+            sys.unraisablehook = previous
+        assert unraisable == []
+
+
 def test_sync_calls_inside_an_event_loop_say_what_to_await_instead(fake: FakeDaemon) -> None:
     with connect(start=False) as daemon:
         session = daemon.agent().session("/")
