@@ -18,6 +18,7 @@ import pytest
 from bench.harness import Daemon
 from sessiond.client import SessionNotFound, aconnect, connect
 from sessiond.protocol.models import EventKind, SessionInfo, SessionStatus
+from tests.client.worktrees import repository, session_with_work
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -166,25 +167,17 @@ def test_sessiond_prune_asks_first_and_says_what_went(tmp_path: Path) -> None:
 
 
 def test_a_worktree_its_close_kept_is_named_and_left_in_place(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    identity = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    for argv in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "start"]):
-        subprocess.run(["git", *identity, *argv], cwd=repo, check=True, capture_output=True)
+    repo = repository(tmp_path / "repo")
     daemon = Daemon().start()
     try:
         with connect(daemon.socket, start=False) as client:
-            session = client.agent("demo").session(repo, placement="worktree")
-            session.send("write notes.txt work not merged")
-            where = session.get().where
-            assert where is not None
-            assert where.worktree is not None
+            session, worktree = session_with_work(client, repo, "work not merged")
             session.close()
         done = sessiond(daemon, "prune", "0m", "--yes")
         assert done.returncode == 0, done.stderr
         assert "what their closes kept stays where it is:" in done.stdout
-        assert f"  worktree kept at {where.worktree} (branch " in done.stdout
-        assert (Path(where.worktree) / "notes.txt").read_text() == "work not merged"
+        assert f"  worktree kept at {worktree} (branch " in done.stdout
+        assert (Path(worktree) / "notes.txt").read_text() == "work not merged"
     finally:
         daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)

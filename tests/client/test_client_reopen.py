@@ -16,6 +16,7 @@ from bench.harness import Daemon
 from sessiond.client import AgentNotFound, SessiondError, SessionNotFound, aconnect, connect
 from sessiond.client.watch import WatchModel
 from sessiond.protocol.models import EventKind, SessionStatus
+from tests.client.worktrees import repository, session_with_work
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -112,28 +113,20 @@ async def test_a_session_whose_agent_was_removed_cannot_reopen_and_says_what_to_
 
 def test_a_worktree_session_reopens_in_the_worktree_its_close_kept(tmp_path: Path) -> None:
     """Closed with uncommitted work, its worktree is kept; reopened, its next turn works there again."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    identity = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    for argv in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "start"]):
-        subprocess.run(["git", *identity, *argv], cwd=repo, check=True, capture_output=True)
+    repo = repository(tmp_path / "repo")
     daemon = Daemon().start()
     try:
         with connect(daemon.socket, start=False) as client:
-            session = client.agent("demo").session(repo, placement="worktree")
-            session.send("write notes.txt kept across the close")
-            where = session.get().where
-            assert where is not None
-            assert where.worktree is not None
+            session, worktree = session_with_work(client, repo, "kept across the close")
             closed = session.close()
             assert closed.last_error is not None
-            assert closed.last_error.startswith(f"worktree kept at {where.worktree}")
+            assert closed.last_error.startswith(f"worktree kept at {worktree}")
             assert session.reopen().last_error is None  # taken up again: no longer "kept"
             reply = session.send("read notes.txt")
             assert reply.text == "notes.txt has 1 line. First line: kept across the close"
             again = session.get().where
             assert again is not None
-            assert again.worktree == where.worktree
+            assert again.worktree == worktree
             assert not (repo / "notes.txt").exists()  # still its own, not the checkout's
     finally:
         daemon.stop()
