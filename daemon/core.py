@@ -259,7 +259,9 @@ class Core:
         by_status, turns = self.sessions.not_loaded_tally(counts)
         self.feed.tally.turns += turns
         for status, n in by_status.items():
-            if status != SessionStatus.CLOSED.value:
+            if status == SessionStatus.CLOSED.value:
+                self.feed.tally.closed += n
+            else:
                 self.feed.tally.by_status[SessionStatus(status)] += n
 
     async def announce_interrupted(self) -> None:

@@ -66,12 +66,17 @@ class FleetTally:
     turns: int = 0
     cost: float = 0.0
     serial: float = 0.0
+    closed: int = 0  # closed sessions in the store (until a prune)
 
     def moved(self, old: SessionStatus | None, new: SessionStatus | None) -> None:
-        """A session went from status `old` to `new` (None: not there; closed ones are not counted)."""
-        if old is not None and old is not SessionStatus.CLOSED:
+        """A session went from status `old` to `new` (None: not there; closed ones are counted apart)."""
+        if old is SessionStatus.CLOSED:
+            self.closed -= 1
+        elif old is not None:
             self.by_status[old] -= 1
-        if new is not None and new is not SessionStatus.CLOSED:
+        if new is SessionStatus.CLOSED:
+            self.closed += 1
+        elif new is not None:
             self.by_status[new] += 1
 
     def open_by_status(self) -> dict[SessionStatus, int]:

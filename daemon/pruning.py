@@ -290,6 +290,7 @@ class Pruner:
         core = self.core
         record = core.sessions.forget(session_id)
         core.feed.tally.turns -= turns
+        core.feed.tally.closed -= 1
         core.children.forget(session_id)
         core.merging.entries.pop(session_id, None)
         for index in (core.feed.watched, core.feed.flagged, core.feed.moving):

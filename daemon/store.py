@@ -582,6 +582,14 @@ class Store:
 
     # ------------------------------------------------------------ reads
 
+    def size(self) -> int:
+        """Bytes on disk: the database file and its write-ahead log."""
+        total = 0
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+        return total
+
     def query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """A read on the caller's thread: for start-up, before serving."""
         if self._loop is not None:

@@ -1086,6 +1086,9 @@ class DaemonStatus(Result):
     state_dir: str
     agents: int
     sessions: dict[SessionStatus, int] = Field(description="Open sessions by status.")
+    closed: int = Field(0, description="Closed sessions the store keeps (`session/prune` removes them).")
+    store: str | None = Field(None, description="The SQLite store's file.")
+    store_bytes: int = Field(0, description="The store's size on disk, its write-ahead log included.")
     head: int = Field(description="The seq of the newest event.")
     clients: int = Field(description="Connections attached now.")
     mcp_url: str | None = Field(

@@ -54,6 +54,7 @@ from sessiond.client.wording import (
     serial_sentence,
     short,
     show_lines,
+    size,
     turns_cell,
     when,
 )
@@ -273,6 +274,14 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _store_text(status: Mapping[str, Any]) -> str:
+    """`/…/sessiond.db, 148 MiB`, and how to make room where closed sessions fill it."""
+    text = f"{status.get('store') or '-'}, {size(status.get('storeBytes', 0))}"
+    if status.get("closed"):
+        text += "; `sessiond prune 30d` removes the sessions closed over 30 days ago"
+    return text
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     with _plain(args) as daemon:
         status = daemon.call(names.DAEMON_STATUS, {})
@@ -291,7 +300,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             ("mcp", mcp),
             ("state", status["stateDir"]),
             ("agents", str(status["agents"])),
-            ("sessions", f"{sum(counts.values())} open ({fleet})"),
+            ("sessions", f"{sum(counts.values())} open ({fleet}); {status.get('closed', 0):,} closed"),
+            ("store", _store_text(status)),
             ("clients", str(status["clients"])),
             ("head", str(status["head"])),
         ]

@@ -29,6 +29,17 @@ def count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
+def size(n: int) -> str:
+    """Bytes as a person reads them: `512 B`, `48 KiB`, `148 MiB`, `2.1 GiB`."""
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024**2:
+        return f"{n / 1024:.0f} KiB"
+    if n < 1024**3:
+        return f"{n / 1024**2:.0f} MiB"
+    return f"{n / 1024**3:.1f} GiB"
+
+
 def when(moment: Any) -> str:
     """A moment in local time: a datetime, or the ISO text the daemon's JSON carries."""
     if isinstance(moment, str):

@@ -40,7 +40,7 @@ def test_status_as_a_table_and_as_json(fake: FakeDaemon, capsys: pytest.CaptureF
     lines = out.splitlines()
     assert lines[0].startswith("daemon    sessiond fake (pid 0) since ")
     assert f"socket    {paths.socket_path()}" in lines
-    assert "sessions  0 open (none)" in lines
+    assert "sessions  0 open (none); 0 closed" in lines
     assert any(line.startswith("mcp       - (not started") for line in lines)
     code, out, _ = run(capsys, "status", "--json")
     (status,) = json_lines(out)

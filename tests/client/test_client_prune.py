@@ -75,6 +75,7 @@ def test_sessions_closed_before_a_time_go_and_what_is_still_needed_stays(tmp_pat
             late.close()
             still_open = demo.session(tmp_path, title="open")
             turns_before = demo.get().turns
+            assert client.status().closed == 7  # the six closed before the mark, and late
 
             counted = client.prune(mark, dry_run=True)
             assert counted.dry_run
@@ -110,10 +111,12 @@ def test_sessions_closed_before_a_time_go_and_what_is_still_needed_stays(tmp_pat
             ) == [(0,)]
 
             assert client.prune(mark).sessions == 0  # again: nothing left to remove
+            assert client.status().closed == 3  # late, and the two kept
         daemon.stop()
         daemon.start()
         with connect(daemon.socket, start=False) as client:
             assert {s.id for s in client.sessions(include_closed=True)} == listed
+            assert client.status().closed == 3  # (counted in the store at start)
             # The prune took the newest events with it: a seq is still never given out twice.
             fresh = client.agent("demo").session(tmp_path)
             fresh.send("say after")
@@ -138,6 +141,10 @@ def test_sessiond_prune_asks_first_and_says_what_went(tmp_path: Path) -> None:
         bad = sessiond(daemon, "prune", "last tuesday")
         assert bad.returncode == 2
         assert "'last tuesday' is neither an age nor a date; give an age such as 30d" in bad.stderr
+
+        status = sessiond(daemon, "status").stdout
+        assert "sessions  0 open (none); 2 closed\n" in status
+        assert "; `sessiond prune 30d` removes the sessions closed over 30 days ago\n" in status
 
         nothing = sessiond(daemon, "prune", "1d")
         assert (nothing.returncode, nothing.stderr) == (0, "")

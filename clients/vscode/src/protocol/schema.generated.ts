@@ -622,6 +622,10 @@ export interface DaemonStatus {
    */
   clients: number;
   /**
+   * Closed sessions the store keeps (`session/prune` removes them).
+   */
+  closed?: number;
+  /**
    * The seq of the newest event.
    */
   head: number;
@@ -639,6 +643,14 @@ export interface DaemonStatus {
   socket: string;
   startedAt: string;
   stateDir: string;
+  /**
+   * The SQLite store's file.
+   */
+  store?: string | null;
+  /**
+   * The store's size on disk, its write-ahead log included.
+   */
+  storeBytes?: number;
   tcp?: string | null;
   version: string;
 }
