@@ -220,7 +220,7 @@ def test_the_commands_that_ask_and_print_load_neither_asyncio_nor_pydantic(
     session = opened.stdout.strip()
     status = sessiond("status")
     assert f"socket    {daemon.socket}" in status.stdout.splitlines()
-    assert "sessions  1 open (1 idle)" in status.stdout.splitlines()
+    assert "sessions  1 open (1 idle); 0 closed" in status.stdout.splitlines()
     sent = sessiond("send", session, "say hello there")
     assert sent.stdout == "hello there\n"
     assert "stop reason: end_turn" in sent.stderr
