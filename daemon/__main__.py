@@ -24,8 +24,14 @@ def main() -> int:
         metavar="SIZE",
         help="the largest message a client may send once initialized, e.g. 16M (the default)",
     )
+    parser.add_argument(
+        "--keep-closed",
+        metavar="AGE",
+        help="remove the sessions closed longer ago than this (30d), now and every hour "
+        "(default: $SESSIOND_KEEP_CLOSED, else keep them)",
+    )
     args = parser.parse_args()
-    return run(args.socket, args.tcp, args.state_rate, args.store, args.max_message)
+    return run(args.socket, args.tcp, args.state_rate, args.store, args.max_message, args.keep_closed)
 
 
 if __name__ == "__main__":

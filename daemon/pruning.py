@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC
@@ -36,6 +39,7 @@ from sessiond.daemon.events import EVENTS_HEAD, EventLog
 from sessiond.daemon.records import SessionRecord
 from sessiond.daemon.session_table import LazyIndex, SessionTable
 from sessiond.protocol import models as m
+from sessiond.protocol.durations import age_text
 from sessiond.protocol.enums import EventKind
 from sessiond.protocol.errors import ErrorCode, RpcError
 
@@ -45,11 +49,16 @@ if TYPE_CHECKING:
     from sessiond.daemon.merging import Merging
     from sessiond.daemon.runs import RunBook
 
+log = logging.getLogger("sessiond.pruning")
+
 # A chunk holds sessions until about this many of their events: one commit's work, a few ms here
 # (`python -m bench.prune`: with 5,000 a request waited 17 ms at the p99 while 100,000 went, with
 # 2,000 7 ms, and the prune took no longer).
 CHUNK_EVENTS = 2_000
 CHUNK_SESSIONS = 500
+# `--keep-closed` prunes at most this often and at least this often (seconds).
+KEEP_MOST_OFTEN = 60.0
+KEEP_LEAST_OFTEN = 3600.0
 # Tasks that will still run: the session they were suggested in stays.
 UNSETTLED_TASKS = ("suggested", "queued", "running")
 
@@ -201,23 +210,37 @@ class PrunePort(Protocol):
 
 
 class Pruner:
-    def __init__(self, core: PrunePort, runs: RunBook) -> None:
+    def __init__(self, core: PrunePort, runs: RunBook, *, keep_closed: float | None = None) -> None:
         self.core = core
         self.runs = runs
+        self.keep_closed = keep_closed  # seconds a closed session is kept (`--keep-closed`), or forever
         self._running = False
 
+    async def keep(self) -> None:
+        """`--keep-closed`: what closed longer ago than that goes, at start and every so often after
+        (an hour, or a quarter of the age if that is sooner, but not more than once a minute)."""
+        assert self.keep_closed is not None
+        age = self.keep_closed
+        while True:
+            try:
+                result = None if self._running else await self._prune(time.time() - age)
+            except RpcError as exc:  # (the store said no: the next pass tries again)
+                log.warning("removing the sessions closed over %s ago failed: %s", age_text(age), exc.message)
+            else:
+                if result is not None and result.sessions:
+                    print(
+                        f"sessiond: removed {result.sessions} session{'s' if result.sessions != 1 else ''} "
+                        f"closed over {age_text(age)} ago "
+                        f"(--keep-closed), with {result.turns} turns and {result.events} events",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            await asyncio.sleep(min(max(age / 4, KEEP_MOST_OFTEN), KEEP_LEAST_OFTEN))
+
     async def prune(self, params: m.SessionPruneParams) -> m.PruneResult:
-        if self._running:
-            raise RpcError(
-                ErrorCode.CONFLICT, "a prune is already running; wait for its answer, then ask again"
-            )
-        self._running = True
-        try:
-            at = params.closed_before
-            before = (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
-            return await (self._count(before) if params.dry_run else self._prune(before))
-        finally:
-            self._running = False
+        at = params.closed_before
+        before = (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
+        return await (self._count(before) if params.dry_run else self._prune(before))
 
     async def _choose(self, before: float) -> Chosen:
         tasks = self.core.around.tasks.tasks.values()
@@ -240,6 +263,17 @@ class Pruner:
         return result
 
     async def _prune(self, before: float) -> m.PruneResult:
+        if self._running:
+            raise RpcError(
+                ErrorCode.CONFLICT, "a prune is already running; wait for its answer, then ask again"
+            )
+        self._running = True
+        try:
+            return await self._remove_all(before)
+        finally:
+            self._running = False
+
+    async def _remove_all(self, before: float) -> m.PruneResult:
         core = self.core
         chosen = await self._choose(before)
         removed: set[str] = set()

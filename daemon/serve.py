@@ -29,6 +29,8 @@ from sessiond.daemon.door import Door
 from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, session_counts, trouble_of
 from sessiond.daemon.wire import Limits
 from sessiond.protocol import paths
+from sessiond.protocol.durations import EXAMPLES as AGE_EXAMPLES
+from sessiond.protocol.durations import age_seconds
 from sessiond.protocol.version import VERSION
 
 if TYPE_CHECKING:
@@ -240,7 +242,12 @@ BACKLOG = 128
 
 
 async def _serve(
-    socket_path: Path, tcp: str | None, state_rate: float, store_path: Path | None, limits: Limits
+    socket_path: Path,
+    tcp: str | None,
+    state_rate: float,
+    store_path: Path | None,
+    limits: Limits,
+    keep_closed: float | None = None,
 ) -> int:
     paths.check_socket_path(socket_path)
     tcp_address = parse_tcp(tcp) if tcp else None
@@ -317,7 +324,8 @@ async def _serve(
             await core.announce_interrupted()
         except (StoreUnavailable, sqlite3.Error) as exc:
             raise store_trouble(exc, db, state_dir, waited) from None
-        server = DaemonServer(core, runs, tools, door, Pruner(core, runs), socket_path=str(socket_path))
+        pruner = Pruner(core, runs, keep_closed=keep_closed)
+        server = DaemonServer(core, runs, tools, door, pruner, socket_path=str(socket_path))
         server.started_at = time.time()
         if tcp_address is not None:
             server.token = _token(paths.token_path())
@@ -337,6 +345,7 @@ async def _serve(
         where = str(socket_path) + (f" and tcp {door.tcp_address}" if door.tcp_address else "")
         print(f"sessiond: serving on {where}", file=sys.stderr, flush=True)
         attention = asyncio.create_task(core.feed.watch(), name="attention")
+        keeping = asyncio.create_task(pruner.keep(), name="keep-closed") if keep_closed is not None else None
         await stop.wait()
         # Stopping: another SIGTERM changes nothing (it would kill the process once the loop
         # is gone, mid-exit); another Ctrl-C means "now", and ends the process at once.
@@ -345,6 +354,8 @@ async def _serve(
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         attention.cancel()
+        if keeping is not None:
+            keeping.cancel()
         print("sessiond: stopping: cancelling running turns", file=sys.stderr, flush=True)
         # A stop must never hang: past the grace turns get, say where it was stuck and exit.
         faulthandler.dump_traceback_later(STOP_DEADLINE, exit=True)
@@ -391,15 +402,30 @@ def parse_size(text: str) -> int:
     return int(match.group(1)) * 1024 ** " kmg".index(match.group(2).lower() or " ")
 
 
+KEEP_CLOSED_ENV = "SESSIOND_KEEP_CLOSED"
+
+
+def parse_keep_closed(text: str | None) -> float | None:
+    """`--keep-closed` (or $SESSIOND_KEEP_CLOSED): seconds, or None to keep every closed session."""
+    if text is None or not text.strip():
+        return None
+    seconds = age_seconds(text)
+    if seconds is None:
+        raise StartError(f"--keep-closed {text!r}: expected an age such as {AGE_EXAMPLES} (or 0s: none)")
+    return seconds
+
+
 def run(
     socket: Path | None = None,
     tcp: str | None = None,
     state_rate: float = 10.0,
     store: Path | None = None,
     max_message: str | None = None,
+    keep_closed: str | None = None,
 ) -> int:
     """Serve until SIGTERM or SIGINT; the exit code. `store`: the SQLite file (default: in the state dir);
-    `max_message`: the largest message a client may send once initialized (default 16M)."""
+    `max_message`: the largest message a client may send once initialized (default 16M); `keep_closed`
+    (else $SESSIOND_KEEP_CLOSED): an age (30d) past which closed sessions are removed, now and hourly."""
     logging.basicConfig(
         level=os.environ.get("SESSIOND_LOG", "WARNING").upper(),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -412,7 +438,8 @@ def run(
         if state_rate <= 0:
             raise StartError(f"--state-rate {state_rate}: must be above 0 (updates per second)")
         limits = Limits() if max_message is None else Limits(max_message=parse_size(max_message))
-        return asyncio.run(_serve(socket or paths.socket_path(), tcp, state_rate, store, limits))
+        keep = parse_keep_closed(keep_closed or os.environ.get(KEEP_CLOSED_ENV))
+        return asyncio.run(_serve(socket or paths.socket_path(), tcp, state_rate, store, limits, keep))
     except (StartError, ValueError) as exc:
         print(f"sessiond: {exc}", file=sys.stderr)
         return 1

@@ -834,6 +834,7 @@ class DaemonServer:
             agents=len(self.core.agents),
             sessions=self.core.feed.tally.open_by_status(),
             closed=self.core.feed.tally.closed,
+            keep_closed=self.pruner.keep_closed,
             store=str(self.core.store.path),
             store_bytes=self.core.store.size(),
             head=self.core.events.head,

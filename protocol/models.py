@@ -1087,6 +1087,11 @@ class DaemonStatus(Result):
     agents: int
     sessions: dict[SessionStatus, int] = Field(description="Open sessions by status.")
     closed: int = Field(0, description="Closed sessions the store keeps (`session/prune` removes them).")
+    keep_closed: float | None = Field(
+        None,
+        description="Seconds a closed session is kept before the daemon removes it (`--keep-closed`); "
+        "none: until `session/prune`.",
+    )
     store: str | None = Field(None, description="The SQLite store's file.")
     store_bytes: int = Field(0, description="The store's size on disk, its write-ahead log included.")
     head: int = Field(description="The seq of the newest event.")

@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import shlex
 import socket as socketlib
 import sys
@@ -59,6 +58,8 @@ from sessiond.client.wording import (
     when,
 )
 from sessiond.protocol import names
+from sessiond.protocol.durations import EXAMPLES as AGE_EXAMPLES
+from sessiond.protocol.durations import age_seconds, age_text
 
 # The client and the protocol's models load when a command needs them: `sessiond stdio` (what
 # editors spawn) and `sessiond serve` import neither (`main` builds only their part of the
@@ -220,6 +221,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tcp=args.tcp,
         store=Path(args.store) if args.store else None,
         max_message=args.max_message,
+        keep_closed=args.keep_closed,
     )
 
 
@@ -277,7 +279,9 @@ def _write_all(fd: int, data: bytes) -> None:
 def _store_text(status: Mapping[str, Any]) -> str:
     """`/…/sessiond.db, 148 MiB`, and how to make room where closed sessions fill it."""
     text = f"{status.get('store') or '-'}, {size(status.get('storeBytes', 0))}"
-    if status.get("closed"):
+    if (keep := status.get("keepClosed")) is not None:
+        text += f"; a closed session goes {age_text(keep)} after its close (--keep-closed)"
+    elif status.get("closed"):
         text += "; `sessiond prune 30d` removes the sessions closed over 30 days ago"
     return text
 
@@ -761,21 +765,16 @@ def cmd_reopen(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*(m|min|h|d|w)", re.IGNORECASE)
-_AGE_UNITS = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
 def moment_of(text: str) -> datetime:
     """`prune`'s time: an age (30d, 12h, 2w, 90m: that long ago) or a date or time (2026-11-01,
     2026-11-01T09:30; local unless it names its zone)."""
-    if age := _AGE.fullmatch(text.strip()):
-        seconds = float(age.group(1)) * _AGE_UNITS[age.group(2).lower()]
+    if (seconds := age_seconds(text)) is not None:
         return datetime.now(UTC) - timedelta(seconds=seconds)
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
         raise UsageError(
-            f"{text!r} is neither an age nor a date; give an age such as 30d, 12h or 2w, "
+            f"{text!r} is neither an age nor a date; give an age such as {AGE_EXAMPLES}, "
             "or a date such as 2026-11-01"
         ) from None
     return moment if moment.tzinfo is not None else moment.astimezone()
@@ -1350,6 +1349,12 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
         "--max-message",
         metavar="SIZE",
         help="the largest message a client may send once initialized, e.g. 16M (the default)",
+    )
+    serve.add_argument(
+        "--keep-closed",
+        metavar="AGE",
+        help="remove the sessions closed longer ago than this (30d), now and every hour "
+        "(default: $SESSIOND_KEEP_CLOSED, else keep them until `sessiond prune`)",
     )
     command("stdio", cmd_stdio, "relay stdin/stdout to the daemon (what editors spawn); starts one if needed")
     acp = command(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -252,3 +253,44 @@ def test_a_session_reopened_while_a_prune_runs_is_either_open_and_stored_or_gone
     finally:
         daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_a_daemon_told_to_keep_closed_sessions_for_a_while_removes_older_ones_itself(tmp_path: Path) -> None:
+    first = Daemon().start()
+    try:
+        with connect(first.socket, start=False) as client:
+            demo = client.agent("demo")
+            for session in [demo.session(tmp_path) for _ in range(2)]:
+                session.send("say bye")
+                session.close()
+            assert client.status().keep_closed is None
+        first.stop()
+        keeping = Daemon(first.home, extra_args=("--keep-closed", "0s")).start()  # (0s: every one)
+        try:
+            said = keeping.wait_for_line("(--keep-closed)")
+            assert re.fullmatch(
+                r"sessiond: removed 2 sessions closed over 0s ago \(--keep-closed\), "
+                r"with 2 turns and [1-9]\d* events",
+                said,
+            ), said
+            with connect(keeping.socket, start=False) as client:
+                status = client.status()
+                assert (status.closed, status.keep_closed) == (0, 0.0)
+            shown = sessiond(keeping, "status").stdout
+            assert "; a closed session goes 0s after its close (--keep-closed)\n" in shown
+        finally:
+            keeping.stop()
+        refused = subprocess.run(
+            [sys.executable, "-m", "sessiond.daemon", "--socket", str(first.socket), "--keep-closed", "soon"],
+            env=first.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode == 1
+        assert refused.stderr == (
+            "sessiond: --keep-closed 'soon': expected an age such as 30d, 12h or 2w (or 0s: none)\n"
+        )
+    finally:
+        first.stop()
+        shutil.rmtree(first.home, ignore_errors=True)

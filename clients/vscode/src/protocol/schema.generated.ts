@@ -630,6 +630,10 @@ export interface DaemonStatus {
    */
   head: number;
   /**
+   * Seconds a closed session is kept before the daemon removes it (`--keep-closed`); none: until `session/prune`.
+   */
+  keepClosed?: number | null;
+  /**
    * The daemon's MCP endpoint (loopback), once a session of an agent that takes http MCP servers was offered it.
    */
   mcpUrl?: string | null;
