@@ -128,12 +128,6 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_session_kind ON events (session, kind, seq);
 """
-# Indexes on columns a store made by an older daemon gains in `_add_missing_columns`.
-INDEXES_ON_ADDED_COLUMNS = """
--- A session's side chats, tasks and threads; a prune asks of each session it removes whether one
--- stays (only sessions with a parent are in it).
-CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (parent) WHERE parent IS NOT NULL;
-"""
 
 
 # Commits come at most this often (seconds), so a write or an event waits at most this long (a
@@ -293,7 +287,6 @@ class Store:
                 self._conn.execute("PRAGMA wal_autocheckpoint=0")
                 self._conn.executescript(SCHEMA)
                 self._add_missing_columns()
-                self._conn.executescript(INDEXES_ON_ADDED_COLUMNS)
                 self._conn.execute(
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
                 )
