@@ -180,6 +180,10 @@ def _delete_tasks_and_runs(task_ids: list[str], run_ids: list[str]) -> st.Write:
     return op
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 async def _committed(future: asyncio.Future[None] | None) -> None:
     if future is not None:
         await future
@@ -224,14 +228,18 @@ class Pruner:
         while True:
             try:
                 result = None if self._running else await self._prune(time.time() - age)
-            except RpcError as exc:  # (the store said no: the next pass tries again)
-                log.warning("removing the sessions closed over %s ago failed: %s", age_text(age), exc.message)
+            except Exception as exc:  # (the store said no, say: the next pass tries again)
+                log.warning(
+                    "removing the sessions closed over %s ago failed (tried again within the hour): %s",
+                    age_text(age),
+                    exc.message if isinstance(exc, RpcError) else exc,
+                )
             else:
                 if result is not None and result.sessions:
                     print(
-                        f"sessiond: removed {result.sessions} session{'s' if result.sessions != 1 else ''} "
-                        f"closed over {age_text(age)} ago "
-                        f"(--keep-closed), with {result.turns} turns and {result.events} events",
+                        f"sessiond: removed {_n(result.sessions, 'session')} closed over {age_text(age)} "
+                        f"ago (--keep-closed), with {_n(result.turns, 'turn')} and "
+                        f"{_n(result.events, 'event')}",
                         file=sys.stderr,
                         flush=True,
                     )
