@@ -411,7 +411,7 @@ def parse_keep_closed(text: str | None) -> float | None:
         return None
     seconds = age_seconds(text)
     if seconds is None:
-        raise StartError(f"--keep-closed {text!r}: expected an age such as {AGE_EXAMPLES} (or 0s: none)")
+        raise StartError(f"--keep-closed {text!r}: expected an age such as {AGE_EXAMPLES} (0s keeps none)")
     return seconds
 
 

@@ -289,7 +289,7 @@ def test_a_daemon_told_to_keep_closed_sessions_for_a_while_removes_older_ones_it
         )
         assert refused.returncode == 1
         assert refused.stderr == (
-            "sessiond: --keep-closed 'soon': expected an age such as 30d, 12h or 2w (or 0s: none)\n"
+            "sessiond: --keep-closed 'soon': expected an age such as 30d, 12h or 2w (0s keeps none)\n"
         )
     finally:
         first.stop()
