@@ -179,13 +179,18 @@ class ToolCall:
     diffs: list[tuple[str, str | None, str]] = field(default_factory=list)  # path, old, new
 
     def shown_title(self, root: str) -> str:
-        """Its title as a person reads it: a path under the session's root relative to it
-        ("Edit /home/me/app/notes.txt" reads "Edit notes.txt"), as most agents name them; a
-        command's title as it is (it may run somewhere else: `cd /tmp && cat /home/me/app/a`)."""
-        prefix = root.rstrip("/") + "/"
-        if self.kind == "execute" or prefix == "/":
-            return self.title
-        return self.title.replace(prefix, "")
+        return shown_title(self.title, self.kind, root)
+
+
+def shown_title(title: str, kind: str | None, root: str) -> str:
+    """A tool call's title as a person reads it, in a transcript or a permission request: a path
+    under the session's root relative to it ("Edit /home/me/app/notes.txt" reads "Edit notes.txt"),
+    as most agents name them; a command's title as it is (it may run somewhere else:
+    `cd /tmp && cat /home/me/app/a`)."""
+    prefix = root.rstrip("/") + "/"
+    if kind == "execute" or prefix == "/":
+        return title
+    return title.replace(prefix, "")
 
 
 @dataclass

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from sessiond.daemon.events import EventLog
+from sessiond.daemon.insight import shown_title
 from sessiond.daemon.records import AgentRuntime, PendingPermission, SessionRecord, SessionRuntime
 from sessiond.protocol import models as m
 from sessiond.protocol.errors import ErrorCode, RpcError
@@ -66,6 +67,10 @@ class Permissions:
         if turn is not None and turn.cancel_requested:
             return None
         turn_id = turn.id if turn is not None else None  # a client's question may come between turns
+        if isinstance(title := tool_call.get("title"), str):  # (as the transcript shows the call)
+            kind = tool_call.get("kind")
+            shown = shown_title(title, kind if isinstance(kind, str) else None, rt.placement.root)
+            tool_call = {**tool_call, "title": shown}
         pending = PendingPermission(
             id=f"p-{uuid.uuid4().hex[:12]}",
             agent=session.agent,

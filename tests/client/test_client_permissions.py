@@ -266,3 +266,20 @@ def test_watch_answers_what_the_selected_sessions_agent_asks(
         assert client.permissions() == []
     finally:
         tmux.kill()
+
+
+def test_a_permission_request_names_a_path_under_the_root_as_the_transcript_does(
+    daemon: Daemon, client: Client, tmp_path: Path
+) -> None:
+    """The agent's title names the whole path; the person reads it relative to the session's root,
+    in the request and in the transcript's line for the call alike."""
+    session = client.agent("demo").session(tmp_path)
+    with client.events(sessions=[session.id], kinds=["permission.asked"]) as events:
+        turn = sending(daemon, session.id, f"ask delete {tmp_path}/cache?")
+        asked = next(iter(events))
+    assert asked.data["toolCall"]["title"] == "delete cache?"
+    (waiting,) = client.permissions(session.id)
+    assert waiting.tool_call["title"] == "delete cache?"
+    client.answer_permission(waiting.permission, "allow_once")
+    assert turn.wait(60) == 0
+    assert "[other] delete cache?" in [line.text for line in session.transcript().lines]
