@@ -129,8 +129,10 @@ class Chosen:
 
 
 def _choose(conn: sqlite3.Connection, before: float, needed: list[str]) -> Chosen:
-    rows = list(conn.execute(CHOOSE, {"before": before, "needed": json.dumps(needed)}))
     (old_closed,) = conn.execute(OLD_CLOSED, (before,)).fetchone()
+    if not old_closed:  # (an hourly --keep-closed pass, most often: no walk over every session)
+        return Chosen([], 0, {})
+    rows = list(conn.execute(CHOOSE, {"before": before, "needed": json.dumps(needed)}))
     kept: dict[str, str] = {}
     for session, data in conn.execute(CLOSES, (json.dumps([r["id"] for r in rows]),)):
         said = msgpack.unpackb(data, raw=False).get("kept")
