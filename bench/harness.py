@@ -16,6 +16,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+def temporary_files_in(folder: Path) -> dict[str, str]:
+    """The environment that keeps an agent's temporary files in `folder` (the caller makes it, and
+    removes it): opencode (a bun binary) leaves a 5.5 MB library in TMPDIR at each start (381 had
+    gathered in /tmp here), and claude-agent-acp a folder per project in /tmp unless told."""
+    return {"TMPDIR": str(folder), "CLAUDE_CODE_TMPDIR": str(folder)}
+
+
+@contextlib.contextmanager
+def ray_files_in_scratch() -> Iterator[None]:
+    """Ray's session files (sockets, logs) in a scratch folder, removed at the end: Ray's default,
+    /tmp/ray, keeps every run's (64 had gathered here). Short, under /tmp: its sockets are in it."""
+    folder = scratch("sdray-")
+    previous = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = previous
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class Daemon:
     """A real daemon process in a SESSIOND_HOME of its own."""
 
@@ -39,10 +63,7 @@ class Daemon:
     @property
     def env(self) -> dict[str, str]:
         env = {**os.environ, "SESSIOND_HOME": str(self.home), "SESSIOND_SOCKET": str(self.socket)}
-        # The agents' temporary files go with the home: opencode (a bun binary) leaves a 5.5 MB
-        # library in TMPDIR at each start, and 381 of them had gathered in /tmp here; claude-agent-acp
-        # keeps a folder per project in /tmp unless told.
-        env["TMPDIR"] = env["CLAUDE_CODE_TMPDIR"] = str(self.home / "tmp")  # (claude's default: /tmp)
+        env.update(temporary_files_in(self.home / "tmp"))  # (the agents', gone with the home)
         if self.code is not None:  # (found before the editable install, which Python asks last)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.code), env.get("PYTHONPATH")]))
         return env

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Daemon, scratch, table
+from bench.harness import Daemon, ray_files_in_scratch, scratch, table
 from sessiond.client import AsyncAgent, aconnect
 
 Row = tuple[str, str, str]
@@ -124,6 +124,11 @@ async def _messages(count: int, state: Path) -> list[Row]:
 
 
 async def run(turns: int = 200, sequential: int = 50, messages: int = 400) -> list[Row]:
+    with ray_files_in_scratch():
+        return await _run(turns, sequential, messages)
+
+
+async def _run(turns: int, sequential: int, messages: int) -> list[Row]:
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})

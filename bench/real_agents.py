@@ -24,7 +24,7 @@ from typing import Any
 import acp
 from acp import schema
 
-from bench.harness import daemon, descendants, tree_rss_kib
+from bench.harness import daemon, descendants, scratch, temporary_files_in, tree_rss_kib
 from sessiond.client import AsyncSession, aconnect
 from tests.standins.anthropic import serving as anthropic_serving
 from tests.standins.gemini import serving as gemini_serving
@@ -73,12 +73,13 @@ async def _direct(
     agent started goes with it: the SDK stops the agent's own process, and codex-acp's launcher
     leaves its native binary running (holding the pipe the SDK still reads)."""
     tree: list[int] = []
+    tmp = scratch("sd-bench-tmp-", until_exit=True)
     async with (
         acp.spawn_agent_process(
             _Quiet(),  # type: ignore[arg-type]
             command[0],
             *command[1:],
-            env={**os.environ, **env},
+            env={**os.environ, **temporary_files_in(tmp), **env},
             transport_kwargs={"stderr": subprocess.DEVNULL},
         ) as (conn, process)
     ):

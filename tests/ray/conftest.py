@@ -5,26 +5,20 @@ by every module here (the cluster takes a while to come up)."""
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import ray.cluster_utils as ray_cluster_utils  # the test extra installs ray
 
-from bench.harness import Daemon, checked
+from bench.harness import Daemon, checked, ray_files_in_scratch
 
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Any]:
     """A head (no resources for agents) and two workers, labelled node-a and node-b; their
-    sessions' files in a folder of their own, removed at the end (Ray's default, /tmp/ray, kept
-    every run's: 64 had gathered here)."""
-    folder = tempfile.mkdtemp(prefix="sdray-", dir="/tmp")  # (short: Ray's sockets are in it)
-    previous = os.environ.get("RAY_TMPDIR")
-    os.environ["RAY_TMPDIR"] = folder
-    try:
+    session files in a scratch folder, removed at the end."""
+    with ray_files_in_scratch():
         running = ray_cluster_utils.Cluster(
             initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
         )
@@ -35,12 +29,6 @@ def cluster() -> Iterator[Any]:
         running.wait_for_nodes()
         yield running
         running.shutdown()
-    finally:
-        if previous is None:
-            os.environ.pop("RAY_TMPDIR", None)
-        else:
-            os.environ["RAY_TMPDIR"] = previous
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
