@@ -103,7 +103,7 @@ async def gets_ms(raw: Raw, session: str, until: asyncio.Future[object] | None, 
 async def measure(daemon: Daemon, before: float) -> tuple[float, dict[str, object], list[float], list[float]]:
     asker, pruner = await Raw.open(daemon.socket), await Raw.open(daemon.socket)
     try:
-        (page,) = [await asker.call("session/list", {"limit": 1})]
+        page = await asker.call("session/list", {"limit": 1})
         session = page["sessions"][0]["id"]
         baseline = await gets_ms(asker, session, None, BASELINE)
         started = time.perf_counter()

@@ -810,11 +810,13 @@ def _pruned_text(result: dict[str, Any], before: datetime, *, would: bool) -> li
 def cmd_prune(args: argparse.Namespace) -> int:
     before = moment_of(args.before)
     params = {"closedBefore": before.isoformat()}
+    dry = bool(args.dry_run)
+    result: dict[str, Any] | None = None
     with _plain(args) as daemon:
-        if not args.dry_run and not args.yes:
+        if not dry and not args.yes:  # what would go, first: asked about, or refused without --yes
             counted = daemon.call(names.SESSION_PRUNE, {**params, "dryRun": True})
             if not counted["sessions"]:
-                args.dry_run = True  # nothing to ask about: say so, as a dry run does
+                result, dry = counted, True  # nothing to ask about: said as a dry run says it
             elif not (sys.stdin.isatty() and sys.stderr.isatty()):
                 what = count(counted["sessions"], "closed session")
                 raise UsageError(
@@ -827,11 +829,12 @@ def cmd_prune(args: argparse.Namespace) -> int:
                 if input("remove them? [y/N] ").strip().lower() not in ("y", "yes"):
                     _say("nothing removed")
                     return EXIT_OK
-        result = daemon.call(names.SESSION_PRUNE, {**params, "dryRun": bool(args.dry_run)})
+        if result is None:
+            result = daemon.call(names.SESSION_PRUNE, {**params, "dryRun": dry})
     if args.json:
         _emit_json([result])
     else:
-        for text in _pruned_text(result, before, would=bool(args.dry_run)):
+        for text in _pruned_text(result, before, would=dry):
             _line(sys.stdout, text)
     return EXIT_OK
 
