@@ -28,6 +28,23 @@ async def test_writes_are_batched_and_durable(tmp_path: Path) -> None:
     assert rows[0] == 1000
 
 
+async def test_load_is_told_by_the_rows_a_commit_changed_not_by_its_writes(tmp_path: Path) -> None:
+    """One write may carry many rows (an event flush, `RowsAtCommit`): a commit of one such write is
+    a loaded one, and the next commit waits the longer spacing; a commit of a few rows does not."""
+    store = Store(tmp_path / "s.db")
+    store.start()
+    many = [(f"m{i}", str(i)) for i in range(st.LOADED_ROWS)]
+    done = store.write(st.executemany("INSERT INTO meta VALUES (?, ?)", many))
+    assert done is not None
+    await done
+    assert store._spacing() == st.LOADED_SPACING
+    done = store.write(st.executemany("INSERT INTO meta VALUES (?, ?)", [("a", "1"), ("b", "2")]))
+    assert done is not None
+    await done
+    assert store._spacing() == st.SPACING
+    await store.close()
+
+
 def _rows_in_the_database_file_alone(db: Path, copy: Path) -> int:
     """The rows of `meta` the database file holds without its write-ahead log (what a checkpoint
     copied into it): read from a copy of the file alone."""
