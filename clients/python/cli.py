@@ -142,7 +142,12 @@ def _session_rows(sessions: Sequence[dict[str, Any]]) -> list[list[str]]:
                 files_cell(len(changes["files"]), changes["added"], changes["removed"]) if changes else "-",
                 s["root"],
                 short(s.get("title"), 30) or "-",
-                short(s.get("recap")),
+                # A failed session's last turn has no recap to show: why it failed, then.
+                short(
+                    f"error: {s['lastError']}"
+                    if s["status"] == "failed" and s.get("lastError")
+                    else s.get("recap")
+                ),
             ]
         )
     return rows
@@ -1287,7 +1292,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
                 "  " * depth + info.id,
                 info.kind,
                 info.status.value,
-                f"{node.tokens:,}",
+                f"{node.tokens:,}" if node.tokens else "-",  # (none reported is not none used)
                 money(node.cost),
                 short(info.title or info.recap, 50),
             ]

@@ -80,6 +80,13 @@ STATUS_LABELS = {
 }
 
 
+def _resting_line(info: SessionInfo) -> str:
+    """The last line of a session not at work: why its last turn failed, or its recap."""
+    if info.status is SessionStatus.FAILED and info.last_error:
+        return f"error: {info.last_error}"
+    return info.recap or ""
+
+
 class WatchModel:
     """What the view shows: the open sessions in the order they were opened, the fleet,
     each session's last line, which one is selected, and whether one is open."""
@@ -120,7 +127,7 @@ class WatchModel:
                 self.last_line.setdefault(session.id, "")  # its recap is the last turn's: read its tail
                 self.tails.add(session.id)
             else:
-                self.last_line.setdefault(session.id, session.recap or "")
+                self.last_line.setdefault(session.id, _resting_line(session))
         self._keep_selection()
         self.transcript_stale = self.opened is not None
         self.asks_stale = True
@@ -144,7 +151,7 @@ class WatchModel:
         if not known:
             self.sessions = dict(sorted(self.sessions.items(), key=lambda item: item[1].created_at))
         if not self.last_line.get(info.id):
-            self.last_line[info.id] = info.recap or ""
+            self.last_line[info.id] = _resting_line(info)
         self._keep_selection()
         self.changed = True
 
@@ -394,7 +401,7 @@ class WatchModel:
         said = (
             (at_work and self.acting.get(info.id))
             or self.last_line.get(info.id)
-            or ("" if at_work else info.recap or "")
+            or ("" if at_work else _resting_line(info))
         )
         if asks := self.asks.get(info.id):  # what it waits on comes first
             said = f"asks: {asked_text(asks[0].tool_call)}"

@@ -203,6 +203,10 @@ def usage_text(info: SessionInfo) -> str:
     usage = info.usage
     if usage is None or not usage.turns:
         return "-"
+    if not (usage.total_tokens or usage.input_tokens or usage.output_tokens):
+        # (an agent that reports no tokens is not one that used none)
+        busy = f"busy {duration(usage.busy_seconds)} over {count(usage.turns, 'turn')}"
+        return f"{busy}; no token counts from the agent"
     return (
         f"{usage.total_tokens:,} tokens over {count(usage.turns, 'turn')} "
         f"({usage.input_tokens:,} in, {usage.output_tokens:,} out), busy {duration(usage.busy_seconds)}"

@@ -93,6 +93,11 @@ def test_new_ls_show_close(
     assert rows[0].split()[1:] == ["demo", "idle", "0", "-", "-", "-", str(home), "first"]
     assert rows[1].split()[1:] == ["demo", "idle", "0", "-", "-", "-", "/", "-"]  # no plan, title, recap yet
     assert header.index("STATUS") == rows[0].index("idle")  # aligned
+    failed = fake.sessions[first]
+    failed.status, failed.last_error, failed.recap = m.SessionStatus.FAILED, "tests failed", "an old answer"
+    code, out, _ = run(capsys, "ls")
+    assert out.splitlines()[1].endswith("first  error: tests failed")  # why, not the turn before's recap
+    failed.status, failed.last_error, failed.recap = m.SessionStatus.IDLE, None, None
 
     code, out, _ = run(capsys, "close", str(opened[0]["id"]))
     assert (code, out) == (0, f"closed {opened[0]['id']}\n")
@@ -298,6 +303,15 @@ def test_show_gives_plan_context_changes_recap_and_transcript_tail(
     info.status, info.queued_turns = m.SessionStatus.WORKING, 2
     code, out, _ = run(capsys, "show", session)
     assert "turns       1 ended, 1 running, 2 queued" in out.splitlines()
+    # An agent that reports no tokens is not said to have used none.
+    info.usage = m.SessionUsage(turns=2, busy_seconds=3.5)
+    code, out, _ = run(capsys, "show", session)
+    assert "usage       busy 3.5 s over 2 turns; no token counts from the agent" in out.splitlines()
+    info.usage = m.SessionUsage(
+        turns=2, input_tokens=1000, output_tokens=200, total_tokens=1200, busy_seconds=3.5
+    )
+    code, out, _ = run(capsys, "show", session)
+    assert "usage       1,200 tokens over 2 turns (1,000 in, 200 out), busy 3.5 s" in out.splitlines()
     code, out, _ = run(capsys, "show", session, "--json", "--lines", "1")
     (shown,) = json_lines(out)
     assert shown["plan"]["done"] == 1

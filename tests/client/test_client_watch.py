@@ -127,6 +127,19 @@ def test_a_tool_call_retitled_by_its_update_and_a_question_until_answered(model:
     assert tool("c1", "pwd (done)").endswith("  ran it")  # not after it spoke
 
 
+def test_a_failed_session_found_at_the_start_shows_why_its_last_turn_failed() -> None:
+    model = WatchModel()
+    failed = info(
+        "s1", m.SessionStatus.FAILED, recap="the turn before's answer", last_error="the tests did not pass"
+    )
+    done = info("s2", recap="all green")
+    model.load(m.Snapshot(head=100, sessions=[failed, done], fleet=m.Fleet(open=2, failed=1)))
+    assert model.row(model.sessions["s1"]).endswith("  error: the tests did not pass")
+    assert model.row(model.sessions["s2"]).endswith("  all green")
+    model.add(info("s3", m.SessionStatus.FAILED, last_error="agent 'demo' exited"))  # (opened since)
+    assert model.row(model.sessions["s3"]).endswith("  error: agent 'demo' exited")
+
+
 def test_a_session_at_work_shows_this_turn_not_the_last_ones_recap() -> None:
     model = WatchModel()
     working = info("s1", m.SessionStatus.WORKING, recap="the last turn's answer", turns=1)
