@@ -1118,22 +1118,15 @@ def cmd_batch(args: argparse.Namespace) -> int:
                 on_progress=bar.update,
             )
             failures = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
-            if failures and not args.suppress:
-                index, first = failures[0]
-                bar.finish(f"run {run_id} failed")
-                _say(
-                    f"prompt {index + 1} of {len(prompts)} failed: {first} "
-                    f"({len(failures)} of {len(prompts)} failed); --suppress prints every answer "
-                    "with the failures in place"
-                )
+            failed = bool(failures) and not args.suppress
+            if failed:
                 daemon.close("failed")
-                return EXIT_FAILED
     except KeyboardInterrupt:
         note = f"stopped: every outstanding turn was cancelled; run {run_id} recorded as stopped"
         if not bar.finish(note):
             _say(f"interrupted; {note}")
         return EXIT_INTERRUPTED
-    bar.finish(f"run {run_id}")
+    bar.finish(f"run {run_id} failed" if failed else f"run {run_id}")
     answered = [r.session for r in results if not isinstance(r, Exception)]
     if answered and not args.json:  # (JSON lines name each answer's session)
         span = answered[0] if len(answered) == 1 else f"{answered[0]}…{answered[-1]}"
@@ -1155,6 +1148,13 @@ def cmd_batch(args: argparse.Namespace) -> int:
             _line(sys.stdout, f"error: {result}")
         else:
             _line(sys.stdout, result.text)
+    if failed:  # every answer is printed all the same, each failure in its place
+        index, first = failures[0]
+        _say(
+            f"prompt {index + 1} of {len(prompts)} failed: {first} ({len(failures)} of {len(prompts)} "
+            "failed, each in its place above); --suppress exits 0 when prompts fail"
+        )
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -1507,7 +1507,11 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     batch.add_argument("--root", metavar="DIR", help="the sessions' directory (default: the current one)")
     batch.add_argument("--placement", choices=PLACEMENTS, help="where each session's work lands")
     batch.add_argument("--max-concurrency", metavar="N", type=int, help="turns at once (default: all)")
-    batch.add_argument("--suppress", action="store_true", help="print failures in place, exit 0")
+    batch.add_argument(
+        "--suppress",
+        action="store_true",
+        help="exit 0 when prompts fail (each is printed in its place)",
+    )
 
     merge = command(
         "merge", cmd_merge, "merge a worktree session into its base and wait for the outcome", as_json

@@ -394,13 +394,17 @@ def test_batch_prints_answers_in_order_with_a_last_progress_line(
     assert fake.most_active >= 1
 
 
-def test_batch_failures_exit_1_unless_suppressed(
+def test_batch_failures_print_in_place_and_exit_1_unless_suppressed(
     fake: FakeDaemon, capsys: pytest.CaptureFixture[str], home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("say fine\nfail broke\n"))
     code, out, err = run(capsys, "batch", "--root", "/", "-")
-    assert (code, out) == (1, "")
-    assert "sessiond: prompt 2 of 2 failed: broke (1 of 2 failed)" in err
+    assert (code, out) == (1, "fine\nerror: broke\n")  # the answers that came are not thrown away
+    assert err.endswith(
+        "sessiond: prompt 2 of 2 failed: broke (1 of 2 failed, each in its place above); "
+        "--suppress exits 0 when prompts fail\n"
+    )
+    assert "answered by " in err
     assert [r.outcome for r in fake.runs.values()] == ["failed"]
     prompts = write_prompts(home, "say fine\nfail broke\n")
     code, out, _ = run(capsys, "batch", "--root", "/", "--suppress", str(prompts))
