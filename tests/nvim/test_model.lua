@@ -123,6 +123,17 @@ row = tool("c1", "pwd again", false)
 H.eq("ran it", row:match("ran it$"), "nor one after it spoke: " .. row)
 m:apply(event("turn.ended", "s3", { stopReason = "end_turn" }, { turn = "t2" }))
 
+-- A failed turn's row says why; so does a session found failed (its recap is the turn before's).
+m:apply(event("turn.started", "s3", {}, { turn = "t3" }))
+m:apply(event("turn.ended", "s3", { error = "the tests did not pass" }, { turn = "t3" }))
+m:apply(event("session.status", "s3", { status = "failed" }))
+row = panel.session_line(m:session("s3"), 0, m)
+H.eq("error: the tests did not pass", row:match("error: .*$"), "a failed turn's row: " .. row)
+local found = { id = "s9", agent = "demo", status = "failed", lastError = "agent 'demo' exited", recap = "an old answer" }
+row = panel.session_line(found, 0, m)
+H.eq("error: agent 'demo' exited", row:match("error: .*$"), "a session found failed: " .. row)
+m:apply(event("session.status", "s3", { status = "working" })) -- (working again, for what follows)
+
 -- Stepping among working sessions, in creation order, wrapping.
 m:apply(event("session.status", "s10", { status = "working" }))
 local function step(from, dir)

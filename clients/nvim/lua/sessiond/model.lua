@@ -210,7 +210,7 @@ local session_handlers = {
     info.lastStopReason = event.data.stopReason
     info.lastError = event.data.error
     if event.data.error then
-      info.lastLine = tostring(event.data.error)
+      info.lastLine = "error: " .. tostring(event.data.error)
     end
   end,
   ["session.plan"] = function(info, event)

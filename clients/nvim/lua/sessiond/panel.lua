@@ -59,7 +59,9 @@ function M.session_line(info, depth, m)
   -- the last turn's recap.
   local at_work = info.status == "working" or info.status == "needs_you"
   local step = info.plan and info.plan.current and ("(" .. info.plan.current .. ")")
-  local last = (at_work and info.acting) or info.lastLine or (at_work and (step or "") or info.recap) or ""
+  -- A session found failed says why its last turn failed, not the turn before's recap.
+  local failed = info.status == "failed" and info.lastError and ("error: " .. tostring(info.lastError))
+  local last = (at_work and info.acting) or info.lastLine or (at_work and (step or "") or failed or info.recap) or ""
   if asks then
     local key = config.options.panel.keys.answer
     last = ("asks: %s (%s)"):format(
