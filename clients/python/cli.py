@@ -525,8 +525,11 @@ def cmd_send(args: argparse.Namespace) -> int:
     with _plain(args, start=True) as daemon:
         questions = _Questions(daemon, args.session, interactive=interactive)
         daemon.on_notification = notified
-        # Subscribed before prompting, so that no chunk of the turn can be missed.
-        daemon.call(names.EVENTS_SUBSCRIBE, {"sessions": [args.session]})
+        # Subscribed before prompting, so that no chunk of the turn can be missed; with the session
+        # as it stands, to say so when this prompt waits behind its other turns.
+        subscribed = daemon.call(names.EVENTS_SUBSCRIBE, {"sessions": [args.session], "snapshot": True})
+        if (busy := _busy_note(args.session, subscribed)) is not None:
+            _say(busy)
         asked: int | None = None
         try:
             # (Inside: a Ctrl-C while the prompt is being sent may come once the daemon has it.)
@@ -553,6 +556,30 @@ def cmd_send(args: argparse.Namespace) -> int:
     _end_line(shown)
     _line(sys.stderr, f"stop reason: {stop_reason}")
     return EXIT_OK if stop_reason == "end_turn" else EXIT_FAILED
+
+
+def _busy_note(session: str, subscribed: Mapping[str, Any]) -> str | None:
+    """What `send` says when its prompt is to wait behind the session's own turns, from the state
+    its subscription answered with; None when the session is free."""
+    shown = (subscribed.get("snapshot") or {}).get("sessions", [])
+    info = next((s for s in shown if s.get("id") == session), None)
+    if info is None:
+        return None
+    queued = int(info.get("queuedTurns") or 0)
+    status = info.get("status")
+    doing = []
+    if status == "needs_you":
+        doing.append("a turn waits for a permission answer: `sessiond permissions`")
+    elif status == "working":
+        doing.append(f"a turn running since {when(info['statusSince'])}")
+    if queued:
+        doing.append(f"{count(queued, 'turn')} queued")
+    if not doing:
+        return None
+    return (
+        f"{session} is busy ({'; '.join(doing)}): this prompt waits its turn; "
+        f"`sessiond cancel {session}` stops every turn of it"
+    )
 
 
 class _Questions:

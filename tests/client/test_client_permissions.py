@@ -153,6 +153,28 @@ def test_allow_by_session_picks_that_sessions_question(
     assert 'Asked "delete the cache?": Reject' in out
 
 
+def test_send_says_when_its_prompt_waits_behind_the_sessions_other_turns(
+    daemon: Daemon, client: Client, tmp_path: Path
+) -> None:
+    session = client.agent("demo").session(tmp_path).id
+    first, permission = asking(daemon, client, session)
+    second = sending(daemon, session, "say queued after")
+    assert second.stderr is not None
+    told = second.stderr.readline()  # at once, while the first turn still waits
+    assert told == (
+        f"sessiond: {session} is busy (a turn waits for a permission answer: `sessiond permissions`): "
+        f"this prompt waits its turn; `sessiond cancel {session}` stops every turn of it\n"
+    )
+    assert client.answer_permission(permission, "allow_once")
+    out, _ = first.communicate(timeout=60)
+    assert out.endswith("after\n")
+    out, err = second.communicate(timeout=60)
+    assert (second.returncode, out) == (0, "queued after\n"), err
+    free = sending(daemon, session, "say free")  # nothing ahead of it: nothing said of it
+    out, err = free.communicate(timeout=60)
+    assert (out, err) == ("free\n", "stop reason: end_turn\n")
+
+
 def test_a_batch_says_when_its_turns_wait_on_a_question(daemon: Daemon, client: Client) -> None:
     batch = subprocess.Popen(
         [*SESSIOND, "batch", "-"],
