@@ -301,10 +301,15 @@ class Pruner:
         for run_id in run_ids:
             self.runs.runs.pop(run_id, None)
             core.by_run.forget(run_id)
+        result = chosen.result(removed, turns, events, len(task_ids), len(run_ids))
+        if removed or task_ids or run_ids:
+            # The file gives the freed pages back (in commits of their own) and the log is copied
+            # in and emptied, before the answer.
+            result.freed_bytes = await core.store.reclaim()
         if removed:
             core.events.emit(EventKind.SESSIONS_PRUNED, sessions=len(removed), closedBefore=before)
             core.feed.fleet_soon()
-        return chosen.result(removed, turns, events, len(task_ids), len(run_ids))
+        return result
 
     async def _remove(self, chunk: list[sqlite3.Row], before: float) -> tuple[list[str], list[int]]:
         """One chunk deleted in one commit: what went, and its turns and events. From the moment

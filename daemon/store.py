@@ -150,6 +150,12 @@ BUSY_TIMEOUT = 5.0  # seconds a write waits for another process's lock before th
 # SQLite's own 1,000 pages), or CHECKPOINT_EVERY seconds passed with anything changed.
 CHECKPOINT_ROWS = 2000
 CHECKPOINT_EVERY = 5.0
+# The write-ahead log's size kept once a checkpoint has copied it (bytes): after a big removal (a
+# prune) it held every page touched. SQLite's own default keeps all of it.
+WAL_KEPT_BYTES = 4 * 1024 * 1024
+# Free pages given back to the filesystem per commit (`reclaim`): ~20 us each here.
+RECLAIM_PAGES = 256
+RECLAIM_CHECKPOINTS = 5  # checkpoints tried after a reclaim for one that copies the whole log
 # Seconds before the writes kept through an outage are tried again on their own, doubling to the
 # most while the store still says no (a locked store holds the loop for the busy timeout each time).
 RETRY_KEPT = 1.0
@@ -242,6 +248,9 @@ def connect(path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> sqlite3.Connec
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        # A new store gives back the pages a prune frees (`Store.reclaim`); one made before keeps its
+        # size. SQLite takes this only for a file still empty, and before its journal mode is WAL.
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode survives a crash of the process (what "acknowledged"
         # promises); only a power loss can take the last commits.
@@ -269,7 +278,7 @@ class Store:
         self._closed = False
         self.commits = 0
         self.checkpoints = 0  # passive checkpoints run (on their thread) since the store opened
-        self._checkpointing: asyncio.Future[None] | None = None
+        self._checkpointing: asyncio.Future[bool] | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None
         self._checkpointed_at = (0, 0.0)  # total_changes and loop time when the last one started
         self.trouble: StoreUnavailable | None = None  # set while the store says no
@@ -287,6 +296,7 @@ class Store:
             self._conn = connect(path, busy_timeout=busy_timeout)
             try:
                 self._conn.execute("PRAGMA wal_autocheckpoint=0")
+                self._conn.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
                 self._conn.executescript(SCHEMA)
                 self._add_missing_columns()
                 self._conn.execute(
@@ -479,9 +489,30 @@ class Store:
                 _report(error)
 
     @property
-    def checkpointing(self) -> asyncio.Future[None] | None:
+    def checkpointing(self) -> asyncio.Future[bool] | None:
         """The checkpoint running now on its thread, if any."""
         return self._checkpointing
+
+    async def checkpoint(self, mode: str = "PASSIVE") -> bool:
+        """A checkpoint now, on its thread (after the one running, if any): whether it copied the
+        whole log. TRUNCATE also takes the log back to nothing, holding writes off while it does
+        (waiting for readers as a write would). A failure is logged as any checkpoint's is (later
+        commits try again)."""
+        if self._loop is None or self._closed:
+            return False
+        if self._checkpointing is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._checkpointing)
+        if self._checkpointing is None and not self._closed:
+            self._checkpointed_at = (self._conn.total_changes, self._loop.time())
+            self._checkpointing = self._loop.run_in_executor(None, self._checkpoint, mode)
+            self._checkpointing.add_done_callback(self._checkpointed)
+        if self._checkpointing is None:
+            return False
+        try:
+            return await asyncio.shield(self._checkpointing)
+        except Exception:
+            return False
 
     def _checkpoint_soon(self) -> None:
         """Start a passive checkpoint on its thread when enough was written since the last one."""
@@ -495,13 +526,15 @@ class Store:
         self._checkpointing = self._loop.run_in_executor(None, self._checkpoint)
         self._checkpointing.add_done_callback(self._checkpointed)
 
-    def _checkpoint(self) -> None:
-        """On the checkpoint's thread, with a connection of its own."""
+    def _checkpoint(self, mode: str = "PASSIVE") -> bool:
+        """On the checkpoint's thread, with a connection of its own: whether it copied the whole log
+        (no reader held it back)."""
         if self._checkpoint_conn is None:
             self._checkpoint_conn = connect(self.path, busy_timeout=self.busy_timeout)
-        self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        busy, logged, copied = self._checkpoint_conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()[0]
+        return not busy and logged == copied
 
-    def _checkpointed(self, done: asyncio.Future[None]) -> None:
+    def _checkpointed(self, done: asyncio.Future[bool]) -> None:
         self._checkpointing = None
         if done.cancelled():
             return
@@ -577,6 +610,40 @@ class Store:
             self._commit_pending()
 
     # ------------------------------------------------------------ reads
+
+    @property
+    def reclaims(self) -> bool:
+        """Whether the file gives back what is freed (a store made since it could: `reclaim`)."""
+        return int(self._conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2  # INCREMENTAL
+
+    async def reclaim(self) -> int:
+        """Give the free pages back to the filesystem, RECLAIM_PAGES in each commit (the daemon
+        serves between them): the bytes the file shrinks by once the next checkpoint has copied
+        the log. 0 for a store that does not reclaim."""
+        if not self.reclaims:
+            return 0
+        freed = [0]
+
+        def some(conn: sqlite3.Connection) -> None:
+            # One page a statement: Python's sqlite3 steps a statement without columns only once.
+            for _ in range(min(RECLAIM_PAGES, int(conn.execute("PRAGMA freelist_count").fetchone()[0]))):
+                conn.execute("PRAGMA incremental_vacuum")
+                freed[0] += 1
+
+        pages = -1
+        while pages != freed[0]:
+            pages = freed[0]
+            done = self.write(some)
+            if done is not None:
+                await done
+        # The file shrinks when the whole log is copied into it, passively while the daemon writes
+        # on (a reader holding part of it back: tried again); the log then goes back to nothing in
+        # one short truncating checkpoint, which has little left to copy.
+        for _ in range(RECLAIM_CHECKPOINTS if freed[0] else 0):
+            if await self.checkpoint():
+                await self.checkpoint("TRUNCATE")
+                break
+        return freed[0] * int(self._conn.execute("PRAGMA page_size").fetchone()[0])
 
     def size(self) -> int:
         """Bytes on disk: the database file and its write-ahead log."""

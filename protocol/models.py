@@ -747,6 +747,12 @@ class PruneResult(Result):
         description="What their closes kept (a worktree with work in it, its branch): left where it is, "
         "each sentence saying how to remove it.",
     )
+    freed_bytes: int = Field(
+        0,
+        description="Bytes the store's file gave back to the filesystem (once its log is next copied in): "
+        "0 for a dry run, or when what went freed no whole page; a store made before sessiond gave "
+        "space back keeps its size, and reuses the space.",
+    )
     dry_run: bool = False
 
 

@@ -836,6 +836,8 @@ def _pruned_text(result: dict[str, Any], before: datetime, *, would: bool) -> li
     if result.get("worktrees"):
         lines.append("what their closes kept stays where it is:")
         lines += [f"  {said}" for said in result["worktrees"]]
+    if freed := result.get("freedBytes"):
+        lines.append(f"the store's file gave back {size(freed)}")
     return lines
 
 

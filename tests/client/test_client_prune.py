@@ -80,6 +80,7 @@ def test_sessions_closed_before_a_time_go_and_what_is_still_needed_stays(tmp_pat
 
             counted = client.prune(mark, dry_run=True)
             assert counted.dry_run
+            assert counted.freed_bytes == 0  # a dry run frees nothing
             assert (counted.sessions, counted.turns, counted.tasks, counted.runs) == (4, 4, 1, 1)
             assert counted.kept == 2  # the parent of an open side chat, where a waiting task was suggested
             assert counted.events > 4 * 4  # queued, started, chunks, ended, status... of each turn
@@ -90,7 +91,8 @@ def test_sessions_closed_before_a_time_go_and_what_is_still_needed_stays(tmp_pat
             with client.events(kinds=[EventKind.SESSIONS_PRUNED.value]) as heard:
                 pruned = client.prune(mark)
                 told = next(iter(heard))
-            assert pruned.model_dump(exclude={"dry_run"}) == counted.model_dump(exclude={"dry_run"})
+            done = {"dry_run", "freed_bytes"}
+            assert pruned.model_dump(exclude=done) == counted.model_dump(exclude=done)
             assert not pruned.dry_run
             assert told.data == {"sessions": 4, "closedBefore": pytest.approx(mark.timestamp())}
 
@@ -186,6 +188,58 @@ def test_a_worktree_its_close_kept_is_named_and_left_in_place(tmp_path: Path) ->
         assert "what their closes kept stays where it is:" in done.stdout
         assert f"  worktree kept at {worktree} (branch " in done.stdout
         assert (Path(worktree) / "notes.txt").read_text() == "work not merged"
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_the_store_gives_back_the_space_a_prune_freed(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            demo = client.agent("demo")
+            sessions = demo.sessions(300, tmp_path)
+            for session in sessions:
+                session.send("say " + "a long answer " * 300)
+                session.close()
+            before = client.status().store_bytes
+            pages_before = stored(daemon, "PRAGMA page_count")[0][0]
+            pruned = client.prune(timedelta(0))
+            assert pruned.sessions == 300
+            page = stored(daemon, "PRAGMA page_size")[0][0]
+            assert pruned.freed_bytes >= 1_000_000  # the turns' text alone was ~1.2 MB
+            assert stored(daemon, "PRAGMA freelist_count") == [(0,)]  # every freed page went back
+            assert stored(daemon, "PRAGMA page_count")[0][0] <= pages_before - pruned.freed_bytes // page
+            # The file shrank (the log copied in), and the log was emptied.
+            assert client.status().store_bytes <= before - pruned.freed_bytes // 2
+            for session in demo.sessions(20, tmp_path):
+                session.send("say " + "a long answer " * 300)
+                session.close()
+        said = sessiond(daemon, "prune", "0m", "--yes")
+        assert re.search(r"^the store's file gave back \d+ KiB$", said.stdout, re.M), said.stdout
+        said = sessiond(daemon, "prune", "0m", "--yes")  # nothing left to free: nothing said of it
+        assert "gave back" not in said.stdout
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_a_store_made_before_it_gave_space_back_is_pruned_and_keeps_its_size(tmp_path: Path) -> None:
+    daemon = Daemon()
+    db = daemon.home / "state" / "sessiond.db"
+    db.parent.mkdir(parents=True)
+    made = sqlite3.connect(db)  # as an older sessiond made it: no auto_vacuum
+    made.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    made.close()
+    daemon.start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            session = client.agent("demo").session(tmp_path)
+            session.send("say " + "a long answer " * 300)
+            session.close()
+            pruned = client.prune(timedelta(0))
+            assert (pruned.sessions, pruned.freed_bytes) == (1, 0)
+            assert stored(daemon, "PRAGMA freelist_count")[0][0] > 0  # kept, for new rows to reuse
     finally:
         daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)

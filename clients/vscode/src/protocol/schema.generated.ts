@@ -1059,6 +1059,10 @@ export interface PruneResult {
    */
   events: number;
   /**
+   * Bytes the store's file gave back to the filesystem (once its log is next copied in): 0 for a dry run, or when what went freed no whole page; a store made before sessiond gave space back keeps its size, and reuses the space.
+   */
+  freedBytes?: number;
+  /**
    * Sessions closed before the time that stay: a session of theirs is still open, or a task suggested in them is still to run.
    */
   kept: number;
