@@ -406,6 +406,8 @@ class Store:
         future = self._loop.create_future() if wait else None
         self._pending.append((op, future))
         self._commit_soon()
+        if future is not None:
+            self.awaited()  # (someone waits on it: a quiet daemon commits it without the spacing)
         return future
 
     def commit_now(self) -> None:
@@ -418,9 +420,10 @@ class Store:
             self._commit_soon()
 
     def awaited(self) -> None:
-        """A turn's answer waits on the next commit. A quiet daemon (its last commit a few writes) then
-        commits at the end of this turn of the loop, without waiting out the spacing: a lone turn
-        is answered as soon as its events are stored. Under load the spacing stands."""
+        """An answer waits on the next commit (a turn's on its events, a session opened or closed on
+        its row). A quiet daemon (its last commit a few rows) then commits at the end of this turn
+        of the loop, without waiting out the spacing: a lone request is answered as soon as what it
+        did is stored. Under load the spacing stands."""
         if self._loop is None or self._last_rows >= LOADED_ROWS or not (self._pending or self._timer):
             return
         if isinstance(self._timer, asyncio.TimerHandle):

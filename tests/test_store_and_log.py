@@ -45,6 +45,45 @@ async def test_load_is_told_by_the_rows_a_commit_changed_not_by_its_writes(tmp_p
     await store.close()
 
 
+async def test_a_write_someone_waits_on_is_committed_without_waiting_out_the_spacing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quiet daemon answers a session opened (or closed) as soon as its row is stored: a write
+    someone waits on commits at the end of this turn of the loop; one nobody waits on keeps the
+    spacing, and under load both do."""
+    monkeypatch.setattr(st, "SPACING", 60.0)
+    monkeypatch.setattr(st, "LOADED_SPACING", 60.0)
+    store = Store(tmp_path / "s.db")
+    store.start()
+
+    def insert(*keys: str) -> st.Write:
+        return st.executemany("INSERT INTO meta VALUES (?, ?)", [(key, "x") for key in keys])
+
+    async def loop_turns() -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(store.write(insert("first")), 10)  # type: ignore[arg-type]
+    commits = store.commits
+    store.write(insert("unwaited"), wait=False)
+    await loop_turns()
+    assert store.commits == commits  # held for the spacing
+    waited = store.write(insert("waited"))
+    assert waited is not None
+    await asyncio.wait_for(waited, 10)  # well before the spacing: it took the held one along
+    assert store.commits == commits + 1
+    both = "SELECT COUNT(*) FROM meta WHERE key IN ('unwaited', 'waited')"
+    assert await store.read(lambda conn: conn.execute(both).fetchone()[0]) == 2
+
+    await asyncio.wait_for(store.write(insert(*(f"m{i}" for i in range(st.LOADED_ROWS)))), 10)  # type: ignore[arg-type]
+    loaded = store.write(insert("under load"))
+    assert loaded is not None
+    await loop_turns()
+    assert not loaded.done()  # under load the spacing stands, waited on or not
+    await store.close()
+    assert loaded.done()
+
+
 def _rows_in_the_database_file_alone(db: Path, copy: Path) -> int:
     """The rows of `meta` the database file holds without its write-ahead log (what a checkpoint
     copied into it): read from a copy of the file alone."""
