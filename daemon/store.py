@@ -621,8 +621,8 @@ class Store:
 
     async def reclaim(self) -> int:
         """Give the free pages back to the filesystem, RECLAIM_PAGES in each commit (the daemon
-        serves between them): the bytes the file shrinks by once the next checkpoint has copied
-        the log. 0 for a store that does not reclaim."""
+        serves between them), and copy the log into the file: the bytes given back. 0 for a store
+        that does not reclaim."""
         if not self.reclaims:
             return 0
         freed = [0]

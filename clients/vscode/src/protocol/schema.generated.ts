@@ -1059,7 +1059,7 @@ export interface PruneResult {
    */
   events: number;
   /**
-   * Bytes the store's file gave back to the filesystem (once its log is next copied in): 0 for a dry run, or when what went freed no whole page; a store made before sessiond gave space back keeps its size, and reuses the space.
+   * Bytes the store's file gave back to the filesystem before this answer: 0 for a dry run, or when what went freed no whole page; a store made before sessiond gave space back keeps its size, and reuses the space.
    */
   freedBytes?: number;
   /**
