@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 # SDK and asyncssh on the first turn, MCP session or ssh placement.
 from sessiond.daemon import importer, long_lived
 from sessiond.daemon.door import Door
-from sessiond.daemon.store import BUSY_TIMEOUT, Store, StoreUnavailable, session_counts, trouble_of
+from sessiond.daemon.store import BUSY_TIMEOUT, Compacted, Store, StoreUnavailable, session_counts, trouble_of
+from sessiond.daemon.store import compact as compact_store
 from sessiond.daemon.wire import Limits
 from sessiond.protocol import paths
 from sessiond.protocol.durations import EXAMPLES as AGE_EXAMPLES
@@ -148,6 +149,7 @@ def _private_dir(path: Path, what: str, instead: str) -> None:
 
 
 STATE_DIR_INSTEAD = "choose another with SESSIOND_STATE_DIR (or SESSIOND_HOME)"
+SOCKET_DIR_INSTEAD = "choose another socket with --socket or SESSIOND_SOCKET"
 
 
 def busy_timeout() -> float:
@@ -207,18 +209,16 @@ def _token(path: Path) -> str:
     return token
 
 
-def _lock(socket_path: Path) -> int:
-    """Hold a lock beside the socket for the daemon's life: a second `serve` finds it taken."""
+def _lock(socket_path: Path, *, taken: str = "stop it first, or pass another --socket") -> int:
+    """Hold a lock beside the socket for the daemon's life: a second `serve` (or a `compact`)
+    finds it taken, and says `taken`."""
     fd = os.open(f"{socket_path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
         os.close(fd)
-        raise StartError(
-            f"a daemon is already running on {socket_path} (pid {other}); "
-            "stop it first, or pass another --socket"
-        ) from None
+        raise StartError(f"a daemon is already running on {socket_path} (pid {other}); {taken}") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd
@@ -241,6 +241,31 @@ def _bind(socket_path: Path) -> socketlib.socket:
 BACKLOG = 128
 
 
+def store_of(store_path: Path | None, state_dir: Path) -> Path:
+    """The SQLite store a daemon uses: `--store`, else sessiond.db in the state dir."""
+    return store_path.absolute() if store_path is not None else state_dir / "sessiond.db"
+
+
+def compact(socket: Path | None = None, store: Path | None = None) -> Compacted:
+    """`sessiond compact`: give the free space of the store back to the filesystem, with no daemon
+    on it. The daemon's lock is held meanwhile, so none starts on this socket (one on another
+    socket finds the store locked, and says so). Raises StartError with the sentence."""
+    socket_path = socket or paths.socket_path()
+    path = store_of(store, paths.state_dir())
+    if not path.is_file():
+        raise StartError(
+            f"there is no store at {path}: nothing to compact (`sessiond serve` makes one there)"
+        )
+    _private_dir(socket_path.parent, "the socket's folder", SOCKET_DIR_INSTEAD)
+    lock_fd = _lock(socket_path, taken="it has the store open: stop it (`sessiond stop`), then compact")
+    try:
+        return compact_store(path, busy_timeout=busy_timeout())
+    except StoreUnavailable as exc:
+        raise StartError(exc.message) from None
+    finally:
+        os.close(lock_fd)
+
+
 async def _serve(
     socket_path: Path,
     tcp: str | None,
@@ -252,9 +277,7 @@ async def _serve(
     paths.check_socket_path(socket_path)
     tcp_address = parse_tcp(tcp) if tcp else None
     waited = busy_timeout()
-    _private_dir(
-        socket_path.parent, "the socket's folder", "choose another socket with --socket or SESSIOND_SOCKET"
-    )
+    _private_dir(socket_path.parent, "the socket's folder", SOCKET_DIR_INSTEAD)
     state_dir = paths.state_dir()
     _private_dir(state_dir, "the state dir", STATE_DIR_INSTEAD)
     lock_fd = _lock(socket_path)
@@ -264,7 +287,7 @@ async def _serve(
     try:
         with contextlib.suppress(FileNotFoundError):
             socket_path.unlink()  # stale: its daemon is gone, or we would not hold the lock
-        db = store_path.absolute() if store_path is not None else state_dir / "sessiond.db"
+        db = store_of(store_path, state_dir)
         # A store that cannot be used says so in a sentence (which file, what to do), not a traceback.
         try:
             store = Store(db, busy_timeout=waited)

@@ -33,6 +33,7 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -628,10 +629,7 @@ class Store:
         freed = [0]
 
         def some(conn: sqlite3.Connection) -> None:
-            # One page a statement: Python's sqlite3 steps a statement without columns only once.
-            for _ in range(min(RECLAIM_PAGES, int(conn.execute("PRAGMA freelist_count").fetchone()[0]))):
-                conn.execute("PRAGMA incremental_vacuum")
-                freed[0] += 1
+            freed[0] += _free_pages(conn, RECLAIM_PAGES)
 
         pages = -1
         while pages != freed[0]:
@@ -650,11 +648,7 @@ class Store:
 
     def size(self) -> int:
         """Bytes on disk: the database file and its write-ahead log."""
-        total = 0
-        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
-            with contextlib.suppress(OSError):
-                total += path.stat().st_size
-        return total
+        return size_on_disk(self.path)
 
     def query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """A read on the caller's thread: for start-up, before serving."""
@@ -688,6 +682,60 @@ class Store:
                 conn.close()
 
         return await asyncio.to_thread(run)
+
+
+def size_on_disk(path: Path) -> int:
+    """Bytes on disk of the store at `path`: the database file and its write-ahead log."""
+    total = 0
+    for part in (path, path.with_name(path.name + "-wal")):
+        with contextlib.suppress(OSError):
+            total += part.stat().st_size
+    return total
+
+
+def _free_pages(conn: sqlite3.Connection, most: int) -> int:
+    """Give up to `most` free pages back to the filesystem (a store made with auto_vacuum
+    INCREMENTAL): how many went."""
+    pages = min(most, int(conn.execute("PRAGMA freelist_count").fetchone()[0]))
+    for _ in range(pages):  # one a statement: Python's sqlite3 steps one without columns once
+        conn.execute("PRAGMA incremental_vacuum")
+    return pages
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """What `compact` did to the store at `path`: bytes on disk before and after, and whether it
+    was rewritten (made before sessiond gave space back, it now does after each prune)."""
+
+    path: Path
+    before: int
+    after: int
+    rewritten: bool
+
+
+def compact(path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Compacted:
+    """Give the free space of the store at `path` back to the filesystem, nobody else using it. A
+    store made before sessiond gave space back is rewritten once (VACUUM, needing about its size
+    free on the disk for a while); one made since gives back its free pages. Raises
+    StoreUnavailable, its sentence saying what is wrong and what to do."""
+    before = size_on_disk(path)
+    conn = connect(path, busy_timeout=busy_timeout)  # (it asks for auto_vacuum INCREMENTAL)
+    try:
+        rewritten = int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2
+        if rewritten:
+            conn.execute("VACUUM")  # takes the auto_vacuum asked for
+        else:
+            while _free_pages(conn, RECLAIM_PAGES):
+                pass
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.Error as exc:
+        reason = trouble_of(exc) or "io"
+        raise StoreUnavailable(
+            explain(reason, path, exc, busy_timeout=busy_timeout), reason=reason, path=path, cause=str(exc)
+        ) from None
+    finally:
+        conn.close()
+    return Compacted(path, before, size_on_disk(path), rewritten)
 
 
 def session_counts(conn: sqlite3.Connection) -> list[sqlite3.Row]:

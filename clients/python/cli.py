@@ -873,6 +873,20 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    from sessiond.daemon.serve import StartError, compact  # (what `serve` imports first, no more)
+
+    try:
+        done = compact(Path(args.socket) if args.socket else None, Path(args.store) if args.store else None)
+    except StartError as exc:
+        _say(str(exc))
+        return EXIT_FAILED
+    print(f"compacted the store {done.path}: from {size(done.before)} to {size(done.after)}")
+    if done.rewritten:
+        print("it was made before sessiond gave space back; from now on a prune gives back what it frees")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- the log and runs
 
 
@@ -1611,6 +1625,10 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     )
     prune.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
     prune.add_argument("--yes", action="store_true", help="remove without asking (for scripts)")
+    compact = command(
+        "compact", cmd_compact, "give the store's free space back to the filesystem (with the daemon stopped)"
+    )
+    compact.add_argument("--store", metavar="PATH", help="the SQLite store (default: in the state dir)")
 
     for name, handler, text in [
         ("cancel", cmd_cancel, "stop a session's running and queued turns"),

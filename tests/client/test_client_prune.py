@@ -224,7 +224,7 @@ def test_the_store_gives_back_the_space_a_prune_freed(tmp_path: Path) -> None:
         shutil.rmtree(daemon.home, ignore_errors=True)
 
 
-def test_a_store_made_before_it_gave_space_back_is_pruned_and_keeps_its_size(tmp_path: Path) -> None:
+def test_a_store_made_before_it_gave_space_back_keeps_its_size_until_compacted(tmp_path: Path) -> None:
     daemon = Daemon()
     db = daemon.home / "state" / "sessiond.db"
     db.parent.mkdir(parents=True)
@@ -234,14 +234,63 @@ def test_a_store_made_before_it_gave_space_back_is_pruned_and_keeps_its_size(tmp
     daemon.start()
     try:
         with connect(daemon.socket, start=False) as client:
+            demo = client.agent("demo")
+            kept = demo.session(tmp_path, title="kept")
+            kept.send("say still here")
+            for session in demo.sessions(100, tmp_path):
+                session.send("say " + "a long answer " * 300)
+                session.close()
+            pruned = client.prune(timedelta(0))
+            assert (pruned.sessions, pruned.freed_bytes) == (100, 0)
+        free = stored(daemon, "PRAGMA freelist_count")[0][0]
+        page = stored(daemon, "PRAGMA page_size")[0][0]
+        assert isinstance(free, int)
+        assert isinstance(page, int)
+        assert free * page > 500_000  # kept, for new rows to reuse
+
+        refused = sessiond(daemon, "compact")  # the daemon has the store open
+        assert refused.returncode == 1
+        assert "stop it (`sessiond stop`), then compact" in refused.stderr, refused.stderr
+        assert stored(daemon, "PRAGMA auto_vacuum") == [(0,)]  # not rewritten under the daemon
+
+        daemon.stop()
+        before = sum(part.stat().st_size for part in (db, Path(f"{db}-wal")) if part.exists())
+        done = sessiond(daemon, "compact")
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert re.fullmatch(
+            rf"compacted the store {re.escape(str(db))}: from \d+ [KM]iB to \d+ KiB", lines[0]
+        )
+        assert lines[1:] == [
+            "it was made before sessiond gave space back; from now on a prune gives back what it frees"
+        ]
+        assert db.stat().st_size <= before - free * page // 2
+        assert not Path(f"{db}-wal").exists() or Path(f"{db}-wal").stat().st_size == 0
+        assert stored(daemon, "PRAGMA auto_vacuum") == [(2,)]  # INCREMENTAL from now on
+
+        daemon.start()  # what stayed, stayed
+        with connect(daemon.socket, start=False) as client:
+            assert client.session(kept.id).get().recap == "still here"
             session = client.agent("demo").session(tmp_path)
             session.send("say " + "a long answer " * 300)
             session.close()
-            pruned = client.prune(timedelta(0))
-            assert (pruned.sessions, pruned.freed_bytes) == (1, 0)
-            assert stored(daemon, "PRAGMA freelist_count")[0][0] > 0  # kept, for new rows to reuse
+            assert client.prune(timedelta(0)).freed_bytes > 0
     finally:
         daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_compact_says_when_there_is_no_store_to_compact(tmp_path: Path) -> None:
+    daemon = Daemon()  # never started: no store
+    try:
+        said = sessiond(daemon, "compact", "--store", str(tmp_path / "none.db"))
+        assert said.returncode == 1
+        assert (
+            said.stderr == f"sessiond: there is no store at {tmp_path / 'none.db'}: nothing to compact "
+            "(`sessiond serve` makes one there)\n"
+        )
+        assert not (tmp_path / "none.db").exists()  # not made by asking
+    finally:
         shutil.rmtree(daemon.home, ignore_errors=True)
 
 
