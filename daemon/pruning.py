@@ -302,13 +302,21 @@ class Pruner:
             self.runs.runs.pop(run_id, None)
             core.by_run.forget(run_id)
         result = chosen.result(removed, turns, events, len(task_ids), len(run_ids))
-        if removed or task_ids or run_ids:
-            # The file gives the freed pages back (in commits of their own) and the log is copied
-            # in and emptied, before the answer.
-            result.freed_bytes = await core.store.reclaim()
         if removed:
             core.events.emit(EventKind.SESSIONS_PRUNED, sessions=len(removed), closedBefore=before)
             core.feed.fleet_soon()
+        if removed or task_ids or run_ids:
+            # The file gives the freed pages back (in commits of their own) and the log is copied
+            # in and emptied, before the answer. The prune is done either way: a failure here
+            # leaves the space to be reused.
+            try:
+                result.freed_bytes = await core.store.reclaim()
+            except Exception as exc:
+                log.warning(
+                    "giving back the space the prune freed in %s failed (%s); it is reused",
+                    core.store.path,
+                    exc,
+                )
         return result
 
     async def _remove(self, chunk: list[sqlite3.Row], before: float) -> tuple[list[str], list[int]]:

@@ -248,8 +248,9 @@ def store_of(store_path: Path | None, state_dir: Path) -> Path:
 
 def compact(socket: Path | None = None, store: Path | None = None) -> Compacted:
     """`sessiond compact`: give the free space of the store back to the filesystem, with no daemon
-    on it. The daemon's lock is held meanwhile, so none starts on this socket (one on another
-    socket finds the store locked, and says so). Raises StartError with the sentence."""
+    on it. The daemon's lock is held meanwhile, so none starts on this socket (a daemon on another
+    socket with the same store meets it locked while this runs: its writes wait, then say so).
+    Raises StartError with the sentence."""
     socket_path = socket or paths.socket_path()
     path = store_of(store, paths.state_dir())
     if not path.is_file():

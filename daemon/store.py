@@ -156,7 +156,11 @@ CHECKPOINT_EVERY = 5.0
 WAL_KEPT_BYTES = 4 * 1024 * 1024
 # Free pages given back to the filesystem per commit (`reclaim`): ~20 us each here.
 RECLAIM_PAGES = 256
-RECLAIM_CHECKPOINTS = 5  # checkpoints tried after a reclaim for one that copies the whole log
+# Checkpoints tried after a reclaim for one that copies the whole log (a read holding part of it
+# back), the first at once, each next after RECLAIM_BACKOFF seconds more than the last.
+RECLAIM_CHECKPOINTS = 5
+RECLAIM_BACKOFF = 0.05
+INCREMENTAL = 2  # PRAGMA auto_vacuum: the file gives back its free pages when told (`reclaim`)
 # Seconds before the writes kept through an outage are tried again on their own, doubling to the
 # most while the store still says no (a locked store holds the loop for the busy timeout each time).
 RETRY_KEPT = 1.0
@@ -245,13 +249,28 @@ class StoreUnavailable(RpcError):
         return StoreUnavailable(self.message, reason=self.reason, path=self.path, cause=self.cause)
 
 
-def connect(path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
+def unavailable(
+    exc: BaseException, path: Path, busy_timeout: float = BUSY_TIMEOUT, reason: str | None = None
+) -> StoreUnavailable:
+    """`exc` (SQLite's) as the store at `path` saying no, with the sentence for it."""
+    if isinstance(exc, StoreUnavailable):
+        return exc
+    reason = reason or trouble_of(exc) or "io"
+    return StoreUnavailable(
+        explain(reason, path, exc, busy_timeout=busy_timeout), reason=reason, path=path, cause=str(exc)
+    )
+
+
+def connect(path: Path, *, busy_timeout: float = BUSY_TIMEOUT, making: bool = False) -> sqlite3.Connection:
+    """A connection to the store at `path`; `making`: the one that may make the file."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
-        # A new store gives back the pages a prune frees (`Store.reclaim`); one made before keeps its
-        # size. SQLite takes this only for a file still empty, and before its journal mode is WAL.
-        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        if making and int(conn.execute("PRAGMA page_count").fetchone()[0]) == 0:
+            # A new store gives back the pages a prune frees (`Store.reclaim`); one made before keeps
+            # its size. SQLite takes this only before the file's first page (journal mode WAL writes
+            # it), and writes that page again when told on a store made so: only for a new one.
+            conn.execute(f"PRAGMA auto_vacuum={INCREMENTAL}")
         conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode survives a crash of the process (what "acknowledged"
         # promises); only a power loss can take the last commits.
@@ -294,7 +313,7 @@ class Store:
                 sqlite3.OperationalError(f"unable to open database file: {exc.strerror}")
             ) from None
         try:
-            self._conn = connect(path, busy_timeout=busy_timeout)
+            self._conn = connect(path, busy_timeout=busy_timeout, making=True)
             try:
                 self._conn.execute("PRAGMA wal_autocheckpoint=0")
                 self._conn.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
@@ -311,15 +330,7 @@ class Store:
 
     def unavailable(self, exc: BaseException, reason: str | None = None) -> StoreUnavailable:
         """The error a request gets when the store says no, with the sentence for it."""
-        if isinstance(exc, StoreUnavailable):
-            return exc
-        reason = reason or trouble_of(exc) or "io"
-        return StoreUnavailable(
-            explain(reason, self.path, exc, busy_timeout=self.busy_timeout),
-            reason=reason,
-            path=self.path,
-            cause=str(exc),
-        )
+        return unavailable(exc, self.path, self.busy_timeout, reason)
 
     def _add_missing_columns(self) -> None:
         """A store made by an older version gains the columns added since."""
@@ -498,25 +509,26 @@ class Store:
         return self._checkpointing
 
     async def checkpoint(self, mode: str = "PASSIVE") -> bool:
-        """A checkpoint now, on its thread (after the one running, if any): whether it copied the
-        whole log. TRUNCATE also takes the log back to nothing, holding writes off while it does
-        (waiting for readers as a write would). A failure is logged as any checkpoint's is (later
-        commits try again)."""
-        if self._loop is None or self._closed:
-            return False
-        if self._checkpointing is not None:
+        """A checkpoint of its own now, on its thread (after any running): whether it copied the
+        whole log. TRUNCATE also takes the log back to nothing: it holds writes off while it copies
+        what is left, and gives up at once (False) if a read still needs part of the log. A failure
+        is logged as any checkpoint's is (later commits try again)."""
+        while self._checkpointing is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._checkpointing)
-        if self._checkpointing is None and not self._closed:
-            self._checkpointed_at = (self._conn.total_changes, self._loop.time())
-            self._checkpointing = self._loop.run_in_executor(None, self._checkpoint, mode)
-            self._checkpointing.add_done_callback(self._checkpointed)
-        if self._checkpointing is None:
+        if self._loop is None or self._closed:
             return False
         try:
-            return await asyncio.shield(self._checkpointing)
+            return await asyncio.shield(self._start_checkpoint(mode))
         except Exception:
             return False
+
+    def _start_checkpoint(self, mode: str = "PASSIVE") -> asyncio.Future[bool]:
+        assert self._loop is not None
+        self._checkpointed_at = (self._conn.total_changes, self._loop.time())
+        running = self._checkpointing = self._loop.run_in_executor(None, self._checkpoint, mode)
+        running.add_done_callback(self._checkpointed)
+        return running
 
     def _checkpoint_soon(self) -> None:
         """Start a passive checkpoint on its thread when enough was written since the last one."""
@@ -526,16 +538,17 @@ class Store:
         changed, now = self._conn.total_changes, self._loop.time()
         if changed - rows < CHECKPOINT_ROWS and (changed == rows or now - at < CHECKPOINT_EVERY):
             return
-        self._checkpointed_at = (changed, now)
-        self._checkpointing = self._loop.run_in_executor(None, self._checkpoint)
-        self._checkpointing.add_done_callback(self._checkpointed)
+        self._start_checkpoint()
 
     def _checkpoint(self, mode: str = "PASSIVE") -> bool:
         """On the checkpoint's thread, with a connection of its own: whether it copied the whole log
         (no reader held it back)."""
         if self._checkpoint_conn is None:
             self._checkpoint_conn = connect(self.path, busy_timeout=self.busy_timeout)
-        busy, logged, copied = self._checkpoint_conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()[0]
+        conn = self._checkpoint_conn
+        # A passive one waits for nobody; any other, which holds writes off, must not wait for reads.
+        conn.execute(f"PRAGMA busy_timeout={0 if mode != 'PASSIVE' else int(self.busy_timeout * 1000)}")
+        busy, logged, copied = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()[0]
         return not busy and logged == copied
 
     def _checkpointed(self, done: asyncio.Future[bool]) -> None:
@@ -618,7 +631,7 @@ class Store:
     @property
     def reclaims(self) -> bool:
         """Whether the file gives back what is freed (a store made since it could: `reclaim`)."""
-        return int(self._conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2  # INCREMENTAL
+        return _reclaims(self._conn)
 
     async def reclaim(self) -> int:
         """Give the free pages back to the filesystem, RECLAIM_PAGES in each commit (the daemon
@@ -626,25 +639,30 @@ class Store:
         that does not reclaim."""
         if not self.reclaims:
             return 0
-        freed = [0]
+        pages = int(self._conn.execute("PRAGMA page_count").fetchone()[0])
+        freed = True
 
         def some(conn: sqlite3.Connection) -> None:
-            freed[0] += _free_pages(conn, RECLAIM_PAGES)
+            nonlocal freed
+            freed = _free_pages(conn, RECLAIM_PAGES) > 0
 
-        pages = -1
-        while pages != freed[0]:
-            pages = freed[0]
+        while freed:
+            freed = False  # (set again only by a run of `some`)
             done = self.write(some)
             if done is not None:
                 await done
+        # (Counted by the file's pages: a batch run again after another write failed frees twice.)
+        gone = pages - int(self._conn.execute("PRAGMA page_count").fetchone()[0])
         # The file shrinks when the whole log is copied into it, passively while the daemon writes
-        # on (a reader holding part of it back: tried again); the log then goes back to nothing in
-        # one short truncating checkpoint, which has little left to copy.
-        for _ in range(RECLAIM_CHECKPOINTS if freed[0] else 0):
+        # on (a read holding part of it back: tried again a little later); the log then goes back
+        # to nothing in one truncating checkpoint, which has little left to copy.
+        for attempt in range(RECLAIM_CHECKPOINTS if gone > 0 else 0):
+            if attempt:
+                await asyncio.sleep(RECLAIM_BACKOFF * attempt)
             if await self.checkpoint():
                 await self.checkpoint("TRUNCATE")
                 break
-        return freed[0] * int(self._conn.execute("PRAGMA page_size").fetchone()[0])
+        return max(gone, 0) * int(self._conn.execute("PRAGMA page_size").fetchone()[0])
 
     def size(self) -> int:
         """Bytes on disk: the database file and its write-ahead log."""
@@ -693,6 +711,10 @@ def size_on_disk(path: Path) -> int:
     return total
 
 
+def _reclaims(conn: sqlite3.Connection) -> bool:
+    return int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == INCREMENTAL
+
+
 def _free_pages(conn: sqlite3.Connection, most: int) -> int:
     """Give up to `most` free pages back to the filesystem (a store made with auto_vacuum
     INCREMENTAL): how many went."""
@@ -719,22 +741,22 @@ def compact(path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Compacted:
     free on the disk for a while); one made since gives back its free pages. Raises
     StoreUnavailable, its sentence saying what is wrong and what to do."""
     before = size_on_disk(path)
-    conn = connect(path, busy_timeout=busy_timeout)  # (it asks for auto_vacuum INCREMENTAL)
+    conn: sqlite3.Connection | None = None
     try:
-        rewritten = int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2
+        conn = connect(path, busy_timeout=busy_timeout)
+        rewritten = not _reclaims(conn)
         if rewritten:
-            conn.execute("VACUUM")  # takes the auto_vacuum asked for
+            conn.execute(f"PRAGMA auto_vacuum={INCREMENTAL}")
+            conn.execute("VACUUM")  # (what makes a store made without it take it)
         else:
             while _free_pages(conn, RECLAIM_PAGES):
                 pass
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     except sqlite3.Error as exc:
-        reason = trouble_of(exc) or "io"
-        raise StoreUnavailable(
-            explain(reason, path, exc, busy_timeout=busy_timeout), reason=reason, path=path, cause=str(exc)
-        ) from None
+        raise unavailable(exc, path, busy_timeout) from None
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
     return Compacted(path, before, size_on_disk(path), rewritten)
 
 

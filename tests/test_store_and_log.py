@@ -84,6 +84,54 @@ async def test_a_write_someone_waits_on_is_committed_without_waiting_out_the_spa
     assert loaded.done()
 
 
+async def test_only_a_new_store_is_made_to_give_space_back_and_opening_one_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    store = Store(db)
+    assert store.reclaims
+    await store.close()
+    old = tmp_path / "old.db"
+    sqlite3.connect(old).execute(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    ).connection.close()
+    old_store = Store(old)
+    assert not old_store.reclaims  # made before: it keeps its size (`sessiond compact` rewrites it)
+    await old_store.close()
+
+    writer = st.connect(db)
+    writer.execute("BEGIN IMMEDIATE")  # another's write under way, as the loop's commits are
+    try:
+        before = {p.name: p.stat().st_size for p in tmp_path.iterdir()}
+        # A read's connection (each read opens one) neither waits for the writer nor writes.
+        reader = st.connect(db, busy_timeout=0)
+        assert reader.execute("SELECT COUNT(*) FROM meta").fetchone()[0] >= 1
+        reader.close()
+        assert {p.name: p.stat().st_size for p in tmp_path.iterdir()} == before
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+async def test_a_truncating_checkpoint_gives_up_at_once_while_a_read_needs_the_log(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db", busy_timeout=600)  # (a wait for the read would outlast the test)
+    store.start()
+    await store.write(st.execute("INSERT INTO meta VALUES ('a', '1')"))  # type: ignore[misc]
+    reader = st.connect(tmp_path / "s.db")
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT COUNT(*) FROM meta").fetchone()[0] >= 1  # its snapshot: the log so far
+    try:
+        await store.write(st.execute("INSERT INTO meta VALUES ('b', '2')"))  # type: ignore[misc]
+        assert not await asyncio.wait_for(store.checkpoint("TRUNCATE"), 30)
+        await asyncio.wait_for(store.write(st.execute("INSERT INTO meta VALUES ('c', '3')")), 30)  # type: ignore[arg-type]
+    finally:
+        reader.execute("ROLLBACK")
+        reader.close()
+    assert await asyncio.wait_for(store.checkpoint("TRUNCATE"), 30)  # the read over: all of it
+    assert not (tmp_path / "s.db-wal").stat().st_size
+    await store.close()
+
+
 def _rows_in_the_database_file_alone(db: Path, copy: Path) -> int:
     """The rows of `meta` the database file holds without its write-ahead log (what a checkpoint
     copied into it): read from a copy of the file alone."""

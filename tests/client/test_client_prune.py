@@ -209,7 +209,8 @@ def test_the_store_gives_back_the_space_a_prune_freed(tmp_path: Path) -> None:
             page = stored(daemon, "PRAGMA page_size")[0][0]
             assert pruned.freed_bytes >= 1_000_000  # the turns' text alone was ~1.2 MB
             assert stored(daemon, "PRAGMA freelist_count") == [(0,)]  # every freed page went back
-            assert stored(daemon, "PRAGMA page_count")[0][0] <= pages_before - pruned.freed_bytes // page
+            # (A few pages the prune's own writes took before its space went back: its events, say.)
+            assert stored(daemon, "PRAGMA page_count")[0][0] <= pages_before + 16 - pruned.freed_bytes // page
             # The file shrank (the log copied in), and the log was emptied.
             assert client.status().store_bytes <= before - pruned.freed_bytes // 2
             for session in demo.sessions(20, tmp_path):
@@ -280,7 +281,7 @@ def test_a_store_made_before_it_gave_space_back_keeps_its_size_until_compacted(t
         shutil.rmtree(daemon.home, ignore_errors=True)
 
 
-def test_compact_says_when_there_is_no_store_to_compact(tmp_path: Path) -> None:
+def test_compact_says_when_there_is_no_store_to_compact_or_it_is_not_one(tmp_path: Path) -> None:
     daemon = Daemon()  # never started: no store
     try:
         said = sessiond(daemon, "compact", "--store", str(tmp_path / "none.db"))
@@ -290,6 +291,13 @@ def test_compact_says_when_there_is_no_store_to_compact(tmp_path: Path) -> None:
             "(`sessiond serve` makes one there)\n"
         )
         assert not (tmp_path / "none.db").exists()  # not made by asking
+        notes = tmp_path / "notes.txt"
+        notes.write_text("not a store\n" * 1000)
+        said = sessiond(daemon, "compact", "--store", str(notes))
+        assert said.returncode == 1
+        assert said.stderr.startswith(f"sessiond: the store {notes} is damaged"), said.stderr
+        assert "Traceback" not in said.stderr
+        assert notes.read_text() == "not a store\n" * 1000  # left as it was
     finally:
         shutil.rmtree(daemon.home, ignore_errors=True)
 

@@ -616,10 +616,9 @@ class FaceAgent:
         """Start following a session the editor now has (its events, its controls): the controls to
         answer with; the commands follow as an update once the answer is sent."""
         translator = self._translators[session_id] = translator or Translator()
-        # Asked together: one wait for the daemon, not two.
-        _, controls = await asyncio.gather(
-            self._call(lambda _: self._watch(session_id)),
-            self._call(lambda daemon: daemon._call(m.SESSION_CONTROLS, SessionControls, session=session_id)),
+        await self._call(lambda _: self._watch(session_id))
+        controls: SessionControls = await self._call(
+            lambda daemon: daemon._call(m.SESSION_CONTROLS, SessionControls, session=session_id)
         )
         translator.told(controls)
         self._soon(self._tell_controls(session_id, controls))

@@ -1059,7 +1059,7 @@ export interface PruneResult {
    */
   events: number;
   /**
-   * Bytes the store's file gave back to the filesystem before this answer: 0 for a dry run, or when what went freed no whole page; a store made before sessiond gave space back keeps its size, and reuses the space.
+   * Bytes the store's file gave back to the filesystem, before this answer (a read holding the store's log then: at a later checkpoint): 0 for a dry run, or when what went freed no whole page; a store made before sessiond gave space back keeps its size, and reuses the space (`sessiond compact`, the daemon stopped, rewrites it once).
    */
   freedBytes?: number;
   /**
