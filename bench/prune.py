@@ -5,8 +5,9 @@ written straight into SQLite with the daemon's schema) and a few open ones. Thro
 over raw JSON-RPC: `session/get` of an open session, asked again and again, first with nothing
 else going on (the baseline) and then while `session/prune` removes the closed ones. Reported:
 the prune's wall time against the floor (the same rows deleted by SQLite alone, in one
-transaction on a copy of the store, no daemon), and the gets' latency during the prune against
-the baseline, measured in the same run.
+transaction on a copy of the store, no daemon; the prune also gives the freed space back), the
+store's size after it, and the gets' latency during the prune against the baseline, measured in
+the same run.
 
 python -m bench.prune [--closed 100000] [--events 13]
 """
@@ -126,10 +127,12 @@ def rows(closed: int, events: int) -> list[Row]:
     try:
         before = seed(home, closed, events)
         floor = floor_s(home, before)
-        size = (home / "state" / "sessiond.db").stat().st_size
+        db = home / "state" / "sessiond.db"
+        size = db.stat().st_size
         daemon = Daemon(home=home).start()
         try:
             took, result, baseline, during = asyncio.run(measure(daemon, before))
+            after = st.size_on_disk(db)  # (its log included, the daemon still on it)
         finally:
             daemon.stop()
     finally:
@@ -141,6 +144,12 @@ def rows(closed: int, events: int) -> list[Row]:
             f"{took:.2f} s",
             f"{took / floor:.2f}x SQLite deleting the same rows alone ({floor:.2f} s); "
             f"{closed / took:,.0f} sessions/s",
+        ),
+        (
+            "the store on disk after the prune (its file and log)",
+            f"{after / 2**20:.1f} MiB",
+            f"{after / size:.1%} of before; the prune gave back {int(result['freedBytes']) / 2**20:.0f} MiB "
+            "of its file (included in its time above)",
         ),
         (
             "session/get of an open session, nothing else going on",
