@@ -250,7 +250,10 @@ class Pruner:
     async def prune(self, params: m.SessionPruneParams) -> m.PruneResult:
         at = params.closed_before
         before = (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
-        return await (self._count(before) if params.dry_run else self._prune(before))
+        result = await (self._count(before) if params.dry_run else self._prune(before))
+        if not self.core.store.reclaims:  # (made before sessiond gave space back: say what it keeps)
+            result.kept_bytes = self.core.store.free_bytes()
+        return result
 
     async def _choose(self, before: float) -> Chosen:
         tasks = self.core.around.tasks.tasks.values()

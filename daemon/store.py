@@ -633,6 +633,11 @@ class Store:
         """Whether the file gives back what is freed (a store made since it could: `reclaim`)."""
         return _reclaims(self._conn)
 
+    def free_bytes(self) -> int:
+        """Bytes free inside the file, kept for what comes next (`reclaim` gives them back)."""
+        free = int(self._conn.execute("PRAGMA freelist_count").fetchone()[0])
+        return free * int(self._conn.execute("PRAGMA page_size").fetchone()[0])
+
     async def reclaim(self) -> int:
         """Give the free pages back to the filesystem, RECLAIM_PAGES in each commit (the daemon
         serves between them), and copy the log into the file: the bytes given back. 0 for a store

@@ -750,9 +750,14 @@ class PruneResult(Result):
     freed_bytes: int = Field(
         0,
         description="Bytes the store's file gave back to the filesystem, before this answer (a read "
-        "holding the store's log then: at a later checkpoint): 0 for a dry run, or when what went freed "
-        "no whole page; a store made before sessiond gave space back keeps its size, and reuses the "
-        "space (`sessiond compact`, the daemon stopped, rewrites it once).",
+        "holding the store's log then: at a later checkpoint): 0 for a dry run, when what went freed "
+        "no whole page, or for a store made before sessiond gave space back (`keptBytes`).",
+    )
+    kept_bytes: int = Field(
+        0,
+        description="Bytes free inside a store's file that keeps its size (made before sessiond gave space "
+        "back), reused for what comes next: `sessiond compact`, with the daemon stopped, gives them back "
+        "and makes the store give space back after each prune. 0 for a store that gives space back.",
     )
     dry_run: bool = False
 

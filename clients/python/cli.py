@@ -812,6 +812,9 @@ def moment_of(text: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.astimezone()
 
 
+KEPT_WORTH_TELLING = 1024 * 1024  # free bytes an older store keeps before prune mentions compact
+
+
 def _pruned_text(result: dict[str, Any], before: datetime, *, would: bool) -> list[str]:
     lines = []
     if result["sessions"]:
@@ -838,6 +841,11 @@ def _pruned_text(result: dict[str, Any], before: datetime, *, would: bool) -> li
         lines += [f"  {said}" for said in result["worktrees"]]
     if freed := result.get("freedBytes"):
         lines.append(f"the store's file gave back {size(freed)}")
+    if (kept := result.get("keptBytes", 0)) >= KEPT_WORTH_TELLING:
+        lines.append(
+            f"the store's file keeps {size(kept)} free inside it (made by an older sessiond, it does not "
+            "give space back): `sessiond stop`, then `sessiond compact`, gives it back"
+        )
     return lines
 
 

@@ -1059,13 +1059,17 @@ export interface PruneResult {
    */
   events: number;
   /**
-   * Bytes the store's file gave back to the filesystem, before this answer (a read holding the store's log then: at a later checkpoint): 0 for a dry run, or when what went freed no whole page; a store made before sessiond gave space back keeps its size, and reuses the space (`sessiond compact`, the daemon stopped, rewrites it once).
+   * Bytes the store's file gave back to the filesystem, before this answer (a read holding the store's log then: at a later checkpoint): 0 for a dry run, when what went freed no whole page, or for a store made before sessiond gave space back (`keptBytes`).
    */
   freedBytes?: number;
   /**
    * Sessions closed before the time that stay: a session of theirs is still open, or a task suggested in them is still to run.
    */
   kept: number;
+  /**
+   * Bytes free inside a store's file that keeps its size (made before sessiond gave space back), reused for what comes next: `sessiond compact`, with the daemon stopped, gives them back and makes the store give space back after each prune. 0 for a store that gives space back.
+   */
+  keptBytes?: number;
   /**
    * Runs that ended before the time and have no session left.
    */
