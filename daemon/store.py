@@ -754,8 +754,11 @@ def compact(path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> Compacted:
             conn.execute(f"PRAGMA auto_vacuum={INCREMENTAL}")
             conn.execute("VACUUM")  # (what makes a store made without it take it)
         else:
-            while _free_pages(conn, RECLAIM_PAGES):
-                pass
+            freed = True
+            while freed:  # (a transaction of RECLAIM_PAGES at a time, not one a page)
+                conn.execute("BEGIN")
+                freed = _free_pages(conn, RECLAIM_PAGES) > 0
+                conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     except sqlite3.Error as exc:
         raise unavailable(exc, path, busy_timeout) from None

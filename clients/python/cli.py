@@ -50,6 +50,7 @@ from sessiond.client.wording import (
     option_of,
     options_text,
     plan_cell,
+    resting_line,
     serial_sentence,
     short,
     show_lines,
@@ -142,12 +143,7 @@ def _session_rows(sessions: Sequence[dict[str, Any]]) -> list[list[str]]:
                 files_cell(len(changes["files"]), changes["added"], changes["removed"]) if changes else "-",
                 s["root"],
                 short(s.get("title"), 30) or "-",
-                # A failed session's last turn has no recap to show: why it failed, then.
-                short(
-                    f"error: {s['lastError']}"
-                    if s["status"] == "failed" and s.get("lastError")
-                    else s.get("recap")
-                ),
+                short(resting_line(s["status"], s.get("lastError"), s.get("recap"))),
             ]
         )
     return rows

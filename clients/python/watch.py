@@ -35,6 +35,7 @@ from sessiond.client.wording import (
     option_of,
     options_text,
     plan_cell,
+    resting_line,
     short,
     show_lines,
 )
@@ -81,10 +82,7 @@ STATUS_LABELS = {
 
 
 def _resting_line(info: SessionInfo) -> str:
-    """The last line of a session not at work: why its last turn failed, or its recap."""
-    if info.status is SessionStatus.FAILED and info.last_error:
-        return f"error: {info.last_error}"
-    return info.recap or ""
+    return resting_line(info.status, info.last_error, info.recap)
 
 
 class WatchModel:

@@ -40,6 +40,13 @@ def size(n: int) -> str:
     return f"{n / 1024**3:.1f} GiB"
 
 
+def resting_line(status: str, last_error: str | None, recap: str | None) -> str:
+    """The last line of a session not at work: why its last turn failed, or its recap."""
+    if status == "failed" and last_error:
+        return f"error: {last_error}"
+    return recap or ""
+
+
 def when(moment: Any) -> str:
     """A moment in local time: a datetime, or the ISO text the daemon's JSON carries."""
     if isinstance(moment, str):
