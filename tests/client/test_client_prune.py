@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.harness import Daemon
-from sessiond.client import SessionNotFound, aconnect, connect
+from sessiond.client import Agent, SessionNotFound, aconnect, connect
 from sessiond.protocol.models import EventKind, SessionInfo, SessionStatus
 from tests.client.worktrees import repository, session_with_work
 
@@ -44,6 +44,13 @@ def stored(daemon: Daemon, sql: str, *args: object) -> list[tuple[object, ...]]:
         return list(conn.execute(sql, args))
     finally:
         conn.close()
+
+
+def answered_and_closed(agent: Agent, count: int, root: Path) -> None:
+    """`count` sessions, each with a turn whose answer takes ~4 KB of the store, closed."""
+    for session in agent.sessions(count, root):
+        session.send("say " + "a long answer " * 300)
+        session.close()
 
 
 def test_sessions_closed_before_a_time_go_and_what_is_still_needed_stays(tmp_path: Path) -> None:
@@ -198,10 +205,7 @@ def test_the_store_gives_back_the_space_a_prune_freed(tmp_path: Path) -> None:
     try:
         with connect(daemon.socket, start=False) as client:
             demo = client.agent("demo")
-            sessions = demo.sessions(300, tmp_path)
-            for session in sessions:
-                session.send("say " + "a long answer " * 300)
-                session.close()
+            answered_and_closed(demo, 300, tmp_path)
             before = client.status().store_bytes
             pages_before = stored(daemon, "PRAGMA page_count")[0][0]
             pruned = client.prune(timedelta(0))
@@ -213,9 +217,7 @@ def test_the_store_gives_back_the_space_a_prune_freed(tmp_path: Path) -> None:
             assert stored(daemon, "PRAGMA page_count")[0][0] <= pages_before + 16 - pruned.freed_bytes // page
             # The file shrank (the log copied in), and the log was emptied.
             assert client.status().store_bytes <= before - pruned.freed_bytes // 2
-            for session in demo.sessions(20, tmp_path):
-                session.send("say " + "a long answer " * 300)
-                session.close()
+            answered_and_closed(demo, 20, tmp_path)
         said = sessiond(daemon, "prune", "0m", "--yes")
         assert re.search(r"^the store's file gave back \d+ KiB$", said.stdout, re.M), said.stdout
         said = sessiond(daemon, "prune", "0m", "--yes")  # nothing left to free: nothing said of it
@@ -238,9 +240,7 @@ def test_a_store_made_before_it_gave_space_back_keeps_its_size_until_compacted(t
             demo = client.agent("demo")
             kept = demo.session(tmp_path, title="kept")
             kept.send("say still here")
-            for session in demo.sessions(100, tmp_path):
-                session.send("say " + "a long answer " * 300)
-                session.close()
+            answered_and_closed(demo, 100, tmp_path)
             pruned = client.prune(timedelta(0))
             assert (pruned.sessions, pruned.freed_bytes) == (100, 0)
         free = stored(daemon, "PRAGMA freelist_count")[0][0]
@@ -280,9 +280,7 @@ def test_a_store_made_before_it_gave_space_back_keeps_its_size_until_compacted(t
         daemon.start()  # what stayed, stayed
         with connect(daemon.socket, start=False) as client:
             assert client.session(kept.id).get().recap == "still here"
-            session = client.agent("demo").session(tmp_path)
-            session.send("say " + "a long answer " * 300)
-            session.close()
+            answered_and_closed(client.agent("demo"), 1, tmp_path)
             pruned = client.prune(timedelta(0))
             assert pruned.freed_bytes > 0
             assert pruned.kept_bytes == 0
