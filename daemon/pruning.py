@@ -42,6 +42,7 @@ from sessiond.protocol import models as m
 from sessiond.protocol.durations import age_text
 from sessiond.protocol.enums import EventKind
 from sessiond.protocol.errors import ErrorCode, RpcError
+from sessiond.protocol.sizes import KEPT_WORTH_TELLING, size
 
 if TYPE_CHECKING:
     from sessiond.daemon.around import Around
@@ -215,6 +216,18 @@ class PrunePort(Protocol):
     def merging(self) -> Merging: ...
 
 
+def _space_text(result: m.PruneResult) -> str:
+    """What a keep pass's line says of the store's space: given back, or kept by an older store."""
+    if result.freed_bytes:
+        return f"; the store's file gave back {size(result.freed_bytes)}"
+    if result.kept_bytes >= KEPT_WORTH_TELLING:
+        return (
+            f"; the store's file keeps {size(result.kept_bytes)} free inside it (made by an older "
+            "sessiond): stop the daemon and run `sessiond compact` to give it back"
+        )
+    return ""
+
+
 class Pruner:
     def __init__(self, core: PrunePort, runs: RunBook, *, keep_closed: float | None = None) -> None:
         self.core = core
@@ -241,7 +254,7 @@ class Pruner:
                     print(
                         f"sessiond: removed {_n(result.sessions, 'session')} closed over {age_text(age)} "
                         f"ago (--keep-closed), with {_n(result.turns, 'turn')} and "
-                        f"{_n(result.events, 'event')}",
+                        f"{_n(result.events, 'event')}{_space_text(result)}",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -250,8 +263,11 @@ class Pruner:
     async def prune(self, params: m.SessionPruneParams) -> m.PruneResult:
         at = params.closed_before
         before = (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
-        result = await (self._count(before) if params.dry_run else self._prune(before))
-        if not self.core.store.reclaims:  # (made before sessiond gave space back: say what it keeps)
+        return await (self._count(before) if params.dry_run else self._prune(before))
+
+    def _kept(self, result: m.PruneResult) -> m.PruneResult:
+        """`result`, saying what a store made before sessiond gave space back keeps free."""
+        if not self.core.store.reclaims:
             result.kept_bytes = self.core.store.free_bytes()
         return result
 
@@ -273,7 +289,7 @@ class Pruner:
             runs=len(self._ended_runs(before, in_use)),
         )
         result.dry_run = True
-        return result
+        return self._kept(result)
 
     async def _prune(self, before: float) -> m.PruneResult:
         if self._running:
@@ -282,7 +298,7 @@ class Pruner:
             )
         self._running = True
         try:
-            return await self._remove_all(before)
+            return self._kept(await self._remove_all(before))
         finally:
             self._running = False
 

@@ -54,13 +54,13 @@ from sessiond.client.wording import (
     serial_sentence,
     short,
     show_lines,
-    size,
     turns_cell,
     when,
 )
 from sessiond.protocol import names
 from sessiond.protocol.durations import EXAMPLES as AGE_EXAMPLES
 from sessiond.protocol.durations import age_seconds, age_text
+from sessiond.protocol.sizes import KEPT_WORTH_TELLING, size
 
 # The client and the protocol's models load when a command needs them: `sessiond stdio` (what
 # editors spawn) and `sessiond serve` import neither (`main` builds only their part of the
@@ -806,9 +806,6 @@ def moment_of(text: str) -> datetime:
             "or a date such as 2026-11-01"
         ) from None
     return moment if moment.tzinfo is not None else moment.astimezone()
-
-
-KEPT_WORTH_TELLING = 1024 * 1024  # free bytes an older store keeps before prune mentions compact
 
 
 def _pruned_text(result: dict[str, Any], before: datetime, *, would: bool) -> list[str]:

@@ -29,17 +29,6 @@ def count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
-def size(n: int) -> str:
-    """Bytes as a person reads them: `512 B`, `48 KiB`, `148 MiB`, `2.1 GiB`."""
-    if n < 1024:
-        return f"{n} B"
-    if n < 1024**2:
-        return f"{n / 1024:.0f} KiB"
-    if n < 1024**3:
-        return f"{n / 1024**2:.0f} MiB"
-    return f"{n / 1024**3:.1f} GiB"
-
-
 def resting_line(status: str, last_error: str | None, recap: str | None) -> str:
     """The last line of a session not at work: why its last turn failed, or its recap."""
     if status == "failed" and last_error:

@@ -289,6 +289,36 @@ def test_a_store_made_before_it_gave_space_back_keeps_its_size_until_compacted(t
         shutil.rmtree(daemon.home, ignore_errors=True)
 
 
+def test_the_daemons_own_pass_on_an_older_store_says_what_it_keeps_and_how_to_give_it_back(
+    tmp_path: Path,
+) -> None:
+    daemon = Daemon()
+    db = daemon.home / "state" / "sessiond.db"
+    db.parent.mkdir(parents=True)
+    made = sqlite3.connect(db)  # as an older sessiond made it: no auto_vacuum
+    made.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    made.close()
+    daemon.start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            answered_and_closed(client.agent("demo"), 100, tmp_path)
+        daemon.stop()
+        keeping = Daemon(daemon.home, extra_args=("--keep-closed", "0s")).start()
+        try:
+            said = keeping.wait_for_line("(--keep-closed)")
+            assert re.fullmatch(
+                r"sessiond: removed 100 sessions closed over 0s ago \(--keep-closed\), with 100 turns and "
+                r"[1-9]\d* events; the store's file keeps \d+ MiB free inside it \(made by an older "
+                r"sessiond\): stop the daemon and run `sessiond compact` to give it back",
+                said,
+            ), said
+        finally:
+            keeping.stop()
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
 def test_compact_says_when_there_is_no_store_to_compact_or_it_is_not_one(tmp_path: Path) -> None:
     daemon = Daemon()  # never started: no store
     try:
@@ -378,18 +408,15 @@ def test_a_daemon_told_to_keep_closed_sessions_for_a_while_removes_older_ones_it
     first = Daemon().start()
     try:
         with connect(first.socket, start=False) as client:
-            demo = client.agent("demo")
-            for session in [demo.session(tmp_path) for _ in range(2)]:
-                session.send("say bye")
-                session.close()
+            answered_and_closed(client.agent("demo"), 10, tmp_path)
             assert client.status().keep_closed is None
         first.stop()
         keeping = Daemon(first.home, extra_args=("--keep-closed", "0s")).start()  # (0s: every one)
         try:
             said = keeping.wait_for_line("(--keep-closed)")
             assert re.fullmatch(
-                r"sessiond: removed 2 sessions closed over 0s ago \(--keep-closed\), "
-                r"with 2 turns and [1-9]\d* events",
+                r"sessiond: removed 10 sessions closed over 0s ago \(--keep-closed\), "
+                r"with 10 turns and [1-9]\d* events; the store's file gave back \d+ KiB",
                 said,
             ), said
             with connect(keeping.socket, start=False) as client:
