@@ -53,6 +53,18 @@ def answered_and_closed(agent: Agent, count: int, root: Path) -> None:
         session.close()
 
 
+def on_an_older_store() -> Daemon:
+    """A daemon started on a store as a sessiond made it before stores gave space back (made
+    without auto_vacuum)."""
+    daemon = Daemon()
+    db = daemon.home / "state" / "sessiond.db"
+    db.parent.mkdir(parents=True)
+    made = sqlite3.connect(db)
+    made.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    made.close()
+    return daemon.start()
+
+
 def test_sessions_closed_before_a_time_go_and_what_is_still_needed_stays(tmp_path: Path) -> None:
     daemon = Daemon().start()
     try:
@@ -228,13 +240,8 @@ def test_the_store_gives_back_the_space_a_prune_freed(tmp_path: Path) -> None:
 
 
 def test_a_store_made_before_it_gave_space_back_keeps_its_size_until_compacted(tmp_path: Path) -> None:
-    daemon = Daemon()
+    daemon = on_an_older_store()
     db = daemon.home / "state" / "sessiond.db"
-    db.parent.mkdir(parents=True)
-    made = sqlite3.connect(db)  # as an older sessiond made it: no auto_vacuum
-    made.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    made.close()
-    daemon.start()
     try:
         with connect(daemon.socket, start=False) as client:
             demo = client.agent("demo")
@@ -292,13 +299,7 @@ def test_a_store_made_before_it_gave_space_back_keeps_its_size_until_compacted(t
 def test_the_daemons_own_pass_on_an_older_store_says_what_it_keeps_and_how_to_give_it_back(
     tmp_path: Path,
 ) -> None:
-    daemon = Daemon()
-    db = daemon.home / "state" / "sessiond.db"
-    db.parent.mkdir(parents=True)
-    made = sqlite3.connect(db)  # as an older sessiond made it: no auto_vacuum
-    made.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    made.close()
-    daemon.start()
+    daemon = on_an_older_store()
     try:
         with connect(daemon.socket, start=False) as client:
             answered_and_closed(client.agent("demo"), 100, tmp_path)
