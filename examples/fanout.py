@@ -38,7 +38,8 @@ def sample_project() -> Path:
 
 def prompt_for(path: Path) -> str:
     steps = ["plan read | report", "progress 1 in_progress", f"read {path}", "progress 1 completed"]
-    return "\n".join([*steps, f"say reviewed {path.name}"])
+    report = ["progress 2 in_progress", f"say reviewed {path.name}", "progress 2 completed"]
+    return "\n".join([*steps, *report])
 
 
 def main() -> int:

@@ -61,6 +61,16 @@ def test_fanout_reviews_every_file_in_order(daemon: Daemon, tmp_path: Path) -> N
     ]
     assert re.fullmatch(r"3 sessions in \d+\.\d\d s", lines[4])
     assert lines[5].endswith(f"at {daemon.socket} (pid {daemon.pid})")  # the daemon it was given
+    with connect(daemon.socket, start=False) as client:
+        infos = [s.info for s in client.sessions(include_closed=True)]
+    infos = [info for info in infos if info.root == str(tmp_path)]
+    assert len(infos) == 3
+    for info in infos:  # each session's plan is done, and its turn counted tokens
+        assert info.plan is not None
+        assert [entry.status for entry in info.plan.entries] == ["completed", "completed"]
+        assert info.usage is not None
+        assert info.usage.input_tokens
+        assert info.usage.output_tokens
 
 
 def test_fanout_async_does_the_same_as_a_run(daemon: Daemon) -> None:

@@ -53,7 +53,7 @@ from acp.schema import (
 from .mcp_tools import SessionMcp
 from .script import COMMANDS, MODE_IDS, ScriptSyntaxError, parse_prompt
 from .state import SessionRecord, SessionStore, TurnRecord, UnreadableSessionError, now_iso
-from .turn import ScriptRuntimeError, Turn, estimated_usage
+from .turn import ScriptRuntimeError, Turn, estimated_tokens, estimated_usage
 
 AGENT_NAME = "sessiond-demo-agent"
 AGENT_TITLE = "sessiond demo agent"
@@ -433,7 +433,8 @@ class DemoAgent:
         if end.failure is not None:
             raise end.failure
         assert end.stop_reason is not None
-        return PromptResponse(stop_reason=end.stop_reason, usage=turn.tokens)
+        tokens = turn.tokens or estimated_tokens(live.record, turn.reply)
+        return PromptResponse(stop_reason=end.stop_reason, usage=tokens)
 
     def _remember(self, live: LiveSession, prompt: str, turn: Turn, stop_reason: str) -> None:
         """Record the turn, however it ended, so history and load include it."""

@@ -135,6 +135,15 @@ def estimated_usage(record: SessionRecord) -> UsageUpdate:
     return usage_update(used, CONTEXT_WINDOW, used * USD_PER_TOKEN)
 
 
+def estimated_tokens(record: SessionRecord, reply: str) -> Usage:
+    """A turn's tokens estimated as its context fill is, once the turn is recorded: in, the
+    session's prompts and replies up to this reply; out, the reply."""
+    output_tokens = len(reply) // CHARS_PER_TOKEN
+    input_tokens = record.context_chars() // CHARS_PER_TOKEN - output_tokens
+    total_tokens = input_tokens + output_tokens
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=total_tokens)
+
+
 def usage_update(used: int, size: int, cost: float | None) -> UsageUpdate:
     return UsageUpdate(
         session_update="usage_update",
