@@ -483,7 +483,9 @@ class SessionOpenParams(Params):
     placement_settings: PlacementSettings | None = Field(
         None, description="Merged over the agent's placement_settings, field by field."
     )
-    title: str | None = Field(None, max_length=500)
+    title: str | None = Field(
+        None, max_length=500, description="With count over 1, each is numbered: 'review (2 of 3)'."
+    )
     count: int = Field(1, ge=1, le=100_000, description="Open this many sessions alike in one call.")
     mcp_servers: list[McpServerSpec] | None = Field(
         None,

@@ -114,6 +114,23 @@ def test_titles_from_the_first_prompt_and_the_agent(tmp_path: Path) -> None:
         again.stop()
 
 
+def test_sessions_opened_together_under_one_title_are_numbered(tmp_path: Path) -> None:
+    daemon = Daemon().start()
+    try:
+        done = sessiond(daemon, "new", "-n", "3", "--title", " review ", "--root", str(tmp_path))
+        assert done.returncode == 0, done.stderr
+        ids = done.stdout.split()
+        one = sessiond(daemon, "new", "--title", "alone", "--root", str(tmp_path))
+        assert listed(daemon) == {
+            ids[0]: "review (1 of 3)",
+            ids[1]: "review (2 of 3)",
+            ids[2]: "review (3 of 3)",
+            one.stdout.strip(): "alone",
+        }
+    finally:
+        daemon.stop()
+
+
 def test_a_rename_to_blanks_or_of_no_session_says_what_and_changes_nothing(tmp_path: Path) -> None:
     daemon = Daemon().start()
     try:
