@@ -209,18 +209,31 @@ def _token(path: Path) -> str:
     return token
 
 
-def _lock(socket_path: Path, *, taken: str = "stop it first, or pass another --socket") -> int:
+COMPACTING = "compact"  # the lock's second word while `sessiond compact` holds it
+
+
+def _lock(
+    socket_path: Path, *, taken: str = "stop it first, or pass another --socket", holder: str = ""
+) -> int:
     """Hold a lock beside the socket for the daemon's life: a second `serve` (or a `compact`)
-    finds it taken, and says `taken`."""
+    finds it taken, and says `taken`. The lock holds the holder's pid, then `holder` when it is
+    not a daemon (COMPACTING), so that one finding it taken can say who has it."""
     fd = os.open(f"{socket_path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        pid, _, role = os.pread(fd, 64, 0).decode(errors="replace").strip().partition("\n")
         os.close(fd)
-        raise StartError(f"a daemon is already running on {socket_path} (pid {other}); {taken}") from None
+        if role == COMPACTING:
+            raise StartError(
+                f"`sessiond compact` (pid {pid}) is compacting the store of {socket_path}: "
+                "wait for it to end, then try again"
+            ) from None
+        raise StartError(
+            f"a daemon is already running on {socket_path} (pid {pid or '?'}); {taken}"
+        ) from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    os.pwrite(fd, f"{os.getpid()}\n{holder}".strip().encode(), 0)
     return fd
 
 
@@ -258,7 +271,9 @@ def compact(socket: Path | None = None, store: Path | None = None) -> Compacted:
             f"there is no store at {path}: nothing to compact (`sessiond serve` makes one there)"
         )
     _private_dir(socket_path.parent, "the socket's folder", SOCKET_DIR_INSTEAD)
-    lock_fd = _lock(socket_path, taken="it has the store open: stop it (`sessiond stop`), then compact")
+    lock_fd = _lock(
+        socket_path, taken="it has the store open: stop it (`sessiond stop`), then compact", holder=COMPACTING
+    )
     try:
         return compact_store(path, busy_timeout=busy_timeout())
     except StoreUnavailable as exc:

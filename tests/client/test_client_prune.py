@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -18,6 +19,7 @@ import pytest
 
 from bench.harness import Daemon
 from sessiond.client import Agent, SessionNotFound, aconnect, connect
+from sessiond.daemon import serve
 from sessiond.protocol.models import EventKind, SessionInfo, SessionStatus
 from tests.client.worktrees import repository, session_with_work
 
@@ -338,6 +340,29 @@ def test_compact_says_when_there_is_no_store_to_compact_or_it_is_not_one(tmp_pat
         assert "Traceback" not in said.stderr
         assert notes.read_text() == "not a store\n" * 1000  # left as it was
     finally:
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_while_compact_holds_the_socket_a_daemon_or_client_says_compact_has_it_not_a_daemon() -> None:
+    daemon = Daemon().start()
+    daemon.stop()  # its store stays; compact's lock is taken as `sessiond compact` takes it
+    lock = serve._lock(daemon.socket, holder=serve.COMPACTING)
+    try:
+        compacting = f"`sessiond compact` (pid {os.getpid()}) is compacting the store of {daemon.socket}"
+        serving = subprocess.run(
+            [*SESSIOND, "serve"], env=daemon.env, capture_output=True, text=True, timeout=60
+        )
+        assert serving.returncode == 1
+        assert f"{compacting}: wait for it to end, then try again" in serving.stderr, serving.stderr
+        # A client that starts a daemon says so at once (no waiting out its start-up timeout).
+        opening = sessiond(daemon, "new")
+        assert opening.returncode != 0
+        assert compacting in opening.stderr, opening.stderr
+        again = sessiond(daemon, "compact")
+        assert again.returncode == 1
+        assert compacting in again.stderr, again.stderr
+    finally:
+        os.close(lock)
         shutil.rmtree(daemon.home, ignore_errors=True)
 
 
