@@ -697,10 +697,9 @@ class Core:
         # around one are no part of it, as with session/rename.
         title = (params.title or "").strip() or None
         for ordinal in range(first, first + params.count):
+            numbered = title
             if title is not None and params.count > 1:  # told apart in a list: "review (2 of 3)"
                 numbered = f"{title} ({ordinal - first + 1} of {params.count})"
-            else:
-                numbered = title
             record = SessionRecord(
                 id=f"s{ordinal}",
                 ordinal=ordinal,
