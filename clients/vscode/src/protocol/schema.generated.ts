@@ -1266,6 +1266,9 @@ export interface SessionOpenParams {
    * Directory the session works in; must exist. Default: the agent's default_root. Left out with placementSettings.repository (the session works in a clone of it).
    */
   root?: string | null;
+  /**
+   * With count over 1, each is numbered: 'review (2 of 3)'.
+   */
   title?: string | null;
 }
 export interface SessionOpenResult {
