@@ -21,6 +21,7 @@ import os
 import sqlite3
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -228,7 +229,9 @@ class Core:
         self._cut_off_sessions: list[SessionRecord] = []
         self._cut_off_at = now
         cut_off: dict[str, str] = {}  # session -> how its turns ended: as the one that ran, if one did
+        ended: Counter[str] = Counter()  # session -> its turns cut off: they ended, interrupted
         for _, session_id, error in self._cut_off_turns:
+            ended[session_id] += 1
             if cut_off.get(session_id) != INTERRUPTED:
                 cut_off[session_id] = error
         # Only the sessions with something to show are read now (not idle or closed, or cut off);
@@ -245,6 +248,7 @@ class Core:
             ):
                 record.last_outcome = Outcome.FAILED
                 record.last_error = cut_off.get(record.id, INTERRUPTED)
+                record.turns += ended[record.id]
                 record.status = SessionStatus.FAILED
                 record.status_since = now
                 self._cut_off_sessions.append(record)

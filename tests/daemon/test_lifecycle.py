@@ -83,18 +83,33 @@ async def test_sessions_and_turns_survive_a_restart(daemon: Daemon, work: Path) 
 async def test_a_killed_daemon_marks_the_running_turn_interrupted(daemon: Daemon, work: Path) -> None:
     async with aconnect(daemon.socket, start=False) as client:
         session = await (await client.agent("demo")).session(work)
-        async with client.events(sessions=[session.id], kinds=["turn.started"]) as events:
-            turn = asyncio.create_task(session.asend("hang"))
+        kinds = ["turn.started", "turn.chunk", "turn.queued"]
+        async with client.events(sessions=[session.id], kinds=kinds) as events:
+            turn = asyncio.create_task(session.asend("say begun\nhang"))
             started = await next_matching(events, kind("turn.started"))
+            await next_matching(events, kind("turn.chunk"))  # (stored: clients hear only what is)
+            queued = asyncio.create_task(session.asend("say behind it"))
+            await next_matching(events, lambda e: e.kind == "turn.queued" and e.turn != started.turn)
             await asyncio.to_thread(daemon.stop, signal.SIGKILL)
         # Closed, or reset when the daemon died with bytes of ours unread: either way it says so.
-        with pytest.raises(ConnectionLost, match=r"closed|broke"):
-            await turn
+        for cut in (turn, queued):
+            with pytest.raises(ConnectionLost, match=r"closed|broke"):
+                await cut
     daemon.start()
     async with aconnect(daemon.socket, start=False) as client:
-        info = await (await client.session(session.id)).aget()
-    assert info.status == "failed"
-    assert "interrupted" in (info.last_error or "")
+        again = await client.session(session.id)
+        info = await again.aget()
+        assert info.status == "failed"
+        assert "interrupted" in (info.last_error or "")
+        assert info.turns == 2  # both ended, interrupted: the one running and the one behind it
+        # What was said before the stop is still there to read, in order.
+        said = [(line.role, line.text) for line in (await again.atranscript()).lines]
+        assert said[:3] == [("user", "say begun"), ("user", "hang"), ("agent", "begun")]
+        assert said[3] == ("user", "say behind it")
+        await again.asend("say after")
+        said = [(line.role, line.text) for line in (await again.atranscript()).lines]
+        assert said[-2:] == [("user", "say after"), ("agent", "after")]
+        assert said[0] == ("user", "say begun")  # numbered on from the stored lines, not afresh
     db = sqlite3.connect(daemon.home / "state" / "sessiond.db")
     (state,) = db.execute("SELECT state FROM turns WHERE id = ?", (started.turn,)).fetchone()
     assert state == "interrupted"
