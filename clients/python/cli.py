@@ -332,7 +332,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-    turns = f"; {stopping.cancelled_turns} turns were cancelled" if stopping.cancelled_turns else ""
+    cancelled = stopping.cancelled_turns
+    turns = (
+        f"; {count(cancelled, 'turn')} {'was' if cancelled == 1 else 'were'} cancelled" if cancelled else ""
+    )
     print(f"stopped the daemon (pid {stopping.pid}){turns}")
     return EXIT_OK
 
@@ -542,6 +545,10 @@ def cmd_send(args: argparse.Namespace) -> int:
             _cancel_turn(args, daemon, asked, turn)
             _say("interrupted; the turn was cancelled")
             return EXIT_INTERRUPTED
+        except ConnectionLost as e:
+            _end_line(shown)  # (the reply so far stays, the sentence on a line of its own)
+            _say(f"{e}; the turn's answer went with it: `sessiond show {args.session}` says how it ended")
+            return EXIT_FAILED
     stop_reason = reply["stopReason"]
     if args.json:  # the whole reply: text, stop reason, usage, plan, changed files
         _emit_json([reply])

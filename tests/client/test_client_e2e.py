@@ -261,13 +261,37 @@ def test_sessiond_stop_cancels_the_turns_and_waits_for_the_daemon_to_exit(
             next(iter(events))  # its turn runs
     stopped = cli(home, "stop")
     assert (stopped.returncode, stopped.stderr) == (0, "")
-    assert stopped.stdout == f"stopped the daemon (pid {real.process.pid}); 1 turns were cancelled\n"
+    assert stopped.stdout == f"stopped the daemon (pid {real.process.pid}); 1 turn was cancelled\n"
     # `stop` returns once the daemon closed its connection; the process exits right after.
     assert real.process.wait(30) == 0
     out, err = hanging.communicate(timeout=30)
     assert "stop reason: cancelled" in err, (out, err)
     again = cli(home, "stop")
     assert (again.returncode, again.stdout) == (0, f"no daemon is running at {real.socket}\n")
+
+
+def test_send_whose_daemon_dies_keeps_the_reply_so_far_and_says_where_to_look(
+    real: RealDaemon, home: Path
+) -> None:
+    env = {**os.environ, "SESSIOND_HOME": str(home)}
+    with connect(real.socket, start=False) as daemon:
+        session = daemon.agent("demo").session(home)
+    sending = subprocess.Popen(
+        [sys.executable, "-m", "sessiond.client", "send", session.id, "say begun\nhang"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert sending.stdout is not None
+    assert sending.stdout.read(5) == "begun"  # shown as it came
+    real.process.kill()
+    out, err = sending.communicate(timeout=30)
+    assert sending.returncode == 1
+    assert out == "\n"  # the reply's line ended, so the sentence below starts on its own
+    # (Closed, or reset should the daemon die with bytes of ours unread: either way it says so.)
+    assert re.match(r"sessiond: the (daemon closed the connection|connection to the daemon broke)", err), err
+    assert err.endswith(f"; the turn's answer went with it: `sessiond show {session.id}` says how it ended\n")
 
 
 @pytest.fixture
