@@ -549,6 +549,9 @@ def cmd_send(args: argparse.Namespace) -> int:
             _end_line(shown)  # (the reply so far stays, the sentence on a line of its own)
             _say(f"{e}; the turn's answer went with it: `sessiond show {args.session}` says how it ended")
             return EXIT_FAILED
+        except Exception:
+            _end_line(shown)  # whatever it was, `main` says it on a line of its own
+            raise
     stop_reason = reply["stopReason"]
     if args.json:  # the whole reply: text, stop reason, usage, plan, changed files
         _emit_json([reply])

@@ -170,6 +170,9 @@ def test_the_command_line_against_the_real_daemon(real: RealDaemon, home: Path) 
     failed = sessiond("send", session, "fail", "broken")
     assert failed.returncode == 1
     assert "broken" in failed.stderr
+    crashed = sessiond("send", session, "say about to\ncrash 3")  # its agent exits mid-reply
+    assert (crashed.returncode, crashed.stdout) == (1, "about to\n")  # the line ended before the error
+    assert "agent 'demo' exited with code 3" in crashed.stderr
     listed = sessiond("ls")
     assert session in listed.stdout
     assert sessiond("close", session).stdout == f"closed {session}\n"
