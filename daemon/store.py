@@ -160,6 +160,17 @@ RECLAIM_PAGES = 256
 # back), the first at once, each next after RECLAIM_BACKOFF seconds more than the last.
 RECLAIM_CHECKPOINTS = 5
 RECLAIM_BACKOFF = 0.05
+# The log's size past which commits are held while one more checkpoint copies what the last left:
+# under steady writes SQLite never starts the log over (a commit always lands while a checkpoint
+# copies), so it grew without end (137 MiB over a batch of 2,000 turns, for a 7 MiB store). Once a
+# checkpoint has copied all of it with no commit since, the next commit starts it over, and trims
+# it to WAL_KEPT_BYTES.
+WAL_HOLD_BYTES = 16 * 1024 * 1024
+# Seconds with no commit before the store is at rest: the whole log is then copied into the file
+# and taken back to nothing, so a daemon at rest holds one file (a burst of turns leaves a log of
+# several MiB, which SQLite starts over, and trims to WAL_KEPT_BYTES, only at a write after a
+# checkpoint that copied all of it: under steady writes, never).
+REST_SECONDS = 10.0
 INCREMENTAL = 2  # PRAGMA auto_vacuum: the file gives back its free pages when told (`reclaim`)
 # Seconds before the writes kept through an outage are tried again on their own, doubling to the
 # most while the store still says no (a locked store holds the loop for the busy timeout each time).
@@ -299,8 +310,14 @@ class Store:
         self.commits = 0
         self.checkpoints = 0  # passive checkpoints run (on their thread) since the store opened
         self._checkpointing: asyncio.Future[bool] | None = None
+        self._holding = False  # commits wait for the running checkpoint (the log is past WAL_HOLD_BYTES)
+        self.holds = 0  # checkpoints that held commits (see WAL_HOLD_BYTES)
         self._checkpoint_conn: sqlite3.Connection | None = None
         self._checkpointed_at = (0, 0.0)  # total_changes and loop time when the last one started
+        self._rest: asyncio.TimerHandle | None = None  # when to look whether the store is at rest
+        self._resting: asyncio.Task[bool] | None = None  # the log going back to nothing at rest
+        self.rests = 0  # times the log went back to nothing at rest
+        self.on_rest: list[Callable[[bool], None]] = []  # told after each try at rest: whether it went
         self.trouble: StoreUnavailable | None = None  # set while the store says no
         # Called after each commit that went through: what was queued before it is stored now.
         self.on_commit: list[Callable[[], None]] = []
@@ -381,6 +398,13 @@ class Store:
         self._closed = True
         if self._retry is not None:
             self._retry.cancel()
+        if self._rest is not None:
+            self._rest.cancel()
+        if self._resting is not None:
+            self._resting.cancel()  # (the checkpoint it waits on is awaited below)
+        if self._holding and self._checkpointing is not None:
+            with contextlib.suppress(Exception):  # (logged by _checkpointed)
+                await self._checkpointing  # the commits it holds go in below
         if self._pending or self._kept:
             self._commit_pending()
         lost = len(self._kept)
@@ -463,6 +487,8 @@ class Store:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._holding:
+            return  # (committed once the checkpoint holding them is done: `_checkpointed`)
         batch: list[tuple[Write, asyncio.Future[None] | None]] = [*self._kept, *self._pending]
         self._kept, self._pending = [], []
         if batch:
@@ -489,6 +515,8 @@ class Store:
         self.commits += 1
         self._last_rows = self._conn.total_changes - before
         self._checkpoint_soon()
+        if self._rest is None and self._loop is not None:
+            self._rest = self._loop.call_later(REST_SECONDS, self._at_rest)
         for hook in self.on_commit:
             hook()
         self._retry_delay = RETRY_KEPT
@@ -540,6 +568,32 @@ class Store:
             return
         self._start_checkpoint()
 
+    def _at_rest(self) -> None:
+        """REST_SECONDS after a commit: with none since, take the log back to nothing."""
+        assert self._loop is not None
+        self._rest = None
+        quiet = self._loop.time() - self._last_commit
+        if self._closed or (self._resting is not None and not self._resting.done()):
+            return
+        if quiet < REST_SECONDS:
+            self._rest = self._loop.call_later(REST_SECONDS - quiet, self._at_rest)
+            return
+        self._resting = self._loop.create_task(self._log_back(), name="store at rest")
+        self._resting.add_done_callback(self._rested)
+
+    def _rested(self, done: asyncio.Task[bool]) -> None:
+        if done.cancelled():
+            return
+        self.rests += done.result()
+        for hook in self.on_rest:
+            hook(done.result())
+
+    async def _log_back(self) -> bool:
+        """Copy the whole log into the file while writes go on, then take it back to nothing in one
+        truncating checkpoint, which has little left to copy: whether it went. A read holding part
+        of the log back makes it give up (the next rest, or a later checkpoint, gets it)."""
+        return await self.checkpoint() and await self.checkpoint("TRUNCATE")
+
     def _checkpoint(self, mode: str = "PASSIVE") -> bool:
         """On the checkpoint's thread, with a connection of its own: whether it copied the whole log
         (no reader held it back)."""
@@ -553,6 +607,9 @@ class Store:
 
     def _checkpointed(self, done: asyncio.Future[bool]) -> None:
         self._checkpointing = None
+        held, self._holding = self._holding, False
+        if held and not self._closed and (self._pending or self._kept):
+            self._commit_soon()
         if done.cancelled():
             return
         if (exc := done.exception()) is not None:
@@ -564,6 +621,12 @@ class Store:
             )
             return
         self.checkpoints += 1
+        if not held and not self._closed and _log_bytes(self.path) > WAL_HOLD_BYTES:
+            # What this one left is copied by one more, with commits held meanwhile: it has only
+            # what was committed while this one ran to copy.
+            self._holding = True
+            self.holds += 1
+            self._start_checkpoint()
 
     def _apply(
         self, batch: list[tuple[Write, asyncio.Future[None] | None]]
@@ -664,8 +727,7 @@ class Store:
         for attempt in range(RECLAIM_CHECKPOINTS if gone > 0 else 0):
             if attempt:
                 await asyncio.sleep(RECLAIM_BACKOFF * attempt)
-            if await self.checkpoint():
-                await self.checkpoint("TRUNCATE")
+            if await self._log_back():
                 break
         return max(gone, 0) * int(self._conn.execute("PRAGMA page_size").fetchone()[0])
 
@@ -705,6 +767,13 @@ class Store:
                 conn.close()
 
         return await asyncio.to_thread(run)
+
+
+def _log_bytes(path: Path) -> int:
+    """The size of the store's write-ahead log."""
+    with contextlib.suppress(OSError):
+        return path.with_name(path.name + "-wal").stat().st_size
+    return 0
 
 
 def size_on_disk(path: Path) -> int:

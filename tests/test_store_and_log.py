@@ -132,6 +132,67 @@ async def test_a_truncating_checkpoint_gives_up_at_once_while_a_read_needs_the_l
     await store.close()
 
 
+async def test_a_store_at_rest_copies_its_log_in_and_takes_it_back_to_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(st, "REST_SECONDS", 0.2)
+    db, log = tmp_path / "s.db", tmp_path / "s.db-wal"
+    store = Store(db)
+    rests: asyncio.Queue[bool] = asyncio.Queue()  # each try at rest: whether the log went
+    store.on_rest.append(rests.put_nowait)
+    store.start()
+    for start in range(0, 600, 100):  # a commit each: a log of a few hundred KiB
+        batch = [(f"k{i}", "x" * 1000) for i in range(start, start + 100)]
+        await store.write(st.executemany("INSERT INTO meta VALUES (?, ?)", batch))  # type: ignore[misc]
+    assert log.stat().st_size > 500_000
+    assert await asyncio.wait_for(rests.get(), 60)
+    assert log.stat().st_size == 0
+    assert _rows_in_the_database_file_alone(db, tmp_path / "alone.db") == 600
+    # A read that holds part of the log back: the store leaves the log be, and takes it back at
+    # the next rest after the read ended.
+    await store.write(st.execute("INSERT INTO meta VALUES ('a', '1')"))  # type: ignore[misc]
+    reader = st.connect(db)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT COUNT(*) FROM meta WHERE key = 'a'").fetchone()[0] == 1
+    try:
+        await store.write(st.execute("INSERT INTO meta VALUES ('b', '2')"))  # type: ignore[misc]
+        assert not await asyncio.wait_for(rests.get(), 60)
+        assert log.stat().st_size > 0
+    finally:
+        reader.execute("ROLLBACK")
+        reader.close()
+    await store.write(st.execute("INSERT INTO meta VALUES ('c', '3')"))  # type: ignore[misc]
+    assert await asyncio.wait_for(rests.get(), 60)
+    assert log.stat().st_size == 0
+    assert store.rests == 2
+    await store.close()
+
+
+async def test_under_steady_writes_the_log_starts_over_rather_than_grow_without_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits land while each checkpoint copies, so SQLite never starts the log over by itself (it
+    grew to the size of all that was written): past WAL_HOLD_BYTES, commits wait for one more
+    checkpoint, after which the next commit starts it over (and trims it to WAL_KEPT_BYTES)."""
+    monkeypatch.setattr(st, "WAL_HOLD_BYTES", 2 * 1024 * 1024)
+    db, log = tmp_path / "s.db", tmp_path / "s.db-wal"
+    store = Store(db)
+    store.start()
+    largest = 0
+    for burst in range(1000):  # 20 MB as a daemon under load writes: in every turn of the loop
+        for row in range(burst * 20, burst * 20 + 20, 2):
+            pair = [(f"k{row}", "x" * 1000), (f"k{row + 1}", "x" * 1000)]
+            store.write(st.executemany("INSERT INTO meta VALUES (?, ?)", pair), wait=False)
+        await asyncio.sleep(0.001)
+        largest = max(largest, log.stat().st_size if log.exists() else 0)
+    await store.flush()
+    assert store.holds > 0
+    assert largest < st.WAL_KEPT_BYTES + 8 * 1024 * 1024, largest  # (it reached 35 MB before)
+    await store.close()
+    (kept,) = sqlite3.connect(db).execute("SELECT COUNT(*) FROM meta WHERE key LIKE 'k%'").fetchone()
+    assert kept == 20_000
+
+
 def _rows_in_the_database_file_alone(db: Path, copy: Path) -> int:
     """The rows of `meta` the database file holds without its write-ahead log (what a checkpoint
     copied into it): read from a copy of the file alone."""
