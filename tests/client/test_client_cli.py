@@ -491,6 +491,8 @@ def test_tree_indents_side_chats_threads_and_suggested_tasks(
     fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session = new_session(capsys)
+    _code, out, _ = run(capsys, "tree", session)
+    assert out.splitlines()[1].split()[3] == "-"  # no tokens reported: none shown, not 0
     with connect(start=False) as daemon:
         main = daemon.session(session)
         side = main.side("say hi")

@@ -261,7 +261,7 @@ def test_side_tasks_and_tree(real: Daemon, work: Path) -> None:
     assert dismissed.stdout == f"dismissed {other.id}: out of scope\n"
     tree = sessiond(real, "tree", session).stdout.splitlines()
     assert tree[1].split()[:2] == [session, "main"]
-    assert tree[1].split()[3] == "-"  # the demo agent reports no tokens: none shown, not 0
+    assert int(tree[1].split()[3]) > 0  # the tokens the demo agent counted, the tree's together
     assert any(line.split()[:2] == [side_id, "side"] and line.startswith("  ") for line in tree)
     assert any(line.split()[:3] == [other.id, "task", "dismissed"] for line in tree)
 
