@@ -373,11 +373,16 @@ async def batch(count: int) -> list[tuple[str, str, str]]:
             agent = await client.agent("demo")
             await (await agent.session(work)).asend(TURN_PROMPT)  # the agent process is up, as for direct
             await settled(d.pid)
+            db = d.home / "state" / "sessiond.db"
+            log = db.with_name(db.name + "-wal")
+            largest_log = 0  # the write-ahead log after each round (it once grew with every turn)
             for _ in range(BATCH_ROUNDS):
                 times["direct"].append(await direct_round(count))
                 started = time.perf_counter()
                 replies = await agent.abatch([TURN_PROMPT] * count, work, max_concurrency=None)
                 times["batch"].append(time.perf_counter() - started)
+                largest_log = max(largest_log, log.stat().st_size if log.exists() else 0)
+            stored = db.stat().st_size
             assert client.run is not None
             run_id = client.run.id
         async with aconnect(d.socket, start=False) as reader:
@@ -407,6 +412,11 @@ async def batch(count: int) -> list[tuple[str, str, str]]:
             f"{run.wall_seconds:.3f} s wall",
             f"{run.serial_seconds:.1f} s if one after another; {run.sessions} sessions "
             "(its wall time spans the direct rounds between)",
+        ),
+        (
+            "the store's write-ahead log after a batch, at most",
+            f"{largest_log / 2**20:.1f} MiB",
+            f"{largest_log / stored:.2f}x the database file ({stored / 2**20:.1f} MiB after the batches)",
         ),
     ]
 
