@@ -559,22 +559,22 @@ async def test_cancel_kills_a_command_the_agent_runs_itself(
     async with running_agent(client, *state_flag) as agent:
         session_id = await new_session(agent, workdir)
         turn = asyncio.create_task(
-            prompt(agent, session_id, "say before\nshell sh -c 'echo $$ > pid; exec sleep 60'")
+            prompt(agent, session_id, "say before\nshell sh -c 'echo $$ > pid; exec sleep 120'")
         )
         await client.wait_for_update(is_message("before"))
         pid_file = workdir / "pid"
         await _until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
         pid = int(pid_file.read_text())
         await agent.conn.cancel(session_id=session_id)
-        async with asyncio.timeout(10):  # far less than the 60 s the command would run
+        async with asyncio.timeout(30):  # far less than the 120 s the command would run
             response = await turn
         assert response.stop_reason == "cancelled"
         await _until(lambda: not _running(pid))
 
 
 async def _until(check: Callable[[], bool]) -> None:
-    """Poll a file system check (nothing signals these) for up to 10 s."""
-    async with asyncio.timeout(10):
+    """Poll a file system check (nothing signals these) for up to 30 s."""
+    async with asyncio.timeout(30):
         while True:
             if check():
                 return
