@@ -775,7 +775,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json([{"session": args.session, "cancelled": cancelled}])
     else:
-        _line(sys.stdout, f"told {count(cancelled, 'turn')} of {args.session} to stop")
+        said = f"told {count(cancelled, 'turn')} of {args.session} to stop"
+        _line(
+            sys.stdout,
+            said if cancelled else f"{args.session} had no turn running or queued: nothing to stop",
+        )
     return EXIT_OK
 
 
@@ -1025,6 +1029,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     elif runs:
         headers = ["ID", "OUTCOME", "SESSIONS", "TURNS", "WALL", "SERIAL", "STARTED", "NAME"]
         _table(headers, [_run_row(r) for r in runs])
+    else:  # (on stderr, as `ls` says it)
+        _say("no runs yet; `sessiond batch` makes one, as does a script that connects with run=NAME")
     return EXIT_OK
 
 

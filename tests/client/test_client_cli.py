@@ -339,6 +339,12 @@ def test_trace_prints_the_log_as_json_lines_and_exits(
 def test_runs_list_and_show_wall_beside_serial_time(
     fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    code, out, err = run(capsys, "runs")  # none yet: said on stderr, stdout has no rows
+    assert (code, out) == (0, "")
+    assert (
+        err
+        == "sessiond: no runs yet; `sessiond batch` makes one, as does a script that connects with run=NAME\n"
+    )
     with connect(start=False, run="nightly") as daemon:
         daemon.agent().batch(["sleep 0.05", "sleep 0.05"], "/")
         assert daemon.run is not None

@@ -229,7 +229,7 @@ def test_the_commands_that_ask_and_print_load_neither_asyncio_nor_pydantic(
     assert json.loads(sessiond("ls", "--json").stdout)["turns"] == 1
     agents = sessiond("agents")
     assert agents.stdout.splitlines()[1].split()[0] == "demo"
-    assert sessiond("cancel", session).stdout == f"told 0 turns of {session} to stop\n"
+    assert sessiond("cancel", session).stdout == f"{session} had no turn running or queued: nothing to stop\n"
     closed = sessiond("close", session)
     assert closed.stdout == f"closed {session}\n"
     for done in (status, sent, listed, agents, closed):
