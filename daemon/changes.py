@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sessiond.daemon.child_env import DEFAULT_RULES, child_environment
+from sessiond.daemon.shared_runs import SharedRuns
 from sessiond.protocol import models as m
 
 FILE_TIME_TICK = 0.02  # file times come from the kernel's coarse clock, a tick behind time.time()
@@ -57,18 +58,50 @@ async def _git(cwd: str, *args: str, env: dict[str, str] | None = None) -> str:
     return out.decode(errors="replace")
 
 
-_TOPLEVELS: dict[str, str | None] = {}
+@dataclass(frozen=True)
+class _InGit:
+    """Where a root is in git: its work tree's top, and that work tree's git folder."""
+
+    top: str
+    git_dir: str
 
 
-async def _toplevel(root: str) -> str | None:
-    """The git work tree a root is in, if any; asked of git once per root (two hundred
-    sessions of one root start one git process, not two hundred)."""
-    if root not in _TOPLEVELS:
-        try:
-            _TOPLEVELS[root] = (await _git(root, "rev-parse", "--show-toplevel")).strip()
-        except (GitFailed, OSError):
-            _TOPLEVELS[root] = None
-    return _TOPLEVELS[root]
+_IN_GIT: dict[str, asyncio.Future[_InGit | None]] = {}  # by root
+
+
+async def _in_git(root: str) -> _InGit | None:
+    """Where a root is in git, if it is; asked of git once per root (two hundred sessions of one
+    root starting at once start one git process, not two hundred)."""
+    asked = _IN_GIT.get(root)
+    if asked is None or asked.get_loop() is not asyncio.get_running_loop():
+        asked = _IN_GIT[root] = asyncio.ensure_future(_ask_git(root))
+    return await asyncio.shield(asked)
+
+
+async def _ask_git(root: str) -> _InGit | None:
+    try:
+        top, git_dir = (await _git(root, "rev-parse", "--show-toplevel", "--absolute-git-dir")).splitlines()
+    except (GitFailed, OSError, ValueError):
+        return None
+    return _InGit(top, git_dir)
+
+
+_TREES: SharedRuns[str, str] = SharedRuns()  # by work tree: sessions of one root share its state
+
+
+async def _tree_now(where: _InGit) -> str:
+    """The work tree's state now, as a git tree (tracked and untracked files, ignored ones left
+    out), written through a private index seeded from the repository's own."""
+    with tempfile.TemporaryDirectory(prefix="sessiond-index-") as scratch:
+        index = os.path.join(scratch, "index")
+        if os.path.exists(os.path.join(where.git_dir, "index")):
+            # copy2 keeps the index's own mtime, which git's racy-clean check
+            # compares file mtimes against: a file edited in the second the
+            # index was written is then hashed again rather than trusted.
+            shutil.copy2(os.path.join(where.git_dir, "index"), index)
+        env = {"GIT_INDEX_FILE": index}
+        await _git(where.top, "add", "-A", "--", ".", env=env)
+        return (await _git(where.top, "write-tree", env=env)).strip()
 
 
 def count_lines(old: str | None, new: str | None) -> tuple[int, int]:
@@ -94,7 +127,7 @@ class CountsChanges(Protocol):
 @dataclass
 class ChangeTracker:
     root: str
-    top: str | None = None  # the git work tree's top, when in git
+    git: _InGit | None = None  # where the root is in git, when it is
     base: str | None = None  # the git tree of the first turn, or "snapshot"
     snapshot: dict[str, str] = field(default_factory=dict)
 
@@ -102,31 +135,28 @@ class ChangeTracker:
     async def start(cls, root: str, base: str | None = None) -> ChangeTracker:
         """Record the root's state now (or carry on from a base recorded before a restart)."""
         tracker = cls(root)
-        tracker.top = await _toplevel(root)
-        if tracker.top is not None:
+        tracker.git = await _in_git(root)
+        if tracker.git is not None:
             tracker.base = base if base and base != "snapshot" else await tracker._write_tree()
         else:
             tracker.base = "snapshot"
             tracker.snapshot = await read_texts(root)
         return tracker
 
+    @property
+    def top(self) -> str | None:
+        """The git work tree's top, when in git."""
+        return self.git.top if self.git is not None else None
+
     def base_state(self) -> State | None:
         """The root's state at the base, as `state` gives states (None before `start`)."""
         return self.snapshot if self.top is None else self.base
 
     async def _write_tree(self) -> str:
-        assert self.top is not None
-        git_dir = (await _git(self.top, "rev-parse", "--absolute-git-dir")).strip()
-        with tempfile.TemporaryDirectory(prefix="sessiond-index-") as scratch:
-            index = os.path.join(scratch, "index")
-            if os.path.exists(os.path.join(git_dir, "index")):
-                # copy2 keeps the index's own mtime, which git's racy-clean check
-                # compares file mtimes against: a file edited in the second the
-                # index was written is then hashed again rather than trusted.
-                shutil.copy2(os.path.join(git_dir, "index"), index)
-            env = {"GIT_INDEX_FILE": index}
-            await _git(self.top, "add", "-A", "--", ".", env=env)
-            return (await _git(self.top, "write-tree", env=env)).strip()
+        """The work tree's state now (shared with the sessions of the root asking at once)."""
+        assert self.git is not None
+        git = self.git
+        return await _TREES.get(git.top, lambda: _tree_now(git))
 
     async def state(self) -> State:
         """The root's state now: a git tree, or a snapshot of its text files outside git."""
@@ -312,59 +342,17 @@ class _Texts:
 _TEXTS = _Texts()
 
 
-@dataclass
-class _Reads:
-    """One root's reads of its texts: at most one running, and one asked for behind it."""
-
-    loop: asyncio.AbstractEventLoop
-    running: asyncio.Future[dict[str, str]] | None = None
-    queued: asyncio.Future[dict[str, str]] | None = None
-
-
-_READS: dict[str, _Reads] = {}  # (a loop closed meanwhile leaves its reads behind: not shared)
+_READS: SharedRuns[str, dict[str, str]] = SharedRuns()  # by root
 
 
 async def read_texts(root: str) -> dict[str, str]:
     """The root's text files now, as `_read_texts` gives them. A small root whose files are held
-    already is read here (a thread hop costs more); any other on a thread, each read begun after
-    its callers asked, and those who ask while one runs share the next one (two hundred sessions
-    of one root starting at once cost two reads and two thread hops, not two hundred). The dict
-    may be shared with them: read it, do not change it."""
+    already is read here (a thread hop costs more); any other on a thread, shared by the sessions
+    of the root asking at once (`SharedRuns`: two hundred starting at once cost two reads and two
+    thread hops, not two hundred). The dict may be shared with them: read it, do not change it."""
     with contextlib.suppress(_TooBig):
         return _read_texts(root, inline=True)
-    loop = asyncio.get_running_loop()
-    reads = _READS.get(root)
-    if reads is None or reads.loop is not loop:
-        reads = _READS[root] = _Reads(loop)
-    if reads.queued is None:
-        reads.queued = loop.create_future()
-        if reads.running is None:
-            _begin(root, reads)
-    return await asyncio.shield(reads.queued if reads.queued is not None else reads.running)
-
-
-def _begin(root: str, reads: _Reads) -> None:
-    assert reads.queued is not None
-    result, reads.running, reads.queued = reads.queued, reads.queued, None
-    thread = asyncio.ensure_future(asyncio.to_thread(_read_texts, root))
-
-    def done(thread: asyncio.Future[dict[str, str]]) -> None:
-        if not result.done():
-            if thread.cancelled():
-                result.cancel()
-            elif (error := thread.exception()) is not None:
-                result.set_exception(error)
-            else:
-                result.set_result(thread.result())
-        if not result.cancelled():
-            result.exception()  # (retrieved: each caller is told through its shield)
-        reads.running = None
-        if reads.queued is not None:
-            _begin(root, reads)
-        elif _READS.get(root) is reads:
-            del _READS[root]
-
-    thread.add_done_callback(done)
+    return await _READS.get(root, lambda: asyncio.to_thread(_read_texts, root))
 
 
 INLINE_ENTRIES = 64  # files and folders a root may hold to be read on the loop's thread

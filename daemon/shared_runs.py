@@ -1,0 +1,72 @@
+"""Work that callers asking at the same time share, each run begun after its callers asked.
+
+Two hundred sessions of one root starting at once each need the root's state as it is now (its
+text files, its git tree). A run shared with a caller must begin after that caller asked (what
+came before is not "now" to it), so per key at most one run goes on: whoever asks while none runs
+starts one; whoever asks while one runs shares the next, begun when that one ends. Two hundred
+callers cost two runs, not two hundred.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+
+@dataclass
+class _Runs(Generic[T]):
+    """One key's runs: at most one running, and one asked for behind it."""
+
+    loop: asyncio.AbstractEventLoop
+    make: Callable[[], Awaitable[T]]
+    running: asyncio.Future[T] | None = None
+    queued: asyncio.Future[T] | None = None
+
+
+class SharedRuns(Generic[K, T]):
+    """Runs of `make` per key, shared by the callers that asked before each began."""
+
+    def __init__(self) -> None:
+        self._keys: dict[K, _Runs[T]] = {}  # (a loop closed meanwhile leaves its runs behind: not shared)
+
+    async def get(self, key: K, make: Callable[[], Awaitable[T]]) -> T:
+        """The result of a run of `make` begun after this call (or of the equal `make` of a caller
+        asking at the same time). The result may be shared: read it, do not change it."""
+        loop = asyncio.get_running_loop()
+        runs = self._keys.get(key)
+        if runs is None or runs.loop is not loop:
+            runs = self._keys[key] = _Runs(loop, make)
+        runs.make = make
+        if runs.queued is None:
+            runs.queued = loop.create_future()
+            if runs.running is None:
+                self._begin(key, runs)
+        return await asyncio.shield(runs.queued if runs.queued is not None else runs.running)
+
+    def _begin(self, key: K, runs: _Runs[T]) -> None:
+        assert runs.queued is not None
+        result, runs.running, runs.queued = runs.queued, runs.queued, None
+        work = asyncio.ensure_future(runs.make())
+
+        def done(work: asyncio.Future[T]) -> None:
+            if not result.done():
+                if work.cancelled():
+                    result.cancel()
+                elif (error := work.exception()) is not None:
+                    result.set_exception(error)
+                else:
+                    result.set_result(work.result())
+            if not result.cancelled():
+                result.exception()  # (retrieved: each caller is told through its shield)
+            runs.running = None
+            if runs.queued is not None:
+                self._begin(key, runs)
+            elif self._keys.get(key) is runs:
+                del self._keys[key]
+
+        work.add_done_callback(done)

@@ -1,0 +1,78 @@
+"""A root in git is recorded at a session's first turn as a git tree of its working copy: sessions of
+one root starting at once share git's answers, each begun after they asked (200 first turns on a
+repository took 11x those on a plain folder when each wrote its own tree).
+
+Real git, on repositories made here; `changes._git` counted, not replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sessiond.daemon import changes
+from sessiond.daemon.changes import ChangeTracker
+
+
+def _repository(root: Path) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("a = 1\n")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "."], cwd=root, check=True)
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "first"],
+        cwd=root,
+        check=True,
+    )
+    return root
+
+
+async def test_sessions_of_one_root_starting_at_once_share_git_and_see_the_tree_of_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = _repository(tmp_path / "repo")
+    asked: list[str] = []
+    real = changes._git
+
+    async def counted(cwd: str, *args: str, env: dict[str, str] | None = None) -> str:
+        asked.append(args[0])
+        return await real(cwd, *args, env=env)
+
+    monkeypatch.setattr(changes, "_git", counted)
+    (repo / "src" / "new.py").write_text("untracked, there before they start\n")
+    trackers = await asyncio.gather(*(ChangeTracker.start(str(repo / "src")) for _ in range(50)))
+    assert {t.top for t in trackers} == {str(repo)}
+    assert len({t.base for t in trackers}) == 1  # one state for all: the working copy's, then
+    # One question of where the root is in git; at most two trees written (the second shared by
+    # those who asked while the first was written).
+    assert asked.count("rev-parse") == 1
+    assert 1 <= asked.count("write-tree") <= 2
+    tracker = trackers[0]
+    listed = await real(str(repo), "ls-tree", "-r", "--name-only", str(tracker.base))
+    assert listed.split() == ["src/a.py", "src/new.py"]
+
+    # Later, each asks afresh: a change made since is in the next state.
+    (repo / "src" / "a.py").write_text("a = 2\n")
+    changed = await tracker.changes()
+    assert [(f.path, f.kind, f.added, f.removed) for f in changed.files] == [("a.py", "modified", 1, 1)]
+    assert asked.count("rev-parse") == 1  # (where the root is in git is known)
+
+
+async def test_a_root_outside_git_is_asked_once_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+    real = changes._git
+
+    async def counted(cwd: str, *args: str, env: dict[str, str] | None = None) -> str:
+        asked.append(args[0])
+        return await real(cwd, *args, env=env)
+
+    monkeypatch.setattr(changes, "_git", counted)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("hello\n")
+    trackers = await asyncio.gather(*(ChangeTracker.start(str(tmp_path / "plain")) for _ in range(20)))
+    assert all(t.top is None and t.base == "snapshot" for t in trackers)
+    assert trackers[0].snapshot == {"notes.txt": "hello\n"}
+    assert asked == ["rev-parse"]
