@@ -13,6 +13,7 @@ import os
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -355,6 +356,50 @@ async def round_sizes(counts: list[int]) -> list[tuple[str, str, str]]:
     return found
 
 
+GIT_ROUNDS = 5
+
+
+def in_a_repository(count: int) -> list[tuple[str, str, str]]:
+    """First turns on a root in git against the same on a plain folder, rounds alternating: each
+    session's first turn records the root's state (a git tree, or a snapshot of its texts) before
+    the agent may touch it, and sessions starting at once share it."""
+    plain = scratch("sd-bench-plain-", in_memory=True, until_exit=True)
+    repo = scratch("sd-bench-repo-", in_memory=True, until_exit=True)
+    for root in (plain, repo):
+        for n in range(200):
+            (root / f"module_{n}.py").write_text(f"value = {n}\n")
+    git = ["git", "-c", "user.email=bench@example.com", "-c", "user.name=bench"]
+    for step in (["init", "-q"], ["add", "."], ["commit", "-qm", "bench"]):
+        subprocess.run([*git, *step], cwd=repo, check=True)
+    took = asyncio.run(_first_turns_on([plain, repo], count))
+    on_plain, on_repo = (statistics.median(took[root]) for root in (plain, repo))
+    return [
+        (
+            f"{count} first turns at once on a plain folder of 200 files (median of {GIT_ROUNDS})",
+            f"{on_plain * 1000:.1f} ms",
+            "its texts read once for all",
+        ),
+        (
+            "the same on a git repository of 200 files",
+            f"{on_repo * 1000:.1f} ms",
+            f"{on_repo / on_plain:.2f}x the plain folder (8.5x when each session wrote its own tree)",
+        ),
+    ]
+
+
+async def _first_turns_on(roots: list[Path], count: int) -> dict[Path, list[float]]:
+    took: dict[Path, list[float]] = {root: [] for root in roots}
+    with daemon(in_memory=True) as d:
+        async with aconnect(d.socket, start=False) as client:
+            agent = await side_by_side.warm(client, d.pid, roots[0])
+            for n in range(GIT_ROUNDS):
+                for root in roots if n % 2 else roots[::-1]:  # each first as often as the other
+                    sessions = await agent.sessions(count, root)
+                    await settled(d.pid, window=0.05, quiet=0.05)
+                    took[root].append(await side_by_side.turns_at_once(sessions))
+    return took
+
+
 BATCH_ROUNDS = 5  # each figure is the median of this many rounds, alternating
 
 
@@ -520,6 +565,8 @@ def main() -> None:
     print()
     sizes = [max(1, args.turns // 4), args.turns * 4]
     print(table("Turns: rounds of other sizes", asyncio.run(round_sizes(sizes))))
+    print()
+    print(table("First turns on a repository", in_a_repository(args.turns)))
     print()
     print(table("A batch through the Python client", asyncio.run(batch(args.batch))))
     print()
