@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import functools
 import os
 import shutil
 import tempfile
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sessiond.daemon.child_env import DEFAULT_RULES, child_environment
-from sessiond.daemon.shared_runs import SharedRuns
+from sessiond.daemon.shared_runs import Remembered, SharedRuns
 from sessiond.protocol import models as m
 
 FILE_TIME_TICK = 0.02  # file times come from the kernel's coarse clock, a tick behind time.time()
@@ -66,16 +67,13 @@ class _InGit:
     git_dir: str
 
 
-_IN_GIT: dict[str, asyncio.Future[_InGit | None]] = {}  # by root
+_IN_GIT: Remembered[str, _InGit | None] = Remembered(most=4096)  # by root
 
 
 async def _in_git(root: str) -> _InGit | None:
     """Where a root is in git, if it is; asked of git once per root (two hundred sessions of one
     root starting at once start one git process, not two hundred)."""
-    asked = _IN_GIT.get(root)
-    if asked is None or asked.get_loop() is not asyncio.get_running_loop():
-        asked = _IN_GIT[root] = asyncio.ensure_future(_ask_git(root))
-    return await asyncio.shield(asked)
+    return await _IN_GIT.get(root, lambda: _ask_git(root))
 
 
 async def _ask_git(root: str) -> _InGit | None:
@@ -148,6 +146,12 @@ class ChangeTracker:
         """The git work tree's top, when in git."""
         return self.git.top if self.git is not None else None
 
+    @functools.cached_property
+    def prefix(self) -> str:
+        """The root's path in its git work tree ("." at its top)."""
+        assert self.top is not None
+        return os.path.relpath(os.path.realpath(self.root), os.path.realpath(self.top))
+
     def base_state(self) -> State | None:
         """The root's state at the base, as `state` gives states (None before `start`)."""
         return self.snapshot if self.top is None else self.base
@@ -188,7 +192,7 @@ class ChangeTracker:
             return {path for path in set(old) | set(new) if old.get(path) != new.get(path)}
         if before == after or self.top is None:
             return set()
-        prefix = os.path.relpath(os.path.realpath(self.root), os.path.realpath(self.top))
+        prefix = self.prefix
         scope = [] if prefix == "." else ["--", prefix]
         out = await _git(self.top, "diff-tree", "-r", "--name-only", "-z", before, after, *scope)
         return {_under(prefix, path) for path in out.split("\0") if path}
@@ -199,9 +203,11 @@ class ChangeTracker:
 
     async def changes(self, extra: list[tuple[str, str | None, str]] | None = None) -> m.Changes:
         """The changed files now, with `extra` diffs (path, old, new) from tool calls outside the root."""
-        files = await (
-            self._git_changes() if self.top is not None else asyncio.to_thread(self._snapshot_changes)
-        )
+        if self.top is not None:
+            files = await self._git_changes()
+        else:  # the root's texts read once for the sessions asking at once, compared once
+            pair = _Snapshots(self.snapshot, await read_texts(self.root))
+            files = list(await _COMPARED.get(pair, lambda: asyncio.to_thread(_compare, pair.old, pair.new)))
         listed = {f.path for f in files}
         for path, old, new in extra or []:
             inside = _relative(self.root, path)
@@ -227,46 +233,76 @@ class ChangeTracker:
         now = await self._write_tree()
         if now == self.base:
             return []
-        prefix = os.path.relpath(os.path.realpath(self.root), os.path.realpath(self.top))
-        scope = [] if prefix == "." else ["--", prefix]
-        status = await _git(self.top, "diff-tree", "-r", "-M", "--name-status", "-z", self.base, now, *scope)
-        numstat = await _git(self.top, "diff-tree", "-r", "-M", "--numstat", "-z", self.base, now, *scope)
-        counts = _parse_numstat(numstat)
-        files = []
-        fields = status.split("\0")
-        i = 0
-        while i < len(fields) - 1:
-            code = fields[i]
-            if code.startswith("R"):
-                old, new = fields[i + 1], fields[i + 2]
-                i += 3
-            else:
-                old, new = None, fields[i + 1]
-                i += 2
-            kind: m.ChangeKind = {"A": "added", "D": "deleted", "R": "renamed"}.get(code[:1], "modified")  # type: ignore[assignment]
-            added, removed = counts.get(new, (0, 0))
-            files.append(
-                m.ChangedFile(
-                    path=_under(prefix, new),
-                    kind=kind,
-                    added=added,
-                    removed=removed,
-                    old_path=_under(prefix, old) if old else None,
-                )
-            )
-        return files
+        prefix = self.prefix
+        # Two trees differ as they always will: sessions of one root (which share their trees)
+        # ask git once for each pair. (The files are shared: never changed, only copied.)
+        top, base = self.top, self.base
+        return list(await _DIFFED.get((top, base, now, prefix), lambda: _diff_trees(top, base, now, prefix)))
 
-    def _snapshot_changes(self) -> list[m.ChangedFile]:
-        now = _read_texts(self.root)
-        files = []
-        for path in sorted(set(now) | set(self.snapshot)):
-            old, new = self.snapshot.get(path), now.get(path)
-            if old == new:
-                continue
-            added, removed = count_lines(old, new)
-            kind: m.ChangeKind = "added" if old is None else "deleted" if new is None else "modified"
-            files.append(m.ChangedFile(path=path, kind=kind, added=added, removed=removed))
-        return files
+
+@dataclass(frozen=True, eq=False)
+class _Snapshots:
+    """Two snapshots of a root, the same objects (as sessions sharing their reads hold them): kept
+    as a key, they keep their ids from being reused."""
+
+    old: dict[str, str]
+    new: dict[str, str]
+
+    def __hash__(self) -> int:
+        return hash((id(self.old), id(self.new)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Snapshots) and self.old is other.old and self.new is other.new
+
+
+_COMPARED: Remembered[_Snapshots, list[m.ChangedFile]] = Remembered(most=64)
+
+
+def _compare(old_texts: dict[str, str], new_texts: dict[str, str]) -> list[m.ChangedFile]:
+    """The files that differ between two snapshots of a root."""
+    files = []
+    for path in sorted(set(new_texts) | set(old_texts)):
+        old, new = old_texts.get(path), new_texts.get(path)
+        if old == new:
+            continue
+        added, removed = count_lines(old, new)
+        kind: m.ChangeKind = "added" if old is None else "deleted" if new is None else "modified"
+        files.append(m.ChangedFile(path=path, kind=kind, added=added, removed=removed))
+    return files
+
+
+_DIFFED: Remembered[tuple[str, str, str, str], list[m.ChangedFile]] = Remembered(most=256)
+
+
+async def _diff_trees(top: str, base: str, now: str, prefix: str) -> list[m.ChangedFile]:
+    """The files that differ between two trees, under `prefix` of the work tree."""
+    scope = [] if prefix == "." else ["--", prefix]
+    status = await _git(top, "diff-tree", "-r", "-M", "--name-status", "-z", base, now, *scope)
+    numstat = await _git(top, "diff-tree", "-r", "-M", "--numstat", "-z", base, now, *scope)
+    counts = _parse_numstat(numstat)
+    files = []
+    fields = status.split("\0")
+    i = 0
+    while i < len(fields) - 1:
+        code = fields[i]
+        if code.startswith("R"):
+            old, new = fields[i + 1], fields[i + 2]
+            i += 3
+        else:
+            old, new = None, fields[i + 1]
+            i += 2
+        kind: m.ChangeKind = {"A": "added", "D": "deleted", "R": "renamed"}.get(code[:1], "modified")  # type: ignore[assignment]
+        added, removed = counts.get(new, (0, 0))
+        files.append(
+            m.ChangedFile(
+                path=_under(prefix, new),
+                kind=kind,
+                added=added,
+                removed=removed,
+                old_path=_under(prefix, old) if old else None,
+            )
+        )
+    return files
 
 
 def _parse_numstat(text: str) -> dict[str, tuple[int, int]]:

@@ -1,4 +1,6 @@
-"""Work that callers asking at the same time share, each run begun after its callers asked.
+"""Work that callers asking at the same time share: each run begun after its callers asked
+(`SharedRuns`, for the state of a root now), or asked once and kept (`Remembered`, for answers that
+never change).
 
 Two hundred sessions of one root starting at once each need the root's state as it is now (its
 text files, its git tree). A run shared with a caller must begin after that caller asked (what
@@ -10,6 +12,7 @@ callers cost two runs, not two hundred.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -70,3 +73,28 @@ class SharedRuns(Generic[K, T]):
                 del self._keys[key]
 
         work.add_done_callback(done)
+
+
+class Remembered(Generic[K, T]):
+    """Answers that never change for their key (what two git trees differ by): asked once, by the
+    first caller, shared by those asking meanwhile and kept for the next, the `most` latest keys;
+    a failure is not kept (the next caller asks again)."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._kept: OrderedDict[K, asyncio.Future[T]] = OrderedDict()
+
+    async def get(self, key: K, make: Callable[[], Awaitable[T]]) -> T:
+        answer = self._kept.get(key)
+        if answer is None or answer.get_loop() is not asyncio.get_running_loop():
+            answer = self._kept[key] = asyncio.ensure_future(make())
+            while len(self._kept) > self.most:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(key)
+        try:
+            return await asyncio.shield(answer)
+        except Exception:
+            if self._kept.get(key) is answer:
+                del self._kept[key]
+            raise

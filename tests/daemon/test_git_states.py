@@ -1,6 +1,7 @@
 """A root in git is recorded at a session's first turn as a git tree of its working copy: sessions of
-one root starting at once share git's answers, each begun after they asked (200 first turns on a
-repository took 11x those on a plain folder when each wrote its own tree).
+one root starting (or counting their changes) at once share git's answers, each begun after they
+asked (200 first turns on a repository took 8.5x those on a plain folder when each wrote its own
+tree).
 
 Real git, on repositories made here; `changes._git` counted, not replaced.
 """
@@ -54,11 +55,16 @@ async def test_sessions_of_one_root_starting_at_once_share_git_and_see_the_tree_
     listed = await real(str(repo), "ls-tree", "-r", "--name-only", str(tracker.base))
     assert listed.split() == ["src/a.py", "src/new.py"]
 
-    # Later, each asks afresh: a change made since is in the next state.
+    # Later, each asks afresh: a change made since is in the next state, and the sessions counting
+    # their changes at once ask git what two trees differ by once for all of them.
     (repo / "src" / "a.py").write_text("a = 2\n")
-    changed = await tracker.changes()
-    assert [(f.path, f.kind, f.added, f.removed) for f in changed.files] == [("a.py", "modified", 1, 1)]
+    counted_now = await asyncio.gather(*(t.changes() for t in trackers))
+    for changed in counted_now:
+        assert [(f.path, f.kind, f.added, f.removed) for f in changed.files] == [("a.py", "modified", 1, 1)]
+    assert asked.count("diff-tree") == 2  # (its files' kinds, and their lines)
     assert asked.count("rev-parse") == 1  # (where the root is in git is known)
+    counted_now[0].files.clear()  # what one session does with its list is its own
+    assert len((await tracker.changes()).files) == 1
 
 
 async def test_a_root_outside_git_is_asked_once_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

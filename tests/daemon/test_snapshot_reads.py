@@ -90,3 +90,27 @@ async def test_callers_at_once_share_reads_begun_after_they_asked(
     assert begun[1] == 50
     assert await read_texts(str(tmp_path)) == results[0]  # and later callers read afresh
     assert len(begun) == 3
+
+
+async def test_sessions_of_one_root_counting_changes_at_once_share_its_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(INLINE_ENTRIES + 1):
+        (tmp_path / f"f{i}.txt").write_text(f"{i}\n")
+    trackers = await asyncio.gather(*(changes.ChangeTracker.start(str(tmp_path)) for _ in range(20)))
+    (tmp_path / "f0.txt").write_text("0\nand more\n")
+    (tmp_path / "new.txt").write_text("new\n")
+    read: list[str] = []
+    real = changes._read_texts
+
+    def counted(root: str, *, inline: bool = False) -> dict[str, str]:
+        if not inline:
+            read.append(root)
+        return real(root, inline=inline)
+
+    monkeypatch.setattr(changes, "_read_texts", counted)
+    counted_now = await asyncio.gather(*(t.changes() for t in trackers))
+    expected = [("f0.txt", "modified", 1, 0), ("new.txt", "added", 1, 0)]
+    for found in counted_now:
+        assert [(f.path, f.kind, f.added, f.removed) for f in found.files] == expected
+    assert 1 <= len(read) <= 2  # twenty sessions, one or two walks of the root, not twenty
