@@ -255,7 +255,8 @@ class _Snapshots:
         return isinstance(other, _Snapshots) and self.old is other.old and self.new is other.new
 
 
-_COMPARED: Remembered[_Snapshots, list[m.ChangedFile]] = Remembered(most=64)
+# (Few kept: each holds a snapshot of the root as it was, up to SNAPSHOT_TOTAL_LIMIT of texts.)
+_COMPARED: Remembered[_Snapshots, list[m.ChangedFile]] = Remembered(most=8)
 
 
 def _compare(old_texts: dict[str, str], new_texts: dict[str, str]) -> list[m.ChangedFile]:
