@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "states",
                     "throttle",
                     "tasks",
+                    "shared_runs",
                     "changes",
                     "attribution",
                     "insight",
