@@ -158,6 +158,17 @@ def cli(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def sending(home: Path, session: str, prompt: str) -> subprocess.Popen[str]:
+    """`sessiond send SESSION PROMPT` started as a user starts it, its output piped here."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sessiond.client", "send", session, prompt],
+        env={**os.environ, "SESSIOND_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_the_command_line_against_the_real_daemon(real: RealDaemon, home: Path) -> None:
     def sessiond(*argv: str) -> subprocess.CompletedProcess[str]:
         return cli(home, *argv)
@@ -230,17 +241,12 @@ def test_fleet_counts_ended_turns_and_says_what_is_working(real: RealDaemon, hom
     with connect(real.socket, start=False) as daemon:
         session = daemon.agent("demo").session(home)
         with daemon.events(sessions=[session.id], kinds=["turn.started"]) as events:
-            hanging = subprocess.Popen(
-                [sys.executable, "-m", "sessiond.client", "send", session.id, "hang"],
-                env={**os.environ, "SESSIOND_HOME": str(home)},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            hanging = sending(home, session.id, "hang")
             next(iter(events))  # its turn runs
         working = fleet()
         assert (working["turns"], working["time"]) == ("0 ended, 1 working", "-")
         assert session.cancel() == 1
-        hanging.wait(30)  # (a cancelled turn: `send` exits 1)
+        hanging.communicate(timeout=30)  # (a cancelled turn: `send` exits 1)
     ended = fleet()
     assert ended["turns"] == "1 ended"
     assert re.fullmatch(r"\S+ \S+ if they went one after another; took \S+ \S+", ended["time"]), ended
@@ -249,18 +255,10 @@ def test_fleet_counts_ended_turns_and_says_what_is_working(real: RealDaemon, hom
 def test_sessiond_stop_cancels_the_turns_and_waits_for_the_daemon_to_exit(
     real: RealDaemon, home: Path
 ) -> None:
-    env = {**os.environ, "SESSIOND_HOME": str(home)}
-
     with connect(real.socket, start=False) as daemon:
         session = daemon.agent("demo").session(home)
         with daemon.events(sessions=[session.id], kinds=["turn.started"]) as events:
-            hanging = subprocess.Popen(
-                [sys.executable, "-m", "sessiond.client", "send", session.id, "hang"],  # until cancelled
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            hanging = sending(home, session.id, "hang")  # until cancelled
             next(iter(events))  # its turn runs
     stopped = cli(home, "stop")
     assert (stopped.returncode, stopped.stderr) == (0, "")
@@ -276,21 +274,14 @@ def test_sessiond_stop_cancels_the_turns_and_waits_for_the_daemon_to_exit(
 def test_send_whose_daemon_dies_keeps_the_reply_so_far_and_says_where_to_look(
     real: RealDaemon, home: Path
 ) -> None:
-    env = {**os.environ, "SESSIOND_HOME": str(home)}
     with connect(real.socket, start=False) as daemon:
         session = daemon.agent("demo").session(home)
-    sending = subprocess.Popen(
-        [sys.executable, "-m", "sessiond.client", "send", session.id, "say begun\nhang"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert sending.stdout is not None
-    assert sending.stdout.read(5) == "begun"  # shown as it came
+    sent = sending(home, session.id, "say begun\nhang")
+    assert sent.stdout is not None
+    assert sent.stdout.read(5) == "begun"  # shown as it came
     real.process.kill()
-    out, err = sending.communicate(timeout=30)
-    assert sending.returncode == 1
+    out, err = sent.communicate(timeout=30)
+    assert sent.returncode == 1
     assert out == "\n"  # the reply's line ended, so the sentence below starts on its own
     # (Closed, or reset should the daemon die with bytes of ours unread: either way it says so.)
     assert re.match(r"sessiond: the (daemon closed the connection|connection to the daemon broke)", err), err

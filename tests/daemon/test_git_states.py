@@ -31,18 +31,24 @@ def _repository(root: Path) -> Path:
     return root
 
 
-async def test_sessions_of_one_root_starting_at_once_share_git_and_see_the_tree_of_now(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    repo = _repository(tmp_path / "repo")
-    asked: list[str] = []
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The git commands the daemon's change tracking runs from now on (run for real), by name."""
+    names: list[str] = []
     real = changes._git
 
     async def counted(cwd: str, *args: str, env: dict[str, str] | None = None) -> str:
-        asked.append(args[0])
+        names.append(args[0])
         return await real(cwd, *args, env=env)
 
     monkeypatch.setattr(changes, "_git", counted)
+    return names
+
+
+async def test_sessions_of_one_root_starting_at_once_share_git_and_see_the_tree_of_now(
+    tmp_path: Path, asked: list[str]
+) -> None:
+    repo = _repository(tmp_path / "repo")
     (repo / "src" / "new.py").write_text("untracked, there before they start\n")
     trackers = await asyncio.gather(*(ChangeTracker.start(str(repo / "src")) for _ in range(50)))
     assert {t.top for t in trackers} == {str(repo)}
@@ -52,7 +58,7 @@ async def test_sessions_of_one_root_starting_at_once_share_git_and_see_the_tree_
     assert asked.count("rev-parse") == 1
     assert 1 <= asked.count("write-tree") <= 2
     tracker = trackers[0]
-    listed = await real(str(repo), "ls-tree", "-r", "--name-only", str(tracker.base))
+    listed = await changes._git(str(repo), "ls-tree", "-r", "--name-only", str(tracker.base))
     assert listed.split() == ["src/a.py", "src/new.py"]
 
     # Later, each asks afresh: a change made since is in the next state, and the sessions counting
@@ -67,15 +73,7 @@ async def test_sessions_of_one_root_starting_at_once_share_git_and_see_the_tree_
     assert len((await tracker.changes()).files) == 1
 
 
-async def test_a_root_outside_git_is_asked_once_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    asked: list[str] = []
-    real = changes._git
-
-    async def counted(cwd: str, *args: str, env: dict[str, str] | None = None) -> str:
-        asked.append(args[0])
-        return await real(cwd, *args, env=env)
-
-    monkeypatch.setattr(changes, "_git", counted)
+async def test_a_root_outside_git_is_asked_once_too(tmp_path: Path, asked: list[str]) -> None:
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "notes.txt").write_text("hello\n")
     trackers = await asyncio.gather(*(ChangeTracker.start(str(tmp_path / "plain")) for _ in range(20)))
