@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sessiond.client.aio import AsyncDaemon, AsyncEventStream, StrPath, aconnect
-from sessiond.client.errors import SessiondError
+from sessiond.client.errors import ConnectionLost, SessiondError
 from sessiond.client.wording import (
     asked_text,
     context_cell,
@@ -111,6 +111,7 @@ class WatchModel:
         self.asks_stale = True
         self.answers: list[tuple[str, str]] = []  # (permission, option id)
         self.notice = ""  # what the last answer key did, until the next key
+        self.lost: str | None = None  # why the daemon is not there, while it is not (rows as it left them)
         self.changed = True
 
     # ------------------------------------------------------------ state
@@ -124,8 +125,8 @@ class WatchModel:
             if session.status in AT_WORK:
                 self.last_line.setdefault(session.id, "")  # its recap is the last turn's: read its tail
                 self.tails.add(session.id)
-            else:
-                self.last_line.setdefault(session.id, _resting_line(session))
+            else:  # (after a resync or a new daemon: what it says now, not what was shown)
+                self.last_line[session.id] = _resting_line(session)
         self._keep_selection()
         self.transcript_stale = self.opened is not None
         self.asks_stale = True
@@ -376,6 +377,8 @@ class WatchModel:
     # ------------------------------------------------------------ text
 
     def header(self) -> str:
+        if self.lost is not None:
+            return f"sessiond watch  {self.lost}"
         fleet = fleet_line(self.fleet) if self.fleet else f"{len(self.sessions)} open"
         if self.fleet is not None and self.fleet.cost:
             fleet += f" · ${self.fleet.cost:.2f}"
@@ -567,29 +570,64 @@ async def _run(window: Any, socket: StrPath | None, agent: str | None) -> None:
             keys.append(key)
         wake.set()
 
-    async with aconnect(socket, start=False) as daemon:
-        stream = daemon.events(agents=[agent] if agent else None, snapshot=True)
-        async with stream:
-            if stream.snapshot is not None:
-                model.load(stream.snapshot)
-            loop.add_reader(sys.stdin.fileno(), read_keys)
+    # Python's handler replaces curses' own, so the new size is read here and told to curses.
+    def resized() -> None:
+        screen.resized()
+        wake.set()
 
-            # Python's handler replaces curses' own, so the new size is read here and told to curses.
-            def resized() -> None:
-                screen.resized()
-                wake.set()
-
-            loop.add_signal_handler(signal.SIGWINCH, resized)
-            screen.resized()  # the terminal may have changed size before the handler was there
-            reader = asyncio.create_task(_follow(stream, model, wake))
+    watched = False  # (a daemon that was never there is said at once, on the way out)
+    try:
+        while True:
             try:
-                await _frames(daemon, model, screen, keys, wake, reader)
-            finally:
-                loop.remove_reader(sys.stdin.fileno())
-                loop.remove_signal_handler(signal.SIGWINCH)
-                reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reader
+                async with aconnect(socket, start=False) as daemon:
+                    stream = daemon.events(agents=[agent] if agent else None, snapshot=True)
+                    async with stream:
+                        model.lost = None
+                        if stream.snapshot is not None:
+                            model.load(stream.snapshot)
+                        if not watched:
+                            watched = True
+                            loop.add_reader(sys.stdin.fileno(), read_keys)
+                            loop.add_signal_handler(signal.SIGWINCH, resized)
+                            screen.resized()  # the terminal may have changed size before the handler
+                        reader = asyncio.create_task(_follow(stream, model, wake))
+                        reader.add_done_callback(lambda _: wake.set())  # (its end: the connection's)
+                        try:
+                            await _frames(daemon, model, screen, keys, wake, reader)
+                            return  # q
+                        finally:
+                            reader.cancel()
+                            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                                await reader
+            except ConnectionError:  # lost, or not there (again): what it last said stays shown
+                if not watched:
+                    raise
+                model.lost = "the daemon is gone: its rows as it left them; back when one answers again"
+                model.changed = True
+                if not await _until_back(model, screen, keys, wake):
+                    return  # q
+    finally:
+        if watched:
+            loop.remove_reader(sys.stdin.fileno())
+            loop.remove_signal_handler(signal.SIGWINCH)
+
+
+async def _until_back(model: WatchModel, screen: _Screen, keys: list[int], wake: asyncio.Event) -> bool:
+    """With no daemon: keys still work, the screen says so, and after a second the daemon is looked
+    for again; False when asked to quit."""
+    wake.clear()
+    while keys:
+        if not handle_key(model, keys.pop(0)):
+            return False
+    if model.changed or screen.dirty:
+        model.changed = screen.dirty = False
+        screen.draw(model)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(wake.wait(), RECONNECT_EVERY)
+    return True
+
+
+RECONNECT_EVERY = 1.0  # seconds between looks for a daemon that went away
 
 
 async def _follow(stream: AsyncEventStream, model: WatchModel, wake: asyncio.Event) -> None:
@@ -618,7 +656,7 @@ async def _frames(
                 return
         if reader.done():
             reader.result()  # the connection was lost: raise it
-            return
+            raise ConnectionLost("the daemon ended its events")
         await _send_answers(daemon, model)
         if model.asks_stale:
             with contextlib.suppress(SessiondError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -138,6 +139,15 @@ def test_a_failed_session_found_at_the_start_shows_why_its_last_turn_failed() ->
     assert model.row(model.sessions["s2"]).endswith("  all green")
     model.add(info("s3", m.SessionStatus.FAILED, last_error="agent 'demo' exited"))  # (opened since)
     assert model.row(model.sessions["s3"]).endswith("  error: agent 'demo' exited")
+
+
+def test_a_session_read_again_shows_what_it_says_now() -> None:
+    """After a resync or a restarted daemon, a resting session's line is the snapshot's, not the
+    one shown before (its turn may have ended while nobody watched)."""
+    model = WatchModel()
+    model.load(m.Snapshot(head=100, sessions=[info("s1", recap="before")], fleet=m.Fleet(open=1)))
+    model.load(m.Snapshot(head=140, sessions=[info("s1", recap="after")], fleet=m.Fleet(open=1)))
+    assert model.row(model.sessions["s1"]).endswith("  after")
 
 
 def test_a_session_at_work_shows_this_turn_not_the_last_ones_recap() -> None:
@@ -301,3 +311,29 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             assert not tmux.alive(), tmux.screen()
         finally:
             tmux.kill()
+
+
+def test_watch_waits_out_a_daemon_that_went_away_and_follows_the_next(daemon: Daemon, tmp_path: Path) -> None:
+    with connect(daemon.socket, start=False) as client:
+        session = client.agent("demo").session(tmp_path)
+        session.send("say before")
+    tmux = Tmux([sys.executable, "-m", "sessiond.client", "watch"], daemon.env)
+    try:
+        tmux.wait_for(lambda s: "before" in row_of(s, session.id))
+        daemon.stop(signal.SIGKILL)  # killed: no goodbye
+        screen = tmux.wait_for(lambda s: "the daemon is gone" in s.splitlines()[0])
+        assert "back when one answers again" in screen.splitlines()[0]
+        assert "before" in row_of(screen, session.id)  # what it last said stays shown
+        assert tmux.alive()
+        daemon.start()  # the same home: its sessions come back
+        with connect(daemon.socket, start=False) as client:
+            client.session(session.id).send("say after the restart")
+        screen = tmux.wait_for(lambda s: "after the restart" in row_of(s, session.id))
+        assert screen.splitlines()[0].startswith("sessiond watch  0 working · 1 open")
+        tmux.keys("q")
+        deadline = time.monotonic() + 30
+        while tmux.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not tmux.alive(), tmux.screen()
+    finally:
+        tmux.kill()
