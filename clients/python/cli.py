@@ -1214,6 +1214,11 @@ def cmd_batch(args: argparse.Namespace) -> int:
             f"prompt {index + 1} of {len(prompts)} failed: {first} ({len(failures)} of {len(prompts)} "
             "failed, each in its place above); --suppress exits 0 when prompts fail"
         )
+        if any(isinstance(r, ConnectionLost) for _, r in failures):
+            _say(
+                "the daemon went away during the batch; once one runs again (`sessiond serve`), "
+                f"`sessiond ls --all --run {run_id}` shows how each of its sessions ended"
+            )
         return EXIT_FAILED
     return EXIT_OK
 

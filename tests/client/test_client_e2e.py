@@ -288,6 +288,40 @@ def test_send_whose_daemon_dies_keeps_the_reply_so_far_and_says_where_to_look(
     assert err.endswith(f"; the turn's answer went with it: `sessiond show {session.id}` says how it ended\n")
 
 
+def test_a_batch_whose_daemon_dies_prints_every_prompt_in_place_and_says_where_to_look(
+    real: RealDaemon, home: Path
+) -> None:
+    prompts = home / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"say begun {i}\nhang"}) + "\n" for i in range(5)))
+    with connect(real.socket, start=False) as daemon, daemon.events(kinds=["turn.started"]) as events:
+        batch = subprocess.Popen(
+            [sys.executable, "-m", "sessiond.client", "batch", str(prompts)],
+            env={**os.environ, "SESSIOND_HOME": str(home)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=home,
+        )
+        started = iter(events)
+        for _ in range(5):
+            next(started)  # every turn runs
+    real.process.kill()
+    out, err = batch.communicate(timeout=60)
+    assert batch.returncode == 1
+    lines = out.splitlines()
+    assert len(lines) == 5
+    assert all(
+        re.match(r"error: the (daemon closed the connection|connection to the daemon broke)", x)
+        for x in lines
+    )
+    run = re.search(r"run (r-\w+) failed", err)
+    assert run, err
+    assert (
+        "sessiond: the daemon went away during the batch; once one runs again (`sessiond serve`), "
+        f"`sessiond ls --all --run {run.group(1)}` shows how each of its sessions ended\n"
+    ) in err
+
+
 @pytest.fixture
 def started_daemon_stopped(home: Path) -> Iterator[None]:
     """Stop whatever daemon a test started in the background (its pid is in the socket's lock)."""
