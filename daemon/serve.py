@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING
 # SDK and asyncssh on the first turn, MCP session or ssh placement.
 from sessiond.daemon import importer, long_lived
 from sessiond.daemon.door import Door
-from sessiond.daemon.store import BUSY_TIMEOUT, Compacted, Store, StoreUnavailable, session_counts, trouble_of
+from sessiond.daemon.store import (
+    BUSY_TIMEOUT,
+    Compacted,
+    Store,
+    StoreUnavailable,
+    session_counts,
+    trouble_of,
+    unavailable,
+)
 from sessiond.daemon.store import compact as compact_store
 from sessiond.daemon.wire import Limits
 from sessiond.protocol import paths
@@ -209,31 +217,67 @@ def _token(path: Path) -> str:
     return token
 
 
-COMPACTING = "compact"  # the lock's second word while `sessiond compact` holds it
-
-
-def _lock(
-    socket_path: Path, *, taken: str = "stop it first, or pass another --socket", holder: str = ""
-) -> int:
-    """Hold a lock beside the socket for the daemon's life: a second `serve` (or a `compact`)
-    finds it taken, and says `taken`. The lock holds the holder's pid, then `holder` when it is
-    not a daemon (COMPACTING), so that one finding it taken can say who has it."""
+def _lock(socket_path: Path) -> int:
+    """Hold a lock beside the socket for the daemon's life: a second `serve` finds it taken, and
+    says which daemon has it. The lock holds the daemon's pid."""
     fd = os.open(f"{socket_path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        pid, _, role = os.pread(fd, 64, 0).decode(errors="replace").strip().partition("\n")
+        other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
         os.close(fd)
-        if role == COMPACTING:
-            raise StartError(
-                f"`sessiond compact` (pid {pid}) is compacting the store of {socket_path}: "
-                "wait for it to end, then try again"
-            ) from None
         raise StartError(
-            f"a daemon is already running on {socket_path} (pid {pid or '?'}); {taken}"
+            f"a daemon is already running on {socket_path} (pid {other}); stop it first, "
+            "or pass another --socket"
         ) from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n{holder}".strip().encode(), 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+COMPACTING, SERVING = "compact", "serve"  # who holds a store's lock
+
+
+def _lock_store(db: Path, socket_path: Path, role: str) -> int:
+    """Hold a lock beside the store for as long as it is used: one daemon per store (two on one
+    store, on two sockets, each numbered sessions and events of its own into the same tables), and
+    no `compact` under a daemon on another socket. The lock holds the holder's pid, its role and
+    its socket, so that one finding it taken can say who has it."""
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(f"{db}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:  # (said as the store's own trouble: a folder it cannot write)
+        raise unavailable(
+            sqlite3.OperationalError(f"unable to open database file: {exc.strerror}"), db
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        held = os.pread(fd, 4096, 0).decode(errors="replace").split("\n")
+        os.close(fd)
+        pid, other_role, other_socket = [*held, "?", "", "?"][:3]
+        if other_role == COMPACTING:
+            raise StartError(
+                f"`sessiond compact` (pid {pid}) is compacting the store {db}: wait for it to end, "
+                "then try again"
+            ) from None
+        stop = (
+            "sessiond stop"
+            if other_socket == str(paths.socket_path())
+            else f"sessiond --socket {other_socket} stop"
+        )
+        if role == COMPACTING:
+            raise StartError(
+                f"a daemon has the store {db} open (pid {pid}, serving on {other_socket}): stop it "
+                f"(`{stop}`), then compact"
+            ) from None
+        raise StartError(
+            f"the store {db} is in use by the daemon serving on {other_socket} (pid {pid}): one daemon "
+            f"to a store; use that one (`sessiond --socket {other_socket} ...`), or serve another store "
+            "(`sessiond serve --store PATH`)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n{role}\n{socket_path}".encode(), 0)
     return fd
 
 
@@ -261,25 +305,25 @@ def store_of(store_path: Path | None, state_dir: Path) -> Path:
 
 def compact(socket: Path | None = None, store: Path | None = None) -> Compacted:
     """`sessiond compact`: give the free space of the store back to the filesystem, with no daemon
-    on it. The daemon's lock is held meanwhile, so none starts on this socket (a daemon on another
-    socket with the same store meets it locked while this runs: its writes wait, then say so).
-    Raises StartError with the sentence."""
+    on it. The store's lock is held meanwhile, so no daemon starts on it, whatever its socket; the
+    socket (the default: the command line's) is only named in the lock. Raises StartError with
+    the sentence."""
     socket_path = socket or paths.socket_path()
     path = store_of(store, paths.state_dir())
     if not path.is_file():
         raise StartError(
             f"there is no store at {path}: nothing to compact (`sessiond serve` makes one there)"
         )
-    _private_dir(socket_path.parent, "the socket's folder", SOCKET_DIR_INSTEAD)
-    lock_fd = _lock(
-        socket_path, taken="it has the store open: stop it (`sessiond stop`), then compact", holder=COMPACTING
-    )
+    try:
+        store_fd = _lock_store(path, socket_path, COMPACTING)
+    except StoreUnavailable as exc:
+        raise StartError(exc.message) from None
     try:
         return compact_store(path, busy_timeout=busy_timeout())
     except StoreUnavailable as exc:
         raise StartError(exc.message) from None
     finally:
-        os.close(lock_fd)
+        os.close(store_fd)
 
 
 async def _serve(
@@ -297,6 +341,7 @@ async def _serve(
     state_dir = paths.state_dir()
     _private_dir(state_dir, "the state dir", STATE_DIR_INSTEAD)
     lock_fd = _lock(socket_path)
+    store_fd = -1
     listening: socketlib.socket | None = None
     door: Door | None = None
     started = False
@@ -306,6 +351,7 @@ async def _serve(
         db = store_of(store_path, state_dir)
         # A store that cannot be used says so in a sentence (which file, what to do), not a traceback.
         try:
+            store_fd = _lock_store(db, socket_path, SERVING)
             store = Store(db, busy_timeout=waited)
         except (StoreUnavailable, sqlite3.Error) as exc:
             raise store_trouble(exc, db, state_dir, waited) from None
@@ -417,8 +463,9 @@ async def _serve(
                 paths.tcp_address_path().unlink()
         # Done with the store and the socket: a successor may start from here. Clients learn the
         # stop is over when their connection closes, and may start one at once.
+        os.close(store_fd)
         os.close(lock_fd)
-        lock_fd = -1
+        store_fd = lock_fd = -1
         await door.stop_accepting()
         return 1 if lost else 0
     finally:
@@ -429,6 +476,8 @@ async def _serve(
                 await door.stop_accepting()
             with contextlib.suppress(FileNotFoundError):
                 socket_path.unlink()
+        if store_fd >= 0:
+            os.close(store_fd)
         if lock_fd >= 0:
             os.close(lock_fd)
 

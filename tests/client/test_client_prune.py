@@ -268,7 +268,9 @@ def test_a_store_made_before_it_gave_space_back_keeps_its_size_until_compacted(t
 
         refused = sessiond(daemon, "compact")  # the daemon has the store open
         assert refused.returncode == 1
-        assert "stop it (`sessiond stop`), then compact" in refused.stderr, refused.stderr
+        assert f"serving on {daemon.socket}): stop it (`sessiond stop`), then compact" in refused.stderr, (
+            refused.stderr
+        )
         assert stored(daemon, "PRAGMA auto_vacuum") == [(0,)]  # not rewritten under the daemon
 
         daemon.stop()
@@ -343,12 +345,13 @@ def test_compact_says_when_there_is_no_store_to_compact_or_it_is_not_one(tmp_pat
         shutil.rmtree(daemon.home, ignore_errors=True)
 
 
-def test_while_compact_holds_the_socket_a_daemon_or_client_says_compact_has_it_not_a_daemon() -> None:
+def test_while_compact_holds_the_store_a_daemon_or_client_says_compact_has_it() -> None:
     daemon = Daemon().start()
-    daemon.stop()  # its store stays; compact's lock is taken as `sessiond compact` takes it
-    lock = serve._lock(daemon.socket, holder=serve.COMPACTING)
+    daemon.stop()  # its store stays; its lock is taken as `sessiond compact` takes it
+    db = daemon.home / "state" / "sessiond.db"
+    lock = serve._lock_store(db, daemon.socket, serve.COMPACTING)
     try:
-        compacting = f"`sessiond compact` (pid {os.getpid()}) is compacting the store of {daemon.socket}"
+        compacting = f"`sessiond compact` (pid {os.getpid()}) is compacting the store {db}"
         serving = subprocess.run(
             [*SESSIOND, "serve"], env=daemon.env, capture_output=True, text=True, timeout=60
         )
@@ -363,6 +366,40 @@ def test_while_compact_holds_the_socket_a_daemon_or_client_says_compact_has_it_n
         assert compacting in again.stderr, again.stderr
     finally:
         os.close(lock)
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
+def test_one_daemon_to_a_store_whatever_its_socket(tmp_path: Path) -> None:
+    """Two daemons on one store each numbered sessions and events of their own into its tables: the
+    second's first session failed on a UNIQUE constraint."""
+    daemon = Daemon().start()
+    db = daemon.home / "state" / "sessiond.db"
+    try:
+        other = tmp_path / "other.sock"
+        second = subprocess.run(
+            [*SESSIOND, "serve", "--socket", str(other)],
+            env=daemon.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 1
+        assert second.stderr == (
+            f"sessiond: the store {db} is in use by the daemon serving on {daemon.socket} "
+            f"(pid {daemon.pid}): one daemon to a store; use that one (`sessiond --socket "
+            f"{daemon.socket} ...`), or serve another store (`sessiond serve --store PATH`)\n"
+        )
+        assert not other.exists()
+        # Nor is the store compacted under it, from another socket either.
+        refused = sessiond(daemon, "--socket", str(other), "compact")
+        assert refused.returncode == 1
+        assert (
+            f"a daemon has the store {db} open (pid {daemon.pid}, serving on {daemon.socket}): stop it"
+        ) in refused.stderr, refused.stderr
+        with connect(daemon.socket, start=False) as client:  # the first serves on
+            assert client.agent("demo").session(tmp_path).send("say still mine").text == "still mine"
+    finally:
+        daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)
 
 
