@@ -217,19 +217,16 @@ def _token(path: Path) -> str:
     return token
 
 
-def _lock(socket_path: Path) -> int:
+def _lock(socket_path: Path, *, taken: str = "stop it first, or pass another --socket") -> int:
     """Hold a lock beside the socket for the daemon's life: a second `serve` finds it taken, and
-    says which daemon has it. The lock holds the daemon's pid."""
+    says which daemon has it, then `taken`. The lock holds the daemon's pid."""
     fd = os.open(f"{socket_path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
         os.close(fd)
-        raise StartError(
-            f"a daemon is already running on {socket_path} (pid {other}); stop it first, "
-            "or pass another --socket"
-        ) from None
+        raise StartError(f"a daemon is already running on {socket_path} (pid {other}); {taken}") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd
@@ -306,8 +303,8 @@ def store_of(store_path: Path | None, state_dir: Path) -> Path:
 def compact(socket: Path | None = None, store: Path | None = None) -> Compacted:
     """`sessiond compact`: give the free space of the store back to the filesystem, with no daemon
     on it. The store's lock is held meanwhile, so no daemon starts on it, whatever its socket; the
-    socket (the default: the command line's) is only named in the lock. Raises StartError with
-    the sentence."""
+    socket (the default: the command line's) is named in the lock, and refused if a daemon holds
+    it (one from before the store's lock). Raises StartError with the sentence."""
     socket_path = socket or paths.socket_path()
     path = store_of(store, paths.state_dir())
     if not path.is_file():
@@ -319,6 +316,12 @@ def compact(socket: Path | None = None, store: Path | None = None) -> Compacted:
     except StoreUnavailable as exc:
         raise StartError(exc.message) from None
     try:
+        if socket_path.parent.is_dir():
+            # A daemon from before the store's lock holds only its socket's: none is compacted
+            # under, either. (Only looked at: a daemon starting now meets the store's lock.)
+            os.close(
+                _lock(socket_path, taken="it has the store open: stop it (`sessiond stop`), then compact")
+            )
         return compact_store(path, busy_timeout=busy_timeout())
     except StoreUnavailable as exc:
         raise StartError(exc.message) from None

@@ -369,6 +369,22 @@ def test_while_compact_holds_the_store_a_daemon_or_client_says_compact_has_it() 
         shutil.rmtree(daemon.home, ignore_errors=True)
 
 
+def test_compact_is_refused_under_a_daemon_from_before_the_stores_lock() -> None:
+    daemon = Daemon().start()
+    daemon.stop()
+    lock = serve._lock(daemon.socket)  # as such a daemon holds it: its socket's lock alone
+    try:
+        refused = sessiond(daemon, "compact")
+        assert refused.returncode == 1
+        assert refused.stderr == (
+            f"sessiond: a daemon is already running on {daemon.socket} (pid {os.getpid()}); it has the "
+            "store open: stop it (`sessiond stop`), then compact\n"
+        )
+    finally:
+        os.close(lock)
+        shutil.rmtree(daemon.home, ignore_errors=True)
+
+
 def test_one_daemon_to_a_store_whatever_its_socket(tmp_path: Path) -> None:
     """Two daemons on one store each numbered sessions and events of their own into its tables: the
     second's first session failed on a UNIQUE constraint."""
