@@ -541,9 +541,14 @@ class Store:
         whole log. TRUNCATE also takes the log back to nothing: it holds writes off while it copies
         what is left, and gives up at once (False) if a read still needs part of the log. A failure
         is logged as any checkpoint's is (later commits try again)."""
-        while self._checkpointing is not None:
+        while (running := self._checkpointing) is not None:
+            if running.done():
+                # Ended, its end not heard yet (`_checkpointed` runs next turn of the loop): awaiting
+                # a done future does not yield, so this would spin with the loop held.
+                await asyncio.sleep(0)
+                continue
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._checkpointing)
+                await asyncio.shield(running)
         if self._loop is None or self._closed:
             return False
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sqlite3
 from pathlib import Path
 
@@ -342,4 +343,22 @@ async def test_a_subscriber_that_keeps_up_is_handed_events_as_they_are_committed
     log.emit("turn.chunk", session="s1", text="7")
     assert [e.seq for e in await asyncio.wait_for(subscriber.next_batch(), 10)] == [8]
     assert [e.seq for e in await asyncio.wait_for(other.next_batch(), 10)] == [8]
+    await store.close()
+
+
+async def test_a_checkpoint_asked_for_just_as_the_last_ends_waits_its_turn(tmp_path: Path) -> None:
+    """The last checkpoint's future is done a turn of the loop before the store hears it (its done
+    callback runs next): a caller asking then must wait that turn, not spin on the done future with
+    the loop held (a prune's reclaim did, and the daemon hung)."""
+    store = Store(tmp_path / "s.db")
+    store.start()
+    await store.write(st.execute("INSERT INTO meta VALUES ('a', '1')"))  # type: ignore[misc]
+    running = store._start_checkpoint()
+    for _ in itertools.count():  # (polled: any await on it would run its callbacks first)
+        if running.done():
+            break
+        await asyncio.sleep(0)
+    assert store.checkpointing is running  # ended, and not yet heard of
+    assert await store.checkpoint()
+    assert store.checkpoints == 2
     await store.close()
