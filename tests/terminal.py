@@ -50,6 +50,14 @@ class Tmux:
     def alive(self) -> bool:
         return "watch" in self.run("list-sessions", "-F", "#{session_name}")
 
+    def quit(self, key: str = "q", timeout: float = 30.0) -> None:
+        """Press `key` and wait for the program to exit (its tmux session ends with it)."""
+        self.keys(key)
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not self.alive(), self.screen()
+
     def kill(self) -> None:
         self.run("kill-server")
 

@@ -352,9 +352,7 @@ def test_while_compact_holds_the_store_a_daemon_or_client_says_compact_has_it() 
     lock = serve._lock_store(db, daemon.socket, serve.COMPACTING)
     try:
         compacting = f"`sessiond compact` (pid {os.getpid()}) is compacting the store {db}"
-        serving = subprocess.run(
-            [*SESSIOND, "serve"], env=daemon.env, capture_output=True, text=True, timeout=60
-        )
+        serving = sessiond(daemon, "serve")
         assert serving.returncode == 1
         assert f"{compacting}: wait for it to end, then try again" in serving.stderr, serving.stderr
         # A client that starts a daemon says so at once (no waiting out its start-up timeout).
@@ -392,13 +390,7 @@ def test_one_daemon_to_a_store_whatever_its_socket(tmp_path: Path) -> None:
     db = daemon.home / "state" / "sessiond.db"
     try:
         other = tmp_path / "other.sock"
-        second = subprocess.run(
-            [*SESSIOND, "serve", "--socket", str(other)],
-            env=daemon.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        second = sessiond(daemon, "serve", "--socket", str(other))
         assert second.returncode == 1
         assert second.stderr == (
             f"sessiond: the store {db} is in use by the daemon serving on {daemon.socket} "

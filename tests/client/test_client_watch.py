@@ -6,7 +6,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -304,11 +303,7 @@ def test_watch_in_a_terminal_follows_the_sessions_and_opens_one(daemon: Daemon, 
             turn.wait(30)
             tmux.wait_for(lambda s: cells(s, busy.id)[6] == "stopped")
             tmux.wait_for(lambda s: "0 working · 3 open" in s.splitlines()[0])  # the fleet follows
-            tmux.keys("q")
-            deadline = time.monotonic() + 30
-            while tmux.alive() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert not tmux.alive(), tmux.screen()
+            tmux.quit()
         finally:
             tmux.kill()
 
@@ -331,10 +326,6 @@ def test_watch_waits_out_a_daemon_that_went_away_and_follows_the_next(daemon: Da
         tmux.wait_for(lambda s: "after the restart" in row_of(s, session.id))
         # The header is the new daemon's fleet summary (sent at most ten times a second): wait for it.
         tmux.wait_for(lambda s: s.splitlines()[0].startswith("sessiond watch  0 working · 1 open"))
-        tmux.keys("q")
-        deadline = time.monotonic() + 30
-        while tmux.alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not tmux.alive(), tmux.screen()
+        tmux.quit()
     finally:
         tmux.kill()
