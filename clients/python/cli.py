@@ -775,11 +775,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json([{"session": args.session, "cancelled": cancelled}])
     else:
-        said = f"told {count(cancelled, 'turn')} of {args.session} to stop"
-        _line(
-            sys.stdout,
-            said if cancelled else f"{args.session} had no turn running or queued: nothing to stop",
-        )
+        if cancelled:
+            _line(sys.stdout, f"told {count(cancelled, 'turn')} of {args.session} to stop")
+        else:
+            _line(sys.stdout, f"{args.session} had no turn running or queued: nothing to stop")
     return EXIT_OK
 
 
