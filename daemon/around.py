@@ -325,7 +325,8 @@ class Around:
                 agent=main.agent,
                 root=main.root,
                 placement="here",
-                title=f"side of {main.id}",
+                # Untitled: its question names it, as a first prompt names any session (two side
+                # chats of one session read apart), and clients show it under its main session.
                 mcp_servers=stored_specs(main.mcp_servers),  # the same tools as the main one
             ),
             main.run,

@@ -54,6 +54,7 @@ from sessiond.client.wording import (
     serial_sentence,
     short,
     show_lines,
+    title_text,
     turns_cell,
     when,
 )
@@ -142,7 +143,7 @@ def _session_rows(sessions: Sequence[dict[str, Any]]) -> list[list[str]]:
                 else "-",
                 files_cell(len(changes["files"]), changes["added"], changes["removed"]) if changes else "-",
                 s["root"],
-                short(s.get("title"), 30) or "-",
+                short(title_text(s.get("title"), s.get("kind"), s.get("parent")), 40) or "-",
                 short(resting_line(s["status"], s.get("lastError"), s.get("recap"))),
             ]
         )

@@ -38,6 +38,7 @@ from sessiond.client.wording import (
     resting_line,
     short,
     show_lines,
+    title_text,
 )
 from sessiond.protocol.models import (
     Attention,
@@ -413,7 +414,7 @@ class WatchModel:
         mark = ">" if info.id == self.selected else " "
         flags = "!" if info.attention else " "
         label = STATUS_LABELS.get(info.status, info.status.value)
-        title = short(info.title, TITLE_WIDTH) or "-"
+        title = short(title_text(info.title, info.kind, info.parent), TITLE_WIDTH) or "-"
         return (
             f"{mark}{flags}{info.id:<8} {title:<{TITLE_WIDTH}} {info.agent[:10]:<10} {label:<9} {plan:>5} "
             f"{context:>5} {files:>12}  {last}"

@@ -24,6 +24,16 @@ def short(text: str | None, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def title_text(title: str | None, kind: str | None = None, parent: str | None = None) -> str:
+    """A session's title as a list shows it: a side chat, task or thread says whose it is first
+    ("side of s1: why does the test flake?"); "" for a session with neither."""
+    if not kind or kind == "main" or not parent:
+        return title or ""
+    whose = f"{kind} of {parent}"
+    # (a side chat opened before they were named by their question was titled so)
+    return f"{whose}: {title}" if title and title != whose else whose
+
+
 def count(n: int, noun: str) -> str:
     """`1 turn`, `2 turns`: a number and its noun (made plural with an s)."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -131,6 +131,39 @@ def test_sessions_opened_together_under_one_title_are_numbered(tmp_path: Path) -
         daemon.stop()
 
 
+def test_side_chats_are_named_by_their_question_and_listed_as_whose(tmp_path: Path) -> None:
+    """Two side chats of one session read apart (both were "side of s1"), in `sessiond ls` as a
+    side chat of their session; one opened without a question is named by its first prompt."""
+    daemon = Daemon().start()
+    try:
+        with connect(daemon.socket, start=False) as client:
+            main = client.agent("demo").session(tmp_path)
+            main.send("say the main work")
+        why = sessiond(daemon, "side", main.id, "why", "does", "the", "test", "flake?")
+        assert why.returncode == 0, why.stderr
+        how = sessiond(daemon, "side", main.id, "how is it built?")
+        assert how.returncode == 0, how.stderr
+        with connect(daemon.socket, start=False) as client:
+            quiet = client.session(main.id).side()  # no question yet
+            assert quiet.info.title is None
+            quiet.send("say what is left")
+        titles_by_id = listed(daemon)
+        sides = sorted((sid, title) for sid, title in titles_by_id.items() if sid != main.id)
+        assert [title for _, title in sides] == [
+            "why does the test flake?",
+            "how is it built?",
+            "say what is left",
+        ]
+        shown = sessiond(daemon, "ls")
+        assert shown.returncode == 0, shown.stderr
+        rows = {line.split()[0]: line for line in shown.stdout.splitlines()[1:]}
+        assert f"side of {main.id}: why does the test flake?" in rows[sides[0][0]], shown.stdout
+        assert f"side of {main.id}: how is it built?" in rows[sides[1][0]], shown.stdout
+        assert "side of" not in rows[main.id], shown.stdout
+    finally:
+        daemon.stop()
+
+
 def test_a_rename_to_blanks_or_of_no_session_says_what_and_changes_nothing(tmp_path: Path) -> None:
     daemon = Daemon().start()
     try:

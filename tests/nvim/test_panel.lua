@@ -106,4 +106,28 @@ H.wait("the hanging turns to end", function()
 end)
 H.eq("cancelled", hangs[1].result.stopReason, "cancelled is a result, not an error")
 
+-- Opened beside two windows in a wide editor, the panel takes its width from both, not all of it
+-- from the window next to it (which was left a few columns wide).
+require("sessiond.panel").close()
+vim.o.columns = 200
+vim.cmd("vsplit")
+H.eq(2, #vim.api.nvim_tabpage_list_wins(0), "two windows, no panel")
+vim.cmd("Sessiond panel")
+local widths = {}
+for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+  if vim.api.nvim_win_get_buf(win) ~= buf then
+    widths[#widths + 1] = vim.api.nvim_win_get_width(win)
+  end
+end
+H.eq(2, #widths, "the panel beside the two windows")
+H.truthy(math.abs(widths[1] - widths[2]) <= 1, "the two windows share what is left: " .. vim.inspect(widths))
+local room = 200 - require("sessiond.config").options.panel.width - 2 -- (the separators)
+for _, width in ipairs(widths) do
+  H.truthy(width >= room / 2 - 1, ("each window keeps about half of what is left (%d of %d): %s"):format(
+    width,
+    room,
+    vim.inspect(widths)
+  ))
+end
+
 H.done("panel")

@@ -266,7 +266,14 @@ end
 --- Open the panel, or go to it.
 function M.open()
   local side = config.options.panel.position == "left" and "topleft" or "botright"
+  local shown = panel:win() ~= nil
   local win = panel:open(("%s vertical %dsplit"):format(side, config.options.panel.width), { winfixwidth = true })
+  if not shown and vim.o.equalalways then
+    -- A split of a given width takes it all from the window beside it (a 72-column panel left
+    -- 6 of a code window in a 160-column terminal): the others share what is left, as after any
+    -- split with 'equalalways', and the panel keeps its width ('winfixwidth').
+    vim.cmd("horizontal wincmd =")
+  end
   M.render()
   local current = model().current
   if current and panel.item_line[current] then
