@@ -83,6 +83,7 @@ H.wait_lines(view_buf, {
 }, "the view's header")
 local lines = H.lines(view_buf)
 H.find_line(lines, "> plan Read | Write", "the prompt in the transcript")
+H.find_line(lines, " · 0 turns ended", "its first turn runs, none has ended")
 H.eq(1, H.count_exact(lines, "> hang"), "each prompt line once")
 
 -- :Sessiond cancel. After: idle counts, the insight stays.

@@ -77,7 +77,8 @@ function M.header(info)
   if info.kind and info.kind ~= "main" then
     add((KIND_NAME[info.kind] or info.kind) .. (info.parent and (" of " .. info.parent) or ""))
   end
-  local state = ("Status: %s since %s · %d turn%s"):format(
+  -- "ended": a working session's first turn read "0 turns" while it ran.
+  local state = ("Status: %s since %s · %d turn%s ended"):format(
     (info.status or "?"):gsub("_", " "),
     clock(info.statusSince),
     info.turns or 0,
