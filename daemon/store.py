@@ -138,8 +138,9 @@ CREATE INDEX IF NOT EXISTS events_session_kind ON events (session, kind, seq);
 # cost the daemon ~12% less CPU than 2 ms for 200 first turns at once. Load is told by rows, not by
 # writes: one write may carry many rows (an event flush, `RowsAtCommit`), and 200 turns at once
 # made commits of 1-5 writes, hundreds of rows, taken for quiet. A turn's answer waits for its
-# events to be stored (`awaited`): on a quiet daemon that commit comes at once. Both spacings are
-# under a frame of an editor's redraw.
+# events to be stored (`awaited`): that commit comes at the end of the loop's turn, loaded or not
+# (200 first turns at once ran 3-5% faster than with the spacing, a batch of 2,000 prompts 3%, for
+# 0-3% more of the daemon's CPU). Both spacings are under a frame of an editor's redraw.
 SPACING = 0.002
 LOADED_SPACING = 0.01
 LOADED_ROWS = 64
@@ -457,10 +458,11 @@ class Store:
 
     def awaited(self) -> None:
         """An answer waits on the next commit (a turn's on its events, a session opened or closed on
-        its row). A quiet daemon (its last commit a few rows) then commits at the end of this turn
-        of the loop, without waiting out the spacing: a lone request is answered as soon as what it
-        did is stored. Under load the spacing stands."""
-        if self._loop is None or self._last_rows >= LOADED_ROWS or not (self._pending or self._timer):
+        its row): it comes at the end of this turn of the loop, without waiting out the spacing. A
+        lone request is answered as soon as what it did is stored; under load, a turn of the loop
+        already gathers many writes, and the last answers of a burst waited up to LOADED_SPACING
+        for a commit with nothing left to gather. The spacing stands for writes nobody waits on."""
+        if self._loop is None or not (self._pending or self._timer):
             return
         if isinstance(self._timer, asyncio.TimerHandle):
             self._timer.cancel()
