@@ -674,3 +674,29 @@ def test_a_closed_session_reopened_from_the_palette(workbench: Workbench) -> Non
     assert json.loads(wb.cli("show", sid, "--json"))["turns"] == 1  # as it was
     assert wb.send(sid, "history").wait(timeout=60) == 0  # its agent goes on with the conversation
     assert "1. say before the close" in wb.cli("show", sid)
+
+
+def test_side_chats_of_one_session_read_apart_under_it(workbench: Workbench) -> None:
+    """Open Side Chat… on a session's row, twice: each side chat comes under the session, named by
+    its question (both read "side of s1" before)."""
+    wb = workbench
+    wb.open()
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", "Asked aside")
+    assert wb.send(sid, "say the main work").wait(timeout=60) == 0
+    wb.wait_row("Asked aside", rf"^{sid} · idle")
+    questions = ("why is the build slow?", "what does greet() touch?")
+    for question in questions:
+        prompt = wb.page.locator(".quick-input-widget", has_text="Side chat beside Asked aside")
+        wb.context_menu("Asked aside", "Open Side Chat…", then=prompt)
+        wb.answer("Side chat beside Asked aside", question)
+        wb.page.locator(".tabs-container .tab.active", has_text=".transcript").wait_for(timeout=60_000)
+    row = wb.row("Asked aside")
+    if row.get_attribute("aria-expanded") != "true":
+        row.locator(".monaco-tl-twistie").click()
+    for question in questions:
+        wb.wait_row(question, r"^s\d+ · side chat · idle\b", timeout=60)
+    # The progress of asking goes once it is answered.
+    wb.toast(f"side chat beside {sid}").wait_for(state="hidden", timeout=30_000)
+    wb.shot("side-chats")
+    sides = [s for s in wb.listed() if s.get("parent") == sid]
+    assert sorted(s["title"] for s in sides) == sorted(questions)
