@@ -17,10 +17,12 @@ import asyncio
 import contextlib
 import difflib
 import functools
+import math
 import os
 import shutil
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -68,12 +70,42 @@ class _InGit:
 
 
 _IN_GIT: Remembered[str, _InGit | None] = Remembered(most=4096)  # by root
+# A root outside git may be made a repository later (`git init`): at most this often (seconds), a
+# root remembered outside git is looked at for a `.git` in it or a folder above, a few stats where
+# asking git again would start a process per wave of first turns.
+RECHECK_OUTSIDE = 1.0
+_LOOKED: dict[str, float] = {}  # by root remembered outside git: when it was last looked at
 
 
 async def _in_git(root: str) -> _InGit | None:
     """Where a root is in git, if it is; asked of git once per root (two hundred sessions of one
-    root starting at once start one git process, not two hundred)."""
+    root starting at once start one git process, not two hundred), and again for a root outside
+    git that has a `.git` now."""
+    where = await _IN_GIT.get(root, lambda: _ask_git(root))
+    if where is not None:
+        return where
+    now = time.monotonic()
+    if now - _LOOKED.get(root, -math.inf) < RECHECK_OUTSIDE:
+        return None
+    _LOOKED[root] = now
+    if len(_LOOKED) > _IN_GIT.most:
+        del _LOOKED[next(iter(_LOOKED))]
+    if not _has_git_above(root):
+        return None
+    _IN_GIT.forget(root)
     return await _IN_GIT.get(root, lambda: _ask_git(root))
+
+
+def _has_git_above(root: str) -> bool:
+    """Whether the root or a folder above it holds a `.git` (a folder, or a worktree's file)."""
+    folder = os.path.abspath(root)
+    while True:
+        if os.path.lexists(os.path.join(folder, ".git")):
+            return True
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return False
+        folder = parent
 
 
 async def _ask_git(root: str) -> _InGit | None:

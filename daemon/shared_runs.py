@@ -76,7 +76,7 @@ class SharedRuns(Generic[K, T]):
 
 
 class Remembered(Generic[K, T]):
-    """Answers that never change for their key (what two git trees differ by): asked once, by the
+    """Answers that do not change for their key (what two git trees differ by): asked once, by the
     first caller, shared by those asking meanwhile and kept for the next, the `most` latest keys;
     a failure is not kept (the next caller asks again)."""
 
@@ -98,3 +98,7 @@ class Remembered(Generic[K, T]):
             if self._kept.get(key) is answer:
                 del self._kept[key]
             raise
+
+    def forget(self, key: K) -> None:
+        """Ask again at the next `get` (the answer changed after all)."""
+        self._kept.pop(key, None)

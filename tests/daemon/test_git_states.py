@@ -80,3 +80,29 @@ async def test_a_root_outside_git_is_asked_once_too(tmp_path: Path, asked: list[
     assert all(t.top is None and t.base == "snapshot" for t in trackers)
     assert trackers[0].snapshot == {"notes.txt": "hello\n"}
     assert asked == ["rev-parse"]
+
+
+async def test_a_root_made_a_repository_later_is_found_in_git_by_the_next_sessions(
+    tmp_path: Path, asked: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a root is in git is remembered; a root outside git is looked at again (for a `.git`,
+    without a git process) at most every RECHECK_OUTSIDE seconds, and git asked again once it has
+    one: the sessions starting after `git init` record git trees."""
+    root = tmp_path / "later"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("a = 1\n")
+    before = await ChangeTracker.start(str(root / "src"))
+    assert before.top is None
+    monkeypatch.setattr(changes, "RECHECK_OUTSIDE", 3600.0)
+    for _ in range(20):  # within the period: neither looked at nor asked again
+        assert (await ChangeTracker.start(str(root / "src"))).top is None
+    assert asked.count("rev-parse") == 1
+
+    monkeypatch.setattr(changes, "RECHECK_OUTSIDE", 0.0)
+    for _ in range(5):  # no `.git` yet: looked at, git not asked
+        assert (await ChangeTracker.start(str(root / "src"))).top is None
+    assert asked.count("rev-parse") == 1
+    await asyncio.to_thread(subprocess.run, ["git", "init", "-q"], cwd=root, check=True)
+    after = await asyncio.gather(*(ChangeTracker.start(str(root / "src")) for _ in range(10)))
+    assert {t.top for t in after} == {str(root)}
+    assert asked.count("rev-parse") == 2  # asked again once, for all of them
