@@ -65,6 +65,7 @@ from sessiond.daemon.session_mcp import stored_mcp_servers
 from sessiond.daemon.session_table import LazyIndex, SessionTable
 from sessiond.daemon.states import Outcome, derive_status
 from sessiond.protocol import models as m
+from sessiond.protocol import paths
 from sessiond.protocol.errors import ErrorCode, RpcError
 from sessiond.protocol.models import EventKind, SessionStatus
 
@@ -329,9 +330,11 @@ class Core:
             return self.agents[name]
         except KeyError:
             known = ", ".join(sorted(self.agents)) or "none"
+            agents_toml = paths.config_dir() / "agents.toml"
             raise RpcError(
                 ErrorCode.AGENT_NOT_FOUND,
-                f"no agent named {name!r} (known: {known}); create it with agent/create",
+                f"no agent named {name!r} (known: {known}); add it to {agents_toml} (read when the "
+                "daemon starts), or create it with agent/create",
             ) from None
 
     def agent_info(self, runtime: AgentRuntime) -> m.AgentInfo:

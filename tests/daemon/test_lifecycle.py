@@ -171,15 +171,19 @@ async def test_a_dropped_connection_leaves_its_turn_running(daemon: Daemon, work
 
 
 async def test_bad_requests_get_clear_errors_and_the_connection_lives_on(
-    client: AsyncDaemon, work: Path
+    client: AsyncDaemon, daemon: Daemon, work: Path
 ) -> None:
     with pytest.raises(InvalidParams, match="root") as caught:
         await (await client.agent("demo")).session("/no/such/dir")
     assert "not an existing directory" in str(caught.value)
     with pytest.raises(SessionNotFound, match="no session 'nope'"):
         await client.session("nope")
-    with pytest.raises(AgentNotFound, match="no agent named 'ghost'"):
+    with pytest.raises(AgentNotFound, match="no agent named 'ghost'") as unknown:
         await client.agent("ghost")
+    # Where a person adds one (a script creates it with agent/create).
+    assert f"add it to {daemon.home / 'config' / 'agents.toml'} (read when the daemon starts)" in str(
+        unknown.value
+    )
     assert (await client.status()).agents == 1
 
 

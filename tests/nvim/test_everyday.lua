@@ -36,8 +36,11 @@ end)
 H.truthy(last_note():find(":Sessiond panel lists the open sessions", 1, true), last_note())
 H.eq(nil, last_note():find("session/list", 1, true), "no protocol hint: " .. last_note())
 H.eq(
-  "no agent named 'x' (known: demo)",
-  require("sessiond.actions").humane("no agent named 'x' (known: demo); create it with agent/create"),
+  "no agent named 'x' (known: demo); add it to /c/agents.toml (read when the daemon starts)",
+  require("sessiond.actions").humane(
+    "no agent named 'x' (known: demo); add it to /c/agents.toml (read when the daemon starts), "
+      .. "or create it with agent/create"
+  ),
   "agent/create"
 )
 H.eq(

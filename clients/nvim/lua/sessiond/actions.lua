@@ -32,7 +32,7 @@ local HINTS = {
     "; reopen it with session/reopen %(`sessiond reopen ([^`]+)`%), or open a new one with session/open %(`sessiond new`%)",
     "; reopen it with :Sessiond reopen %1, or open a new one with :Sessiond new",
   },
-  { "; create it with agent/create", "" },
+  { ", or create it with agent/create", "" },
   { "; change it with agent/update", "" },
   { "raise it with agent/update", "raise it in the agent's settings" },
 }
