@@ -1032,6 +1032,7 @@ class Core:
                         await process.close_session(session.agent_session_id)
         self.feed.collisions.forget(session.id)
         self.feed.attribution.forget(session.id)
+        self.feed.state_now(session)
         self.set_status(session, closed=True)
         self.events.emit(
             EventKind.SESSION_CLOSED,

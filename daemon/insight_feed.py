@@ -422,6 +422,12 @@ class InsightFeed:
     def state(self, session: SessionRecord, kind: EventKind) -> None:
         self.throttle.request((session.id, kind), lambda: self._emit_state(session, kind))
 
+    def state_now(self, session: SessionRecord) -> None:
+        """Send the session's state events that wait for their window to end, now (a session
+        closing tells its last state before it is closed, not up to a window after)."""
+        for kind in (*STATE_KINDS, EventKind.SESSION_ATTENTION):
+            self.throttle.now((session.id, kind))
+
     def _emit_state(self, session: SessionRecord, kind: EventKind) -> None:
         ins = self.of(session)
         data: dict[str, Any]

@@ -255,3 +255,20 @@ def _call(sock: socket.socket, msg_id: int, method: str, params: dict[str, objec
         message = _read(sock)
         if message.get("id") == msg_id:
             return message
+
+
+async def test_a_closed_session_tells_its_last_state_before_it_is_closed(
+    client: AsyncDaemon, work: Path
+) -> None:
+    """A session's state events wait for their window (a tenth of a second) to end; a session
+    closing sends what waits at once, so nothing of it follows its `session.closed`."""
+    demo = await client.agent("demo")
+    closing, other = await demo.sessions(2, work)
+    # Two plan updates and a usage update inside one window: the last ones wait for its end.
+    await closing.asend("plan Read | Fix\nprogress 1 completed\nprogress 2 completed\nsay done")
+    await closing.aclose()
+    # Another session's turn, longer than the window: whatever was waiting is out by its end.
+    await other.asend("sleep 0.5\nsay later")
+    kinds = [event.kind async for event in client.trace(sessions=[closing.id])]
+    assert kinds[-1] == "session.closed", kinds
+    assert kinds.count("session.plan") >= 1, kinds
