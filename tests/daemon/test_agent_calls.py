@@ -1,10 +1,10 @@
 """A request to an agent ends at its deadline or at the agent's exit, whichever comes first; a
 prompt past its deadline is cancelled at the agent, whose answer is waited for a grace period.
 
-Driven at `AgentProcess` itself, with a real agent process: a small script speaking ACP over its
-stdio that answers `initialize`, then says nothing to `session/new` or exits on it, or works on a
-prompt until told to stop (then answers, or errs, or goes on), or refuses a session, or answers a
-request of the SDK's while a prompt waits. Session setup waits two minutes in
+Driven at `AgentProcess` itself, with a real agent process (`scripted_agent.py`): a small script
+speaking ACP over its stdio that answers `initialize`, then says nothing to `session/new` or exits
+on it, or works on a prompt until told to stop (then answers, or errs, or goes on), or refuses a
+session, or answers a request of the SDK's while a prompt waits. Session setup waits two minutes in
 the daemon; the test shortens that deadline in this process, which a daemon started as a process
 of its own cannot be told. The daemon's side of the agent's calls (`host`) is a stand-in: this
 agent makes none.
@@ -13,53 +13,15 @@ agent makes none.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
+from scripted_agent import scripted_agent
 
 from sessiond.daemon import acp_backend
 from sessiond.daemon.acp_backend import AgentProcess
 from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, PromptOverdue
-
-AGENT = r"""
-import json, sys
-mode = sys.argv[1]
-prompt = None
-def answer(id, result):
-    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
-for line in sys.stdin:
-    message = json.loads(line)
-    method = message.get("method")
-    if method == "initialize":
-        answer(message["id"], {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []})
-    elif method == "session/new":
-        if mode == "exit":
-            sys.exit(3)
-        if mode == "refuses":
-            error = {"code": -32602, "message": "no such folder", "data": {"cwd": message["params"]["cwd"]}}
-            print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}), flush=True)
-            continue
-        if mode != "hang":  # "hang": never answers, and stays up
-            answer(message["id"], {"sessionId": "one"})
-    elif method == "session/prompt":
-        if mode == "answers":
-            answer(message["id"], {"stopReason": "end_turn"})
-        prompt = message["id"]  # "obeys", "errs", "ignores" and "talks": works on it until told to stop
-    elif method == "session/set_mode" and mode == "talks":
-        # An answer nobody waits for, the request's answer, then the prompt's: one write.
-        stray = {"jsonrpc": "2.0", "id": prompt + 7, "result": {"stopReason": "refusal"}}
-        said = [stray, {"jsonrpc": "2.0", "id": message["id"], "result": {}}]
-        said.append({"jsonrpc": "2.0", "id": prompt, "result": {"stopReason": "end_turn"}})
-        sys.stdout.write("".join(json.dumps(m) + "\n" for m in said))
-        sys.stdout.flush()
-    elif method == "session/cancel" and mode == "obeys" and prompt is not None:
-        answer(prompt, {"stopReason": "cancelled"})
-    elif method == "session/cancel" and mode == "errs" and prompt is not None:
-        error = {"code": -32603, "message": "the request was cancelled"}
-        print(json.dumps({"jsonrpc": "2.0", "id": prompt, "error": error}), flush=True)
-"""
 
 
 class Host:
@@ -78,11 +40,9 @@ class Host:
 
 @pytest.fixture
 async def agent(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AgentProcess]:
-    script = tmp_path / "agent.py"
-    script.write_text(AGENT)
     process = AgentProcess(
         "scripted",
-        [sys.executable, str(script), request.param],
+        scripted_agent(tmp_path, request.param),
         {},
         tmp_path / "agent.log",
         Host(),  # type: ignore[arg-type]

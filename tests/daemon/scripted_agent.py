@@ -1,0 +1,67 @@
+"""A small ACP agent for tests, a real process speaking ACP on its stdin and stdout, which does
+what the demo agent never does, as its one argument (its mode) says:
+
+- "hang": never answers `session/new`, and stays up; "exit": exits on it; "refuses": refuses it;
+- "opens-once": answers the first `session/new` only, and a prompt at once;
+- "answers": answers a prompt at once;
+- "obeys", "errs", "ignores", "talks": works on a prompt until told to stop (`session/cancel`),
+  then answers it cancelled, or fails it, or goes on; "talks" answers a request of the SDK's
+  (`session/set_mode`) while its prompt waits, with a stray answer, in one write;
+- "works-on": says "on it" (an `agent_message_chunk`) on a prompt, then goes on whatever it is told.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SCRIPT = r"""
+import json, sys
+mode = sys.argv[1]
+prompt = None
+opened = 0
+def answer(id, result):
+    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+for line in sys.stdin:
+    message = json.loads(line)
+    method = message.get("method")
+    if method == "initialize":
+        answer(message["id"], {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []})
+    elif method == "session/new":
+        opened += 1
+        if mode == "exit":
+            sys.exit(3)
+        if mode == "refuses":
+            error = {"code": -32602, "message": "no such folder", "data": {"cwd": message["params"]["cwd"]}}
+            print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}), flush=True)
+            continue
+        if mode != "hang" and (mode != "opens-once" or opened == 1):
+            answer(message["id"], {"sessionId": f"s{opened}"})
+    elif method == "session/prompt":
+        if mode in ("answers", "opens-once"):
+            answer(message["id"], {"stopReason": "end_turn"})
+        elif mode == "works-on":
+            update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "on it"}}
+            params = {"sessionId": message["params"]["sessionId"], "update": update}
+            print(json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params}), flush=True)
+        prompt = message["id"]
+    elif method == "session/set_mode" and mode == "talks":
+        # An answer nobody waits for, the request's answer, then the prompt's: one write.
+        stray = {"jsonrpc": "2.0", "id": prompt + 7, "result": {"stopReason": "refusal"}}
+        said = [stray, {"jsonrpc": "2.0", "id": message["id"], "result": {}}]
+        said.append({"jsonrpc": "2.0", "id": prompt, "result": {"stopReason": "end_turn"}})
+        sys.stdout.write("".join(json.dumps(m) + "\n" for m in said))
+        sys.stdout.flush()
+    elif method == "session/cancel" and mode == "obeys" and prompt is not None:
+        answer(prompt, {"stopReason": "cancelled"})
+    elif method == "session/cancel" and mode == "errs" and prompt is not None:
+        error = {"code": -32603, "message": "the request was cancelled"}
+        print(json.dumps({"jsonrpc": "2.0", "id": prompt, "error": error}), flush=True)
+"""
+
+
+def scripted_agent(folder: Path, mode: str) -> list[str]:
+    """The command that runs the agent in `mode` (its script written into `folder`)."""
+    script = folder / "scripted_agent.py"
+    script.write_text(SCRIPT)
+    return [sys.executable, str(script), mode]
