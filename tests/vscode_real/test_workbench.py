@@ -689,14 +689,14 @@ def test_side_chats_of_one_session_read_apart_under_it(workbench: Workbench) -> 
         prompt = wb.page.locator(".quick-input-widget", has_text="Side chat beside Asked aside")
         wb.context_menu("Asked aside", "Open Side Chat…", then=prompt)
         wb.answer("Side chat beside Asked aside", question)
-        wb.page.locator(".tabs-container .tab.active", has_text=".transcript").wait_for(timeout=60_000)
+        wb.page.locator(".tabs-container .tab.active", has_text=question).wait_for(timeout=60_000)
+        # The progress of asking goes once it is answered.
+        wb.toast(f"side chat beside {sid}").wait_for(state="hidden", timeout=30_000)
     row = wb.row("Asked aside")
     if row.get_attribute("aria-expanded") != "true":
         row.locator(".monaco-tl-twistie").click()
     for question in questions:
         wb.wait_row(question, r"^s\d+ · side chat · idle\b", timeout=60)
-    # The progress of asking goes once it is answered.
-    wb.toast(f"side chat beside {sid}").wait_for(state="hidden", timeout=30_000)
     wb.shot("side-chats")
     sides = [s for s in wb.listed() if s.get("parent") == sid]
     assert sorted(s["title"] for s in sides) == sorted(questions)

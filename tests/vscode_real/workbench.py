@@ -378,6 +378,7 @@ class Workbench:
             entry = self.page.locator(".monaco-menu .action-item", has_text=item).first
             try:
                 entry.wait_for(timeout=5_000)
+                entry.click(timeout=5_000)  # (a menu that closed as it was clicked: asked again)
             except Exception:
                 if attempt == attempts:
                     shown = self.page.locator(".monaco-menu .action-item").all_inner_texts()
@@ -386,7 +387,6 @@ class Workbench:
                         f"in {attempts} right-clicks; the last one showed {shown!r}"
                     ) from None
                 continue
-            entry.click()
             with contextlib.suppress(Exception):
                 # A click that only highlighted the item (the menu still open): Enter chooses it.
                 entry.wait_for(state="hidden", timeout=2_000)
