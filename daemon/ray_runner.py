@@ -350,10 +350,10 @@ class RayProc:
     async def _measure(self) -> None:
         """Its memory, as its node sees it, every MEASURE_EVERY seconds while it runs."""
         while self.lost is None and not self.stdout.at_eof():
-            try:
+            # A reading that fails is tried again at the next (a node slow to answer its first kept
+            # it unknown for good); a process lost ends the readings.
+            with contextlib.suppress(RayError):
                 self._memory = await self._actor.memory.remote()
-            except RayError:
-                return
             await asyncio.sleep(MEASURE_EVERY)
 
     def memory(self) -> int | None:

@@ -80,7 +80,8 @@ async def test_sessions_spread_over_two_processes_on_two_nodes(
             break
         await asyncio.sleep(0.1)
         info = await agent.aget()
-    assert all(p.memory is not None and p.memory > 1_000_000 for p in info.processes)
+    memory = [p.memory for p in info.processes]
+    assert all(m is not None and m > 1_000_000 for m in memory), memory
     assert sorted(f.name for f in work.glob("s*.txt")) == sorted(f"s{i}.txt" for i in range(20))
     # Removed, its actors go and give their nodes' resources back: an agent asking for the same
     # finds room at once.
