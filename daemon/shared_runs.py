@@ -1,6 +1,6 @@
 """Work that callers asking at the same time share: each run begun after its callers asked
 (`SharedRuns`, for the state of a root now), or asked once and kept (`Remembered`, for answers that
-never change).
+do not change; one that did after all is forgotten and asked again).
 
 Two hundred sessions of one root starting at once each need the root's state as it is now (its
 text files, its git tree). A run shared with a caller must begin after that caller asked (what
