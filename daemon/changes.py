@@ -92,7 +92,7 @@ async def _in_git(root: str) -> _InGit | None:
         del _LOOKED[next(iter(_LOOKED))]
     if not _has_git_above(root):
         return None
-    _IN_GIT.forget(root)
+    _IN_GIT.forget(root, None)
     return await _IN_GIT.get(root, lambda: _ask_git(root))
 
 
@@ -166,8 +166,19 @@ class ChangeTracker:
         """Record the root's state now (or carry on from a base recorded before a restart)."""
         tracker = cls(root)
         tracker.git = await _in_git(root)
+        if tracker.git is not None and not (base and base != "snapshot"):
+            try:
+                base = await tracker._write_tree()
+            except GitFailed:
+                if _has_git_above(root):
+                    raise  # (a repository git cannot read: said as the session's trouble)
+                # Its `.git` is gone since git was asked: outside git now, and asked again.
+                _IN_GIT.forget(root, tracker.git)
+                tracker.git = await _in_git(root)
+                if tracker.git is not None:
+                    base = await tracker._write_tree()
         if tracker.git is not None:
-            tracker.base = base if base and base != "snapshot" else await tracker._write_tree()
+            tracker.base = base
         else:
             tracker.base = "snapshot"
             tracker.snapshot = await read_texts(root)

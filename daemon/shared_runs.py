@@ -75,6 +75,9 @@ class SharedRuns(Generic[K, T]):
         work.add_done_callback(done)
 
 
+_ANY = object()  # (`Remembered.forget` without an answer: whatever is kept)
+
+
 class Remembered(Generic[K, T]):
     """Answers that do not change for their key (what two git trees differ by): asked once, by the
     first caller, shared by those asking meanwhile and kept for the next, the `most` latest keys;
@@ -99,6 +102,15 @@ class Remembered(Generic[K, T]):
                 del self._kept[key]
             raise
 
-    def forget(self, key: K) -> None:
-        """Ask again at the next `get` (the answer changed after all)."""
-        self._kept.pop(key, None)
+    def forget(self, key: K, answer: object = _ANY) -> None:
+        """Ask again at the next `get` (the answer changed after all). Given the `answer` found
+        wrong, only while that is still the one kept: callers finding it wrong at once ask again
+        once, not each its own."""
+        kept = self._kept.get(key)
+        if kept is None:
+            return
+        if answer is not _ANY and not (
+            kept.done() and not kept.cancelled() and kept.exception() is None and kept.result() is answer
+        ):
+            return  # (asked again already)
+        del self._kept[key]

@@ -9,6 +9,7 @@ Real git, on repositories made here; `changes._git` counted, not replaced.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -106,3 +107,33 @@ async def test_a_root_made_a_repository_later_is_found_in_git_by_the_next_sessio
     after = await asyncio.gather(*(ChangeTracker.start(str(root / "src")) for _ in range(10)))
     assert {t.top for t in after} == {str(root)}
     assert asked.count("rev-parse") == 2  # asked again once, for all of them
+
+
+async def test_a_root_whose_repository_is_removed_is_found_outside_git_by_the_next_sessions(
+    tmp_path: Path, asked: list[str]
+) -> None:
+    """The reverse: a root remembered in git whose `.git` is gone since. The next sessions' trees
+    cannot be written; they record snapshots instead (git asked again once for all of them), rather
+    than tracking nothing until the daemon restarts."""
+    repo = _repository(tmp_path / "gone")
+    assert (await ChangeTracker.start(str(repo / "src"))).top == str(repo)
+    assert asked.count("rev-parse") == 1
+    await asyncio.to_thread(shutil.rmtree, repo / ".git")
+    after = await asyncio.gather(*(ChangeTracker.start(str(repo / "src")) for _ in range(10)))
+    assert all(t.top is None and t.base == "snapshot" for t in after)
+    assert after[0].snapshot == {"a.py": "a = 1\n"}
+    assert asked.count("rev-parse") == 2  # asked again once, for all of them
+    (repo / "src" / "a.py").write_text("a = 2\n")
+    changed = await after[0].changes()
+    assert [(f.path, f.kind) for f in changed.files] == [("a.py", "modified")]
+
+
+async def test_a_repository_git_cannot_read_is_still_said(tmp_path: Path, asked: list[str]) -> None:
+    """Only a root with no `.git` left is taken for outside git: one whose repository git fails on
+    (here its objects are gone) still fails its session's start, as before, and is not snapshotted."""
+    repo = _repository(tmp_path / "broken")
+    assert (await ChangeTracker.start(str(repo))).top == str(repo)
+    await asyncio.to_thread(shutil.rmtree, repo / ".git" / "objects")
+    with pytest.raises(changes.GitFailed):
+        await ChangeTracker.start(str(repo))
+    assert asked.count("rev-parse") == 1
