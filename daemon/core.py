@@ -1015,10 +1015,13 @@ class Core:
         )
         if session.closed:
             return session  # closed by another request meanwhile
-        if rt is not None:
-            kept = await rt.placement.close()
-            if kept:
-                session.last_error = kept
+        if rt is None and session.placement == "worktree":
+            # Not yet run since a restart: its worktree may be one a daemon before made (a stop
+            # keeps them), removed here as any other when nothing in it is unmerged.
+            rt = self.runtime_of(session)
+        kept = await rt.placement.close() if rt is not None else None
+        if kept:
+            session.last_error = kept
         runtime = self.agents.get(session.agent)
         if runtime is not None:
             runtime.open_sessions -= 1
@@ -1038,7 +1041,7 @@ class Core:
             EventKind.SESSION_CLOSED,
             agent=session.agent,
             session=session.id,
-            kept=session.last_error if rt else None,
+            kept=kept,  # (what the placement kept: not the last turn's error)
         )
         return session
 
