@@ -249,6 +249,7 @@ class Core:
             ):
                 record.last_outcome = Outcome.FAILED
                 record.last_error = cut_off.get(record.id, INTERRUPTED)
+                record.last_stop_reason = None  # (as for any failed turn: the last was not stopped so)
                 record.turns += ended[record.id]
                 record.status = SessionStatus.FAILED
                 record.status_since = now

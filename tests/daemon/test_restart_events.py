@@ -42,11 +42,11 @@ async def test_a_turn_cut_off_by_a_kill_ends_as_interrupted_once_the_daemon_is_b
         idle = await agent.session(work, title="idle")
         await idle.asend("say done before the kill")
         busy = await agent.session(work, title="busy")
+        await busy.asend("say a turn that ended as any does")  # (its stop reason: end_turn)
         async with client.events() as events:
             turn = asyncio.create_task(busy.asend("hang"))
-            # Started, working, and opened at the agent (what it offers the session is told),
-            # and a second turn queued behind it: the kill comes after all four, in whatever
-            # order they came.
+            # Started, working (opened at the agent at its first turn), and a second turn queued
+            # behind it: the kill comes after all three, in whatever order they came.
             seen: dict[str, Event] = {}
             behind: asyncio.Task[object] | None = None
             async with asyncio.timeout(TIMEOUT):
@@ -57,11 +57,11 @@ async def test_a_turn_cut_off_by_a_kill_ends_as_interrupted_once_the_daemon_is_b
                         behind = asyncio.create_task(busy.asend("say never reached"))
                     if event.kind == "turn.queued" and behind is None:
                         continue  # (the first turn's)
-                    if event.kind in ("turn.started", "turn.queued", "session.controls") or (
+                    if event.kind in ("turn.started", "turn.queued") or (
                         event.kind == "session.status" and event.data["status"] == "working"
                     ):
                         seen[event.kind] = event
-                    if len(seen) == 4:
+                    if len(seen) == 3:
                         break
             started, queued = seen["turn.started"], seen["turn.queued"]
             last_seen = max(event.seq for event in seen.values())
@@ -100,6 +100,7 @@ async def test_a_turn_cut_off_by_a_kill_ends_as_interrupted_once_the_daemon_is_b
         info = await (await client.session(busy.id)).aget()
         assert info.status == "failed"
         assert "may have done part of it" in str(info.last_error)
+        assert info.last_stop_reason is None  # (the turn before's end_turn is not this one's)
         assert (await (await client.session(idle.id)).aget()).status == "idle"
         head = (await client.status()).head
 
