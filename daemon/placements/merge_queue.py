@@ -151,14 +151,10 @@ def request_for(
     The work goes back to the branch it was made from, unless `base_branch` says otherwise.
     """
     if placement.worktree is None or placement.base is None:
-        raise PlacementError(
-            f"session {placement.session_id} has no worktree yet: it is made on the session's first turn"
-        )
+        raise PlacementError("the session has no worktree yet: it is made on the session's first turn")
     target = base_branch or placement.base.branch
     if target is None:
-        raise PlacementError(
-            f"session {placement.session_id} was branched from a detached HEAD; name the branch to merge into"
-        )
+        raise PlacementError("the session was branched from a detached HEAD; name the branch to merge into")
     return MergeRequest(
         session_id=placement.session_id,
         worktree=placement.worktree,

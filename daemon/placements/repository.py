@@ -107,8 +107,7 @@ class RepositoryPlacement(TerminalCalls):
         """Its machine and worktree; PlacementError before the first turn made them."""
         if self.machine is None or self.made is None:
             raise PlacementError(
-                f"session {self.session_id} has no worktree yet: it is made where its agent runs, on its "
-                f"next turn"
+                "the session has no worktree yet: it is made where its agent runs, on its next turn"
             )
         return self.machine, self.made
 

@@ -12,7 +12,7 @@ from placement_helpers import PROBE_PYTHON, Sshd, bwrap_problem, git, merged, pr
 
 from bench.harness import Daemon
 from sessiond.client import AsyncDaemon, InvalidParams, SessiondError, aconnect
-from sessiond.protocol.models import SessionInfo, SessionOpenResult
+from sessiond.protocol.models import MergeEntry, SessionInfo, SessionOpenResult
 
 
 async def open_session(client: AsyncDaemon, root: Path, placement: str, **settings: Any) -> SessionInfo:
@@ -66,6 +66,18 @@ async def test_a_conflicting_merge_changes_nothing_and_goes_back_to_the_session(
     assert git(repo, "rev-parse", "main") == head
     assert git(repo, "status", "--porcelain") == status
     assert "conflicts" in handed.data["prompt"]
+
+
+async def test_a_worktree_session_merged_before_its_first_turn_is_told_so_by_its_own_id(
+    client: AsyncDaemon, repo: Path
+) -> None:
+    session = await open_session(client, repo, "worktree")
+    with pytest.raises(SessiondError) as refused:
+        await client._call("merge/request", MergeEntry, session=session.id)
+    assert str(refused.value).startswith(
+        f"cannot merge session {session.id!r}: the session has no worktree yet: it is made on the "
+        "session's first turn"
+    )  # (not the worktree's own name for it, `s1-<n>`)
 
 
 async def test_a_worktree_needs_git(client: AsyncDaemon, tmp_path: Path) -> None:
