@@ -18,7 +18,7 @@ def check_prompt_size(prompt: str, agent: AgentSpec, field: str = "prompt") -> N
         return
     raise RpcError(
         ErrorCode.INVALID_PARAMS,
-        f"the {field} is {size:,} bytes, over agent {agent.name!r}'s limit of {limit:,}; send a "
+        f"the {field} is {size:,} bytes, over the limit of {limit:,} for agent {agent.name!r}; send a "
         f"shorter one, or raise the agent option maxPromptBytes (agent/update or agents.toml)",
         {"fields": [field], "bytes": size, "limit": limit},
     )

@@ -58,7 +58,7 @@ async def test_a_prompt_over_the_limit_is_refused_and_nothing_is_stored(
         await session.asend("say " + "x" * MIB)
     message = str(refused.value)
     assert message == (
-        "the prompt is 1,048,580 bytes, over agent 'demo''s limit of 1,048,576; send a shorter one, "
+        "the prompt is 1,048,580 bytes, over the limit of 1,048,576 for agent 'demo'; send a shorter one, "
         "or raise the agent option maxPromptBytes (agent/update or agents.toml)"
     )
     assert refused.value.data["fields"] == ["prompt"]
@@ -75,7 +75,7 @@ async def test_the_limit_counts_utf8_bytes_not_characters(
 ) -> None:
     agent = await demo_like(client, real, "small", max_prompt_bytes=1000)
     session = await agent.session(tmp_path)
-    with pytest.raises(InvalidParams, match=r"1,204 bytes, over agent 'small''s limit of 1,000"):
+    with pytest.raises(InvalidParams, match=r"1,204 bytes, over the limit of 1,000 for agent 'small'"):
         await session.asend("say " + "é" * 600)  # 604 characters, 1,204 bytes
     assert (await session.asend("say " + "é" * 400)).text == "é" * 400
 
