@@ -1176,6 +1176,7 @@ class AsyncAgent:
         max_concurrency: int | None = ...,
         suppress: Literal[False] = ...,
         on_progress: Callable[[BatchProgress], object] | None = ...,
+        on_reply: Callable[[int, Reply | Exception], object] | None = ...,
     ) -> list[Reply]: ...
 
     @overload
@@ -1188,6 +1189,7 @@ class AsyncAgent:
         max_concurrency: int | None = ...,
         suppress: Literal[True],
         on_progress: Callable[[BatchProgress], object] | None = ...,
+        on_reply: Callable[[int, Reply | Exception], object] | None = ...,
     ) -> list[Reply | Exception]: ...
 
     async def abatch(
@@ -1199,6 +1201,7 @@ class AsyncAgent:
         max_concurrency: int | None = None,
         suppress: bool = False,
         on_progress: Callable[[BatchProgress], object] | None = None,
+        on_reply: Callable[[int, Reply | Exception], object] | None = None,
     ) -> list[Reply] | list[Reply | Exception]:
         """Run each prompt in a session of its own (closed after its turn); answers in prompt order.
 
@@ -1212,7 +1215,9 @@ class AsyncAgent:
 
         ``on_progress`` is called with a ``BatchProgress`` (counts by status)
         whenever a prompt is sent or answered, or one of its sessions' agents asks
-        a permission or has it answered; it must not block.
+        a permission or has it answered; it must not block. ``on_reply`` is called
+        with each prompt's index and its reply (or failure) as it lands, in the
+        order they land; it must not block.
         """
         prompts = list(prompts)
         if max_concurrency is not None and max_concurrency < 1:
@@ -1228,11 +1233,17 @@ class AsyncAgent:
             try:
                 async with width:
                     progress.sent()
-                    outcomes[index] = reply = await session.asend(prompt)
-                    progress.answered("stopped" if reply.stop_reason == "cancelled" else "done")
-            except Exception as e:  # a failed turn; cancellation is not caught
-                outcomes[index] = e
-                progress.answered("failed")
+                    try:
+                        outcome: Reply | Exception = await session.asend(prompt)
+                    except Exception as e:  # a failed turn; cancellation is not caught
+                        outcome = e
+                    outcomes[index] = outcome
+                    if isinstance(outcome, Exception):
+                        progress.answered("failed")
+                    else:
+                        progress.answered("stopped" if outcome.stop_reason == "cancelled" else "done")
+                    if on_reply is not None:
+                        on_reply(index, outcome)
             finally:
                 await self._daemon._cleanup(session.aclose())
 

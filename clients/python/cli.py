@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import shlex
@@ -18,7 +19,7 @@ import socket as socketlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -36,10 +37,15 @@ from sessiond.client.errors import (
     sentence,
 )
 from sessiond.client.wording import (
+    LAST_LEAST,
+    TITLE_LEAST,
     asked_text,
+    cells,
+    columns_that_fit,
     context_cell,
     controls_source,
     count,
+    cut,
     duration,
     files_cell,
     fleet_line,
@@ -49,12 +55,15 @@ from sessiond.client.wording import (
     option_lines,
     option_of,
     options_text,
+    pad,
     plan_cell,
     resting_line,
     serial_sentence,
     short,
     show_lines,
+    title_cells,
     title_text,
+    turn_ending,
     turns_cell,
     when,
 )
@@ -70,7 +79,7 @@ from sessiond.protocol.sizes import KEPT_WORTH_TELLING, size
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from sessiond.client.aio import BatchProgress
+    from sessiond.client.aio import BatchProgress, Reply
     from sessiond.client.plain import PlainDaemon
     from sessiond.client.sync import Daemon
     from sessiond.protocol.models import (
@@ -104,6 +113,21 @@ def _say(message: str) -> None:
     _line(sys.stderr, f"sessiond: {message}")
 
 
+# Where a line that would run on (a transcript's, a whole file pasted into a prompt) is cut when
+# stdout is not a terminal; at one, at its width.
+LONGEST_LINE = 200
+
+
+def _terminal_width() -> int | None:
+    """The width of the terminal stdout is, or None when it is not one (a pipe, a file)."""
+    if not sys.stdout.isatty():
+        return None
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except OSError:
+        return None
+
+
 def _emit_json(items: Sequence[BaseModel | dict[str, Any]]) -> None:
     for item in items:
         data = (
@@ -112,11 +136,13 @@ def _emit_json(items: Sequence[BaseModel | dict[str, Any]]) -> None:
         _line(sys.stdout, json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None = None) -> None:
+    """Aligned columns (the last one left as it is); with a terminal's `width`, each line cut to it."""
+    widths = [max([cells(h)] + [cells(row[i]) for row in rows]) for i, h in enumerate(headers)]
     for row in [list(headers), *rows]:
-        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)] + [row[-1]]
-        _line(sys.stdout, "  ".join(cells).rstrip())
+        padded = [pad(cell, cells_of) for cell, cells_of in zip(row[:-1], widths, strict=False)] + [row[-1]]
+        line = "  ".join(padded).rstrip()
+        _line(sys.stdout, line if width is None else cut(line, width))
 
 
 def _pairs(pairs: Sequence[tuple[str, str]]) -> None:
@@ -125,9 +151,12 @@ def _pairs(pairs: Sequence[tuple[str, str]]) -> None:
         _line(sys.stdout, f"{key.ljust(width)}  {value}")
 
 
-def _session_rows(sessions: Sequence[dict[str, Any]]) -> list[list[str]]:
+def _session_rows(
+    sessions: Sequence[dict[str, Any]], title: int | None = 40, recap: int | None = 60
+) -> list[list[str]]:
     """Rows of sessions as the daemon sends them (`sessiond ls`): with each one's plan, context
-    fill and changed files, as `sessiond watch` shows them."""
+    fill and changed files, as `sessiond watch` shows them; titles and recaps cut to `title` and
+    `recap` cells (None: whole)."""
     rows = []
     for s in sessions:
         plan, fill, changes = s.get("plan"), s.get("context"), s.get("changes")
@@ -143,14 +172,39 @@ def _session_rows(sessions: Sequence[dict[str, Any]]) -> list[list[str]]:
                 else "-",
                 files_cell(len(changes["files"]), changes["added"], changes["removed"]) if changes else "-",
                 s["root"],
-                short(title_text(s.get("title"), s.get("kind"), s.get("parent")), 40) or "-",
-                short(resting_line(s["status"], s.get("lastError"), s.get("recap"))),
+                short(title_text(s.get("title"), s.get("kind"), s.get("parent")), title) or "-",
+                short(resting_line(s["status"], s.get("lastError"), s.get("recap")), recap),
             ]
         )
     return rows
 
 
 SESSION_HEADERS = ["ID", "AGENT", "STATUS", "TURNS", "PLAN", "CTX", "FILES", "ROOT", "TITLE", "RECAP"]
+# What `ls` at a narrow terminal does without first, in this order; the id, status, title and
+# recap stay.
+LS_DROPPED_FIRST = ("FILES", "CTX", "PLAN", "TURNS", "ROOT", "AGENT")
+GAP = 2  # cells between a table's columns
+
+
+def _session_table(sessions: Sequence[dict[str, Any]], width: int | None) -> None:
+    """`ls`'s table. At a terminal it fits its width: the title and recap take the room there is
+    (the title what the recap leaves, or a third), the least important columns go when there is
+    too little, and a line that is still too long is cut, never wrapped. Elsewhere, as it was."""
+    if width is None:
+        _table(SESSION_HEADERS, _session_rows(sessions))
+        return
+    rows = _session_rows(sessions, None, None)
+    fixed = SESSION_HEADERS[:-2]  # (then TITLE and RECAP)
+    spaced = {h: max(cells(h), *(cells(row[i]) for row in rows)) + GAP for i, h in enumerate(fixed)}
+    kept = columns_that_fit(spaced, width - TITLE_LEAST - GAP - LAST_LEAST, LS_DROPPED_FIRST)
+    room = width - sum(spaced[h] for h in kept) - GAP
+    title = title_cells(room, max(cells(row[-2]) for row in rows), max(cells(row[-1]) for row in rows))
+    keep = [SESSION_HEADERS.index(h) for h in kept]
+    _table(
+        [*kept, "TITLE", "RECAP"],
+        [[*(row[i] for i in keep), cut(row[-2], title), row[-1]] for row in rows],
+        width,
+    )
 
 
 def _process_text(process: dict[str, Any], *, live: bool = False) -> str:
@@ -390,7 +444,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(infos)
     elif infos:
-        _table(SESSION_HEADERS, _session_rows(infos))
+        _session_table(infos, _terminal_width())
     else:  # (said on stderr: a script reading stdout gets no lines, as it would get no rows)
         filtered = any(v is not None for v in asked.values())
         _say(_none_listed(args, filtered=filtered))
@@ -423,7 +477,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             shown["asks"] = [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in asks]
         _emit_json([shown])
         return EXIT_OK
-    for line in show_lines(info, transcript, asks):
+    for line in show_lines(info, transcript, asks, width=_terminal_width() or LONGEST_LINE):
         _line(sys.stdout, line)
     return EXIT_OK
 
@@ -493,11 +547,14 @@ def cmd_option(args: argparse.Namespace) -> int:
 def cmd_send(args: argparse.Namespace) -> int:
     from sessiond.protocol.enums import EventKind
 
-    prompt = " ".join(args.prompt)
+    from_stdin = args.prompt == ["-"]
+    prompt = _prompt_of(args.prompt)
     turn = os.urandom(16).hex()
     shown = ""
-    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    # (a prompt read from stdin leaves none to answer questions with)
+    interactive = sys.stdin.isatty() and sys.stderr.isatty() and not from_stdin
     broken = False  # a question broke the reply's line: its next line break is not shown again
+    ended: dict[str, Any] = {}  # the turn's turn.ended: how it ended, by whom it was cancelled
 
     def notified(method: str, params: Any) -> None:
         nonlocal shown, broken
@@ -507,7 +564,9 @@ def cmd_send(args: argparse.Namespace) -> int:
             if event.get("turn") != turn:
                 continue
             kind, data = event.get("kind"), event.get("data", {})
-            if kind == EventKind.TURN_CHUNK and not args.json:
+            if kind == EventKind.TURN_ENDED:
+                ended.update(data)
+            elif kind == EventKind.TURN_CHUNK and not args.json:
                 text = str(data.get("text", ""))
                 shown += text
                 sys.stdout.write(text[1:] if broken and text.startswith("\n") else text)
@@ -548,7 +607,13 @@ def cmd_send(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         except ConnectionLost as e:
             _end_line(shown)  # (the reply so far stays, the sentence on a line of its own)
-            _say(f"{e}; the turn's answer went with it: `sessiond show {args.session}` says how it ended")
+            if ending := turn_ending(ended.get("stopReason"), ended.get("cancelledBy")):
+                _say(f"{ending}; {e}")
+            else:
+                _say(
+                    f"{e}; the turn's answer went with it: `sessiond show {args.session}` says how it "
+                    "ended once a daemon runs again (`sessiond serve`)"
+                )
             return EXIT_FAILED
         except Exception:
             _end_line(shown)  # whatever it was, `main` says it on a line of its own
@@ -561,8 +626,19 @@ def cmd_send(args: argparse.Namespace) -> int:
         sys.stdout.write(reply["text"][len(shown) :])
         shown = reply["text"]
     _end_line(shown)
-    _line(sys.stderr, f"stop reason: {stop_reason}")
+    if ending := turn_ending(stop_reason, ended.get("cancelledBy")):  # (a turn that ended well: nothing)
+        _say(ending)
     return EXIT_OK if stop_reason == "end_turn" else EXIT_FAILED
+
+
+def _prompt_of(words: list[str]) -> str:
+    """The prompt on the command line (its words joined), or all of stdin for `-` (as a file too
+    large for the command line is given); UsageError for an empty one."""
+    from_stdin = words == ["-"]
+    prompt = utf8_text(sys.stdin.buffer.read(), "stdin").rstrip("\r\n") if from_stdin else " ".join(words)
+    if not prompt.strip():
+        raise UsageError("the prompt is empty: nothing sent")
+    return prompt
 
 
 def _busy_note(session: str, subscribed: Mapping[str, Any]) -> str | None:
@@ -917,6 +993,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         raise UsageError("--last, --chunks and --output go with --html or --format perfetto")
     since_time = time.time() - _seconds_of(args.last) if args.last else None
     with _daemon(args) as daemon:
+        for session in args.session or []:
+            daemon.session(session)  # SessionNotFound: said as every other command says it
         stream = daemon.trace(
             since=args.since,
             sessions=args.session,
@@ -969,7 +1047,7 @@ def _seconds_of(text: str) -> float:
 
 def _picture_counts(picture: Any) -> str:
     counts = ", ".join(f"{n} {outcome}" for outcome, n in picture.counts().items() if n)
-    return f"{len(picture.sessions)} sessions, {len(picture.turns)} turns" + (
+    return f"{count(len(picture.sessions), 'session')}, {count(len(picture.turns), 'turn')}" + (
         f" ({counts})" if counts else ""
     )
 
@@ -1077,24 +1155,50 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- batches
 
 
-def read_prompts(source: TextIO) -> list[str]:
-    """One prompt per line, or JSON lines ``{"prompt": ...}``; blank lines are skipped."""
+def utf8_text(data: bytes, name: str) -> str:
+    """`data` read as UTF-8; UsageError naming the line (of `name`, a file or stdin) that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UsageError(
+            f"{name} line {line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8"
+        ) from None
+
+
+def read_prompts(text: str, name: str) -> list[str]:
+    """One prompt per line, or JSON lines ``{"prompt": ...}``; blank lines are skipped. A bad line
+    is named by its number in `name` (a file, or stdin)."""
     prompts = []
-    for number, raw in enumerate(source, start=1):
-        line = raw.rstrip("\r\n")
+    for number, line in enumerate(io.StringIO(text, newline=None), start=1):
+        line = line.rstrip("\n")
         if not line.strip():
             continue
         if line.lstrip().startswith("{"):
             try:
                 item = json.loads(line)
             except ValueError as e:
-                raise UsageError(f"line {number}: not JSON ({e}); write one prompt per line") from None
+                raise UsageError(f"{name} line {number}: not JSON ({e}); write one prompt per line") from None
             if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"]:
-                raise UsageError(f'line {number}: a JSON line must be an object with a "prompt" string')
+                raise UsageError(
+                    f'{name} line {number}: a JSON line must be an object with a "prompt" string'
+                )
             prompts.append(item["prompt"])
         else:
             prompts.append(line)
     return prompts
+
+
+def _read_all(path: str) -> str:
+    """The whole of a file named on the command line, or of stdin for `-`, as UTF-8 text: a file
+    that cannot be read, or is not UTF-8, is said before anything is sent."""
+    if path == "-":
+        return utf8_text(sys.stdin.buffer.read(), "stdin")
+    try:
+        with open(path, "rb") as source:
+            return utf8_text(source.read(), path)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
 
 
 ASKING_HINT = (
@@ -1129,6 +1233,17 @@ class ProgressBar:
             self._stream.write("\r\033[K" + self.text(progress))
             self._stream.flush()
 
+    @contextlib.contextmanager
+    def above(self) -> Iterator[None]:
+        """Lines written to the terminal meanwhile (the answers) go above the bar, not through it."""
+        if self._live and self._last is not None:
+            self._stream.write("\r\033[K")
+            self._stream.flush()
+        yield
+        if self._live and self._last is not None:
+            self._stream.write(self.text(self._last))
+            self._stream.flush()
+
     def finish(self, note: str = "") -> bool:
         """Show the last counts for good, with a note; False when there were none to show."""
         if self._last is None:
@@ -1149,44 +1264,76 @@ class ProgressBar:
         return f"[{bar}] {p.landed}/{p.total}  {counts}  {duration(p.elapsed)}"
 
 
+class _Answers:
+    """A batch's answers, printed in prompt order, each as soon as it and every one before it are
+    in (flushed, for a reader at the other end of a pipe); `outcomes` holds the ones in."""
+
+    def __init__(self, prompts: list[str], bar: ProgressBar, *, as_json: bool) -> None:
+        self.prompts = prompts
+        self.outcomes: list[Reply | Exception | None] = [None] * len(prompts)
+        self.printed = 0
+        self.run_id = "?"
+        self._bar = bar
+        self._as_json = as_json
+
+    def landed(self, index: int, outcome: Reply | Exception) -> None:
+        self.outcomes[index] = outcome
+        ready = []
+        while self.printed < len(self.outcomes) and (next_one := self.outcomes[self.printed]) is not None:
+            ready.append(self._line(self.printed, next_one))
+            self.printed += 1
+        if ready:
+            with self._bar.above():
+                for line in ready:
+                    _line(sys.stdout, line)
+                sys.stdout.flush()
+
+    def _line(self, index: int, outcome: Reply | Exception) -> str:
+        if not self._as_json:
+            return f"error: {outcome}" if isinstance(outcome, Exception) else outcome.text
+        item: dict[str, Any] = {"index": index, "prompt": self.prompts[index]}
+        if isinstance(outcome, Exception):
+            item["error"] = str(outcome)
+            if (code := getattr(outcome, "code", None)) is not None:
+                item["code"] = int(code)
+        else:
+            item |= outcome.wire()
+        return json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+
+
 def cmd_batch(args: argparse.Namespace) -> int:
     if args.max_concurrency is not None and args.max_concurrency < 1:
         raise UsageError(f"--max-concurrency must be at least 1, got {args.max_concurrency}")
-    if args.file == "-":
-        prompts = read_prompts(sys.stdin)
-    else:
-        try:
-            with open(args.file, encoding="utf-8") as source:
-                prompts = read_prompts(source)
-        except OSError as e:
-            raise UsageError(f"cannot read {args.file}: {e.strerror}") from None
+    source = "stdin" if args.file == "-" else args.file
+    prompts = read_prompts(_read_all(args.file), source)
     if not prompts:
-        raise UsageError(f"no prompts in {'stdin' if args.file == '-' else args.file}")
+        raise UsageError(f"no prompts in {source}")
     bar = ProgressBar(sys.stderr)
+    answers = _Answers(prompts, bar, as_json=args.json)
     name = f"batch {'stdin' if args.file == '-' else os.path.basename(args.file)}"
-    run_id = "?"
     try:
         with connect(args.socket, start=True, run=name) as daemon:
-            run_id = daemon.run.id if daemon.run else "?"
-            agent = daemon.agent(args.agent)
-            results = agent.batch(
+            answers.run_id = daemon.run.id if daemon.run else "?"
+            daemon.agent(args.agent).batch(
                 prompts,
                 args.root or os.getcwd(),
                 placement=args.placement,
                 max_concurrency=args.max_concurrency,
                 suppress=True,
                 on_progress=bar.update,
+                on_reply=answers.landed,
             )
-            failures = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
-            failed = bool(failures) and not args.suppress
+            failed = not args.suppress and any(isinstance(o, Exception) for o in answers.outcomes)
             if failed:
                 daemon.close("failed")
-    except KeyboardInterrupt:
-        note = f"stopped: every outstanding turn was cancelled; run {run_id} recorded as stopped"
+    except KeyboardInterrupt:  # (the answers in order so far are printed already)
+        note = f"stopped: every outstanding turn was cancelled; run {answers.run_id} recorded as stopped"
         if not bar.finish(note):
             _say(f"interrupted; {note}")
         return EXIT_INTERRUPTED
+    run_id = answers.run_id
     bar.finish(f"run {run_id} failed" if failed else f"run {run_id}")
+    results = [outcome for outcome in answers.outcomes if outcome is not None]
     answered = [r.session for r in results if not isinstance(r, Exception)]
     if answered and not args.json:  # (JSON lines name each answer's session)
         span = answered[0] if len(answered) == 1 else f"{answered[0]}…{answered[-1]}"
@@ -1194,20 +1341,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
             f"answered by {span}, closed: `sessiond ls --all --run {run_id}` lists them by prompt; "
             "`sessiond reopen S` to ask one more"
         )
-    for index, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
-        if args.json:
-            if isinstance(result, Exception):
-                code = getattr(result, "code", None)
-                item: dict[str, Any] = {"index": index, "prompt": prompt, "error": str(result)}
-                if code is not None:
-                    item["code"] = int(code)
-            else:
-                item = {"index": index, "prompt": prompt, **result.wire()}
-            _line(sys.stdout, json.dumps(item, ensure_ascii=False, separators=(",", ":")))
-        elif isinstance(result, Exception):
-            _line(sys.stdout, f"error: {result}")
-        else:
-            _line(sys.stdout, result.text)
+    failures = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
     if failed:  # every answer is printed all the same, each failure in its place
         index, first = failures[0]
         _say(
@@ -1278,6 +1412,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_side(args: argparse.Namespace) -> int:
     question = " ".join(args.question)
+    if not question.strip():
+        raise UsageError("the question is empty: nothing asked")
     with _daemon(args, start=True) as daemon:
         side = daemon.session(args.session).side(question, writable=args.writable)
         if args.close:
@@ -1618,7 +1754,12 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
 
     send = command("send", cmd_send, "run a turn, printing the reply as it arrives", as_json)
     send.add_argument("session", metavar="SESSION")
-    send.add_argument("prompt", metavar="PROMPT", nargs="+")
+    send.add_argument(
+        "prompt",
+        metavar="PROMPT",
+        nargs="+",
+        help="what to ask (the words are joined); - reads it from stdin: `sessiond send S - < prompt.txt`",
+    )
 
     permissions = command(
         "permissions", cmd_permissions, "the agents' permission requests waiting for an answer", as_json
@@ -1661,6 +1802,23 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+# The ids a command line names, and what is said when one is given empty (`sessiond show ''`).
+NEEDED_IDS = {
+    "session": "a session id is needed",
+    "target": "a permission id or a session id is needed",
+    "task": "a task id is needed",
+}
+
+
+def _check_ids(args: argparse.Namespace) -> None:
+    """An id given empty is said in the command line's words, before the daemon is asked."""
+    for field, needed in NEEDED_IDS.items():
+        given = getattr(args, field, None)
+        values = given if isinstance(given, list) else [given]
+        if any(value is not None and not value.strip() for value in values):
+            raise UsageError(needed)
+
+
 def _command_of(argv: Sequence[str]) -> str | None:
     """The subcommand named on a command line (the first word that is not an option or its value)."""
     words = iter(argv)
@@ -1676,6 +1834,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(only_daemon=_command_of(argv) in ("serve", "stdio")).parse_args(argv)
     try:
+        _check_ids(args)
         return int(args.handler(args))
     except KeyboardInterrupt:
         _say("interrupted")

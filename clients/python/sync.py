@@ -704,6 +704,7 @@ class Agent(_Twin[AsyncAgent]):
         max_concurrency: int | None = ...,
         suppress: Literal[False] = ...,
         on_progress: Callable[[BatchProgress], object] | None = ...,
+        on_reply: Callable[[int, Reply | Exception], object] | None = ...,
     ) -> list[Reply]: ...
 
     @overload
@@ -716,6 +717,7 @@ class Agent(_Twin[AsyncAgent]):
         max_concurrency: int | None = ...,
         suppress: Literal[True],
         on_progress: Callable[[BatchProgress], object] | None = ...,
+        on_reply: Callable[[int, Reply | Exception], object] | None = ...,
     ) -> list[Reply | Exception]: ...
 
     @twin(AsyncAgent.abatch)
@@ -728,6 +730,7 @@ class Agent(_Twin[AsyncAgent]):
         max_concurrency: int | None = None,
         suppress: bool = False,
         on_progress: Callable[[BatchProgress], object] | None = None,
+        on_reply: Callable[[int, Reply | Exception], object] | None = None,
     ) -> list[Reply] | list[Reply | Exception]: ...
 
     @twin(AsyncAgent.aget)

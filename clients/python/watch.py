@@ -20,6 +20,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,16 +30,22 @@ from pydantic import ValidationError
 from sessiond.client.aio import AsyncDaemon, AsyncEventStream, StrPath, aconnect
 from sessiond.client.errors import ConnectionLost, SessiondError
 from sessiond.client.wording import (
+    LAST_LEAST,
+    TITLE_LEAST,
     asked_text,
+    cells,
+    columns_that_fit,
     context_cell,
     files_cell,
     fleet_line,
     option_of,
     options_text,
+    pad,
     plan_cell,
     resting_line,
     short,
     show_lines,
+    title_cells,
     title_text,
 )
 from sessiond.protocol.models import (
@@ -54,10 +62,14 @@ from sessiond.protocol.models import (
     SessionUsage,
     Snapshot,
     Transcript,
+    TranscriptLine,
     tool_line,
 )
 
-KEYS_HELP = "j/k move · n/p next/prev working · enter open · esc back · q quit"
+KEYS = ("j/k move", "n/p next/prev working", "enter open", "esc back", "q quit")
+KEYS_HELP = " · ".join(KEYS)
+# On a narrow terminal the keys said go in this order: `q quit` stays.
+KEYS_DROPPED_FIRST = ("n/p next/prev working", "esc back", "j/k move", "enter open")
 # The keys that answer a permission request, and the kind of option each picks.
 ANSWER_KEYS = {"a": "allow_once", "A": "allow_always", "r": "reject_once", "R": "reject_always"}
 KEY_WORDS = {
@@ -68,7 +80,23 @@ KEY_WORDS = {
 }
 REDRAW_INTERVAL = 0.1  # at most ten frames a second
 TRANSCRIPT_LINES = 200
-TITLE_WIDTH = 18  # a longer title ends in "…"
+TITLE_WIDTH = 18  # a longer title ends in "…" (with no terminal's width to fit)
+# The list's columns after the marks, in order, with their cells (None: the title's, as wide as the
+# terminal lets it be); LAST LINE comes after them and takes the rest of the line.
+COLUMNS: dict[str, int | None] = {
+    "SESSION": 8,
+    "TITLE": None,
+    "AGENT": 10,
+    "STATUS": 9,
+    "PLAN": 5,
+    "CTX": 5,
+    "FILES": 12,
+}
+RIGHT_ALIGNED = ("PLAN", "CTX", "FILES")
+# What a narrow terminal does without first, in this order; the session, title, status and last
+# line stay.
+DROPPED_FIRST = ("FILES", "AGENT", "CTX", "PLAN")
+MARK_CELLS = 2  # ">" when selected, "!" when it needs attention
 AT_WORK = (SessionStatus.WORKING, SessionStatus.NEEDS_YOU)  # a turn of theirs is on
 
 STATUS_LABELS = {
@@ -82,8 +110,58 @@ STATUS_LABELS = {
 }
 
 
+@dataclass(frozen=True)
+class Layout:
+    """The list's columns at a terminal's width: those shown, and the title's cells."""
+
+    title: int = TITLE_WIDTH
+    shown: tuple[str, ...] = tuple(COLUMNS)
+
+    @classmethod
+    def fit(cls, width: int, titles: Iterable[str]) -> Layout:
+        """The columns for `width` cells: the least important go while the title and the last line
+        would have too little room; the title takes what its longest needs, up to a third of what
+        is left (the last line the rest)."""
+        spaced = {name: size + 1 for name, size in COLUMNS.items() if size is not None}  # (a space after)
+        least = MARK_CELLS + TITLE_LEAST + 1 + 1 + LAST_LEAST  # (two spaces before the last line)
+        shown = columns_that_fit(spaced, width - least, DROPPED_FIRST)
+        room = width - MARK_CELLS - sum(spaced[name] for name in shown) - 1 - 1
+        longest = max((cells(title) for title in titles), default=0)
+        title = title_cells(room, longest)
+        shown.append("TITLE")
+        return cls(max(title, len("TITLE")), tuple(name for name in COLUMNS if name in shown))
+
+    def line(self, marks: str, texts: Mapping[str, str], last: str) -> str:
+        """A row (or the header) in these columns: `texts` by column, then the last line."""
+        shown = []
+        for name in self.shown:
+            text = texts[name]
+            if name == "SESSION":  # (an id is never cut)
+                shown.append(text.ljust(COLUMNS[name] or 0))
+            else:
+                shown.append(pad(text, COLUMNS[name] or self.title, right=name in RIGHT_ALIGNED))
+        return f"{marks}{' '.join(shown)}  {last}"
+
+
+def keys_help(width: int | None = None) -> str:
+    """The keys, as many as fit in `width` cells: `q quit` always."""
+    keys = list(KEYS)
+    for key in KEYS_DROPPED_FIRST:
+        if width is None or cells(" · ".join(keys)) <= width:
+            break
+        keys.remove(key)
+    return " · ".join(keys)
+
+
 def _resting_line(info: SessionInfo) -> str:
     return resting_line(info.status, info.last_error, info.recap)
+
+
+def _this_turn(transcript: Transcript) -> list[TranscriptLine]:
+    """The lines of a transcript's last turn: those after its last prompt (all of them when the
+    prompt is further back than the lines read)."""
+    prompts = [i for i, line in enumerate(transcript.lines) if line.role == "user"]
+    return transcript.lines[prompts[-1] + 1 :] if prompts else transcript.lines
 
 
 class WatchModel:
@@ -94,6 +172,7 @@ class WatchModel:
         self.agent = agent
         self.sessions: dict[str, SessionInfo] = {}
         self.last_line: dict[str, str] = {}
+        self.line_turn: dict[str, str | None] = {}  # the turn whose reply the last line is of
         # A working session's tool call under way, when it has said nothing since: "[edit] Write a.py".
         self.acting: dict[str, str] = {}
         self.acting_call: dict[str, str | None] = {}  # the tool call that line is of
@@ -122,11 +201,14 @@ class WatchModel:
         self.sessions = {s.id: s for s in snapshot.sessions if s.status is not SessionStatus.CLOSED}
         self.fleet = snapshot.fleet
         self.head = snapshot.head
+        # After a resync or a new daemon, each last line is what the daemon says now, never what was
+        # shown before (a turn may have ended, and another begun, while nobody watched).
+        self.line_turn = {}
         for session in self.sessions.values():
             if session.status in AT_WORK:
-                self.last_line.setdefault(session.id, "")  # its recap is the last turn's: read its tail
+                self.last_line[session.id] = ""  # its recap is the last turn's: read its tail
                 self.tails.add(session.id)
-            else:  # (after a resync or a new daemon: what it says now, not what was shown)
+            else:
                 self.last_line[session.id] = _resting_line(session)
         self._keep_selection()
         self.transcript_stale = self.opened is not None
@@ -177,6 +259,7 @@ class WatchModel:
         if kind is EventKind.SESSION_CLOSED:
             self.sessions.pop(sid, None)
             self.last_line.pop(sid, None)
+            self.line_turn.pop(sid, None)
             self._stop_acting(sid)
             self.asks.pop(sid, None)
             self._keep_selection()
@@ -186,7 +269,7 @@ class WatchModel:
         if info is None:
             return
         try:
-            self._apply_to(info, kind, data, event.time)
+            self._apply_to(info, event)
         except (ValidationError, ValueError, TypeError):
             self.missing.add(sid)  # something this client cannot read: read the session again
         if sid == self.opened and kind in (EventKind.TURN_CHUNK, EventKind.TURN_ENDED, EventKind.TURN_QUEUED):
@@ -197,16 +280,19 @@ class WatchModel:
         """What a working session said or did before we looked: the last line of its transcript,
         and the tool call it made last if it said nothing after it."""
         self.tails.discard(session)
-        lines = [line for line in transcript.lines if line.role in ("agent", "tool") and line.text.strip()]
-        said = [line.text for line in lines if line.role == "agent"]
+        lines = [line for line in _this_turn(transcript) if line.role in ("agent", "tool")]
+        lines = [line for line in lines if line.text.strip()]
+        said = [line for line in lines if line.role == "agent"]
         if said and not self.last_line.get(session):
-            self.last_line[session] = said[-1]
+            self.last_line[session] = said[-1].text
+            self.line_turn[session] = said[-1].turn
             self.changed = True
         if lines and lines[-1].role == "tool" and session not in self.acting:
             self.acting[session] = lines[-1].text.strip()
             self.changed = True
 
-    def _apply_to(self, info: SessionInfo, kind: EventKind, data: dict[str, Any], at: datetime) -> None:
+    def _apply_to(self, info: SessionInfo, event: Event) -> None:
+        kind, data, at, turn = event.kind, event.data, event.time, event.turn
         if kind is EventKind.SESSION_STATUS:
             status = SessionStatus(data["status"])
             if status is SessionStatus.CLOSED:
@@ -232,7 +318,7 @@ class WatchModel:
         elif kind is EventKind.SESSION_ATTENTION:
             info.attention = [Attention(a) for a in data.get("attention", [])]
         elif kind is EventKind.TURN_STARTED:
-            self.last_line[info.id] = ""
+            self._new_line(info.id, turn)
             self._stop_acting(info.id)
             info.queued_turns = max(info.queued_turns - 1, 0)
         elif kind is EventKind.TURN_QUEUED:
@@ -245,6 +331,8 @@ class WatchModel:
                 self.acting_call[info.id] = call
         elif kind is EventKind.TURN_CHUNK:
             self._stop_acting(info.id)
+            if self.line_turn.get(info.id) != turn:  # a turn whose start was not seen (before we looked)
+                self._new_line(info.id, turn)
             text = self.last_line.get(info.id, "") + str(data.get("text", ""))
             self.last_line[info.id] = text[-2000:]
         elif kind is EventKind.TURN_ENDED:
@@ -282,6 +370,11 @@ class WatchModel:
             else:
                 self.asks.pop(info.id, None)
 
+    def _new_line(self, session: str, turn: str | None) -> None:
+        """A turn's reply starts the session's last line afresh."""
+        self.last_line[session] = ""
+        self.line_turn[session] = turn
+
     def _stop_acting(self, session: str) -> None:
         self.acting.pop(session, None)
         self.acting_call.pop(session, None)
@@ -306,17 +399,19 @@ class WatchModel:
             self.notice = f"{asked.session}: {chosen}: {asked_text(asked.tool_call)}"
         self.changed = True
 
-    def footer(self) -> str:
+    def footer(self, width: int | None = None) -> str:
         """The bottom line: what the last answer key did, or the question here with the keys that
-        answer it, or the keys (after what the selected session's "!" stands for, when it has one)."""
+        answer it, or the keys that fit in `width` (after what the selected session's "!" stands
+        for, when it has one)."""
         if self.notice:
             return self.notice
         asked = self.asked_here()
         if asked is None:
             info = self.sessions.get(self.selected or "")
             if info is not None and info.attention:
-                return f"{info.id} ! {', '.join(a.value for a in info.attention)} · {KEYS_HELP}"
-            return KEYS_HELP
+                flagged = f"{info.id} ! {', '.join(a.value for a in info.attention)} · "
+                return flagged + keys_help(None if width is None else width - cells(flagged))
+            return keys_help(width)
         offered = {str(o.get("kind")) for o in asked.options}
         keys = " · ".join(f"{key} {KEY_WORDS[kind]}" for key, kind in ANSWER_KEYS.items() if kind in offered)
         # The keys first: a long question (a whole shell command) runs off the edge, they do not.
@@ -389,7 +484,9 @@ class WatchModel:
             where = f"  [working {working.index(self.selected) + 1} of {len(working)}]"
         return f"sessiond watch  {fleet}{where}"
 
-    def row(self, info: SessionInfo) -> str:
+    def row(self, info: SessionInfo, layout: Layout | None = None) -> str:
+        """A session's row, in `layout`'s columns (by default, each as wide as with no terminal)."""
+        layout = layout or Layout()
         plan = plan_cell(info.plan.done, info.plan.total) if info.plan else "-"
         context = "-"
         if (fill := info.context) is not None:
@@ -413,17 +510,29 @@ class WatchModel:
             last = f"({info.plan.current})"
         mark = ">" if info.id == self.selected else " "
         flags = "!" if info.attention else " "
-        label = STATUS_LABELS.get(info.status, info.status.value)
-        title = short(title_text(info.title, info.kind, info.parent), TITLE_WIDTH) or "-"
-        return (
-            f"{mark}{flags}{info.id:<8} {title:<{TITLE_WIDTH}} {info.agent[:10]:<10} {label:<9} {plan:>5} "
-            f"{context:>5} {files:>12}  {last}"
-        )
+        texts = {
+            "SESSION": info.id,
+            "TITLE": short(self._title(info), layout.title) or "-",
+            "AGENT": info.agent,
+            "STATUS": STATUS_LABELS.get(info.status, info.status.value),
+            "PLAN": plan,
+            "CTX": context,
+            "FILES": files,
+        }
+        return layout.line(mark + flags, texts, last)
 
-    COLUMNS = (
-        f"  {'SESSION':<8} {'TITLE':<{TITLE_WIDTH}} {'AGENT':<10} {'STATUS':<9} {'PLAN':>5} {'CTX':>5} "
-        f"{'FILES':>12}  LAST LINE"
-    )
+    @staticmethod
+    def _title(info: SessionInfo) -> str:
+        return title_text(info.title, info.kind, info.parent)
+
+    def layout(self, width: int) -> Layout:
+        """The list's columns at a terminal `width` cells wide, fit to the titles shown."""
+        return Layout.fit(width, (self._title(info) for info in self.sessions.values()))
+
+    @staticmethod
+    def columns(layout: Layout | None = None) -> str:
+        """The list's header line."""
+        return (layout or Layout()).line(" " * MARK_CELLS, {name: name for name in COLUMNS}, "LAST LINE")
 
     def detail(self, height: int | None = None) -> list[str]:
         """The open session as ``sessiond show`` shows it; within ``height`` lines, the
@@ -484,7 +593,8 @@ class _Screen:
             for y, line in enumerate(lines[model.scroll : model.scroll + body], start=1):
                 self._put(y, line, width)
         else:
-            self._put(1, WatchModel.COLUMNS, width, self.bold)
+            layout = model.layout(width - 1)  # (the last cell of a line is left alone)
+            self._put(1, model.columns(layout), width, self.bold)
             rows = model.rows()
             body = height - 3
             index = next((i for i, s in enumerate(rows) if s.id == model.selected), 0)
@@ -497,11 +607,11 @@ class _Screen:
                     attribute = self.bold
                 if info.id == model.selected:
                     attribute |= self.reverse
-                self._put(y, model.row(info), width, attribute)
+                self._put(y, model.row(info, layout), width, attribute)
             if not rows:
                 self._put(2, "no open sessions (open one with `sessiond new`)", width)
-        footer = model.footer()
-        self._put(height - 1, footer, width, curses.A_DIM if footer == KEYS_HELP else self.warn)
+        footer = model.footer(width - 1)
+        self._put(height - 1, footer, width, curses.A_DIM if footer == keys_help(width - 1) else self.warn)
         window.noutrefresh()
         curses.doupdate()
 
@@ -509,7 +619,7 @@ class _Screen:
         height, _ = self.window.getmaxyx()
         if 0 <= y < height and width > 1:
             with contextlib.suppress(curses.error):  # the bottom-right cell cannot be written
-                self.window.addnstr(y, 0, text.ljust(width), width - 1, attribute)
+                self.window.addstr(y, 0, pad(text, width - 1), attribute)
 
 
 def handle_key(model: WatchModel, key: int) -> bool:

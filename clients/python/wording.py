@@ -4,6 +4,7 @@ and the durations, sums of money and moments in them. The command line, its live
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,9 +20,79 @@ if TYPE_CHECKING:
     )
 
 
-def short(text: str | None, limit: int = 60) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def short(text: str | None, limit: int | None = 60) -> str:
+    """`text` on one line (its runs of white space one space), cut to `limit` cells (None: whole)."""
+    line = " ".join((text or "").split())
+    return line if limit is None else cut(line, limit)
+
+
+# ---------------------------------------------------------------- terminal cells
+
+
+def char_cells(char: str) -> int:
+    """The cells a character takes in a terminal: two for a wide one (CJK, emoji), none for a
+    combining mark or a zero-width one, else one."""
+    if unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def cells(text: str) -> int:
+    """The cells `text` takes in a terminal (as `len` counts them for plain ASCII)."""
+    return len(text) if text.isascii() else sum(char_cells(char) for char in text)
+
+
+def cut(text: str, width: int) -> str:
+    """`text` in at most `width` cells: cut with "…" when it takes more."""
+    if width <= 0:
+        return ""
+    if text.isascii():
+        return text if len(text) <= width else text[: width - 1] + "…"
+    kept: list[tuple[str, int]] = []
+    used = 0
+    for char in text:
+        size = char_cells(char)
+        if used + size > width:
+            break
+        kept.append((char, size))
+        used += size
+    else:
+        return text
+    while used > width - 1:  # room for the "…"
+        used -= kept.pop()[1]
+    return "".join(char for char, _ in kept) + "…"
+
+
+def columns_that_fit(widths: Mapping[str, int], room: int, dropped_first: Sequence[str]) -> list[str]:
+    """The columns of `widths` (the cells each takes) kept in `room` cells: those named in
+    `dropped_first` go, in that order, while the kept ones take more (the others always stay)."""
+    kept = list(widths)
+    for name in dropped_first:
+        if sum(widths[column] for column in kept) <= room:
+            break
+        kept.remove(name)
+    return kept
+
+
+# A title column and a last column after it (a last line, a recap) keep at least these many cells
+# each while a narrow terminal's other columns go; a title takes at most TITLE_MOST.
+TITLE_LEAST, LAST_LEAST, TITLE_MOST = 10, 20, 60
+
+
+def title_cells(room: int, longest: int, last: int | None = None) -> int:
+    """The cells of a title column sharing `room` with a last column after it (a recap that needs
+    `last` cells, or a last line, None: it takes what it is given): what the longest title needs, up
+    to TITLE_MOST, out of what the last column leaves, or a third of the room; TITLE_LEAST at least."""
+    leaves = 0 if last is None else room - last
+    return min(longest, TITLE_MOST, max(TITLE_LEAST, leaves, room // 3))
+
+
+def pad(text: str, width: int, *, right: bool = False) -> str:
+    """`text` cut to `width` cells and filled with spaces to take exactly that many (on the left
+    with `right`, for numbers)."""
+    text = cut(text, width)
+    fill = " " * max(width - cells(text), 0)
+    return fill + text if right else text + fill
 
 
 def title_text(title: str | None, kind: str | None = None, parent: str | None = None) -> str:
@@ -44,6 +115,24 @@ def resting_line(status: str, last_error: str | None, recap: str | None) -> str:
     if status == "failed" and last_error:
         return f"error: {last_error}"
     return recap or ""
+
+
+# How a turn that did not end normally ended, by its stop reason (ACP's), as a person is told.
+STOP_REASONS = {
+    "max_tokens": "the agent stopped at its token limit (max_tokens): the reply may be cut short",
+    "max_turn_requests": "the agent stopped at its limit of requests in one turn (max_turn_requests)",
+    "refusal": "the agent refused to go on (refusal)",
+}
+
+
+def turn_ending(stop_reason: str | None, cancelled_by: str | None = None) -> str | None:
+    """How a turn that did not end normally ended ("the turn was cancelled by the daemon
+    stopping"); None for one that did, or whose end is not known."""
+    if stop_reason is None or stop_reason == "end_turn":
+        return None
+    if stop_reason == "cancelled":
+        return f"the turn was cancelled {cancelled_by or ''}".rstrip()
+    return STOP_REASONS.get(stop_reason, f"the turn ended: {stop_reason}")
 
 
 def when(moment: Any) -> str:
@@ -95,10 +184,14 @@ def options_text(options: Sequence[Mapping[str, Any]]) -> str:
 
 
 def show_lines(
-    info: SessionInfo, transcript: Transcript | None, asks: Sequence[PermissionRequestParams] = ()
+    info: SessionInfo,
+    transcript: Transcript | None,
+    asks: Sequence[PermissionRequestParams] = (),
+    width: int | None = None,
 ) -> list[str]:
     """A session as ``sessiond show`` (and the open view of ``sessiond watch``) shows it, with
-    the permission requests it waits on (`asks`)."""
+    the permission requests it waits on (`asks`); with `width`, each transcript line cut to
+    that many cells (a line may be a whole file pasted into a prompt)."""
     pairs = [
         ("id", info.id),
         ("agent", info.agent),
@@ -129,8 +222,8 @@ def show_lines(
         ("recap", info.recap or "-"),
         ("created", when(info.created_at)),
     ]
-    width = max(len(key) for key, _ in pairs)
-    lines = [f"{key.ljust(width)}  {value}" for key, value in pairs]
+    keys = max(len(key) for key, _ in pairs)
+    lines = [f"{key.ljust(keys)}  {value}" for key, value in pairs]
     plan = info.plan
     if plan is not None and plan.entries:
         lines += ["", f"plan ({plan.done} of {plan.total} done)"]
@@ -147,13 +240,25 @@ def show_lines(
             notes += f"  (shared with {names_text(f.shared_with)})" if f.shared_with else ""
             lines.append(f"  {kind} {f.path.ljust(path_width)}  +{f.added} -{f.removed}{notes}")
     if changes is not None and changes.others:
-        count = len(changes.others)
-        plural = "s" if count != 1 else ""
-        lines += ["", f"others' changes in the root: {count} file{plural} (not counted above)"]
+        others = count(len(changes.others), "file")
+        lines += ["", f"others' changes in the root: {others} (not counted above)"]
     if transcript is not None and transcript.lines:
-        total = max(transcript.total, transcript.lines[-1].n + 1)
-        lines += ["", f"transcript (last {len(transcript.lines)} of {total} lines)"]
-        lines += [f"  {line.role.ljust(7)} {line.text}" for line in transcript.lines]
+        lines += transcript_lines(info.id, transcript, width)
+    return lines
+
+
+def transcript_lines(session: str, transcript: Transcript, width: int | None) -> list[str]:
+    """A transcript's lines under their title, each cut to `width` cells (when given), with a
+    word on where to read whole the lines that were cut."""
+    total = max(transcript.total, transcript.lines[-1].n + 1)
+    whole = [f"  {line.role.ljust(7)} {line.text}" for line in transcript.lines]
+    shown = whole if width is None else [cut(line, width) for line in whole]
+    lines = ["", f"transcript (last {len(transcript.lines)} of {count(total, 'line')})", *shown]
+    if shown != whole:
+        lines.append(
+            f"(lines cut to {width} characters: `sessiond show {session} --json` "
+            f"or `sessiond trace --session {session}` gives them whole)"
+        )
     return lines
 
 

@@ -126,12 +126,12 @@ def new_session(capsys: pytest.CaptureFixture[str]) -> str:
     return out.strip()
 
 
-def test_send_streams_the_reply_and_reports_the_stop_reason(
+def test_send_streams_the_reply_and_says_nothing_of_a_turn_that_ended_well(
     fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session = new_session(capsys)
     code, out, err = run(capsys, "send", session, "say", "hello", "world")
-    assert (code, out, err) == (0, "hello world\n", "stop reason: end_turn\n")
+    assert (code, out, err) == (0, "hello world\n", "")
     assert fake.params_of("session/prompt")[0]["prompt"] == "say hello world"
 
 
@@ -403,7 +403,7 @@ def test_batch_prints_answers_in_order_with_a_last_progress_line(
 def test_batch_failures_print_in_place_and_exit_1_unless_suppressed(
     fake: FakeDaemon, capsys: pytest.CaptureFixture[str], home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO("say fine\nfail broke\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"say fine\nfail broke\n")))
     code, out, err = run(capsys, "batch", "--root", "/", "-")
     assert (code, out) == (1, "fine\nerror: broke\n")  # the answers that came are not thrown away
     assert err.endswith(
@@ -420,7 +420,10 @@ def test_batch_failures_print_in_place_and_exit_1_unless_suppressed(
     code, _, err = run(capsys, "batch", str(write_prompts(home, "\n")))
     assert (code, err) == (2, f"sessiond: no prompts in {home / 'prompts.txt'}\n")
     code, _, err = run(capsys, "batch", str(write_prompts(home, '{"nope": 1}\n')))
-    assert (code, err) == (2, 'sessiond: line 1: a JSON line must be an object with a "prompt" string\n')
+    assert (code, err) == (
+        2,
+        f'sessiond: {home / "prompts.txt"} line 1: a JSON line must be an object with a "prompt" string\n',
+    )
 
 
 def test_merge_waits_prints_the_outcome_and_fails_with_the_conflicts(

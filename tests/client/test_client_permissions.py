@@ -129,7 +129,6 @@ def test_a_script_is_told_how_to_answer_and_another_command_answers(
         f"sessiond: the turn waits for an answer: sessiond allow {session.id} (or reject), "
         "from `sessiond watch` or an editor",
         "sessiond: answered elsewhere: Reject",
-        "stop reason: end_turn",
     ]
     assert client.permissions() == []
     gone = sessiond(daemon, "allow", permission)
@@ -172,7 +171,7 @@ def test_send_says_when_its_prompt_waits_behind_the_sessions_other_turns(
     assert (second.returncode, out) == (0, "queued after\n"), err
     free = sending(daemon, session, "say free")  # nothing ahead of it: nothing said of it
     out, err = free.communicate(timeout=60)
-    assert (out, err) == ("free\n", "stop reason: end_turn\n")
+    assert (out, err) == ("free\n", "")
 
 
 def test_a_batch_says_when_its_turns_wait_on_a_question(daemon: Daemon, client: Client) -> None:
@@ -216,7 +215,7 @@ def test_a_session_waiting_on_two_requests_is_answered_by_their_ids() -> None:
 
 def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client, tmp_path: Path) -> None:
     session = client.agent("demo").session(tmp_path).id
-    ended = ['Asked "delete the cache?": Allow', "after", "stop reason: end_turn", "EXIT=0"]
+    ended = ['Asked "delete the cache?": Allow', "after", "EXIT=0"]
     with asked_at_a_terminal(daemon, session) as tmux:
         tmux.keys("7", "Enter")  # not an option: asked again
         tmux.wait_for(lambda s: "type a number from 1 to 2, or just Enter" in s)
@@ -224,7 +223,7 @@ def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client
         lines = to_its_end(tmux)
         assert lines[0] == "looking"
         assert lines[1] == "sessiond: [other] delete the cache?: the agent asks permission"
-        assert lines[-6:] == [
+        assert lines[-5:] == [
             "  1) Allow  2) Reject  (Enter: answer elsewhere) > 1",
             "sessiond: answered: Allow",
             *ended,
@@ -244,7 +243,7 @@ def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client
     # goes on, nothing typed.
     with asked_at_a_terminal(daemon, session) as tmux:
         assert sessiond(daemon, "allow", session).returncode == 0
-        assert to_its_end(tmux)[-6:] == [
+        assert to_its_end(tmux)[-5:] == [
             "  1) Allow  2) Reject  (Enter: answer elsewhere) >",
             "sessiond: answered elsewhere: Allow",
             *ended,

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from bench.harness import Daemon
 from sessiond.client import aconnect, connect
+from sessiond.client.wording import cells
 from sessiond.protocol.models import EventKind, SessionStatus
+from tests.terminal import Tmux
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -49,6 +56,16 @@ def sessiond(
         cwd=cwd,
         input=input,
     )
+
+
+def line_within(stream: IO[str], seconds: float) -> str:
+    """The next line of `stream`; AssertionError when none comes in time."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=seconds)
+    except queue.Empty:
+        raise AssertionError(f"no line in {seconds} s") from None
 
 
 def git(repo: Path, *args: str) -> str:
@@ -91,6 +108,8 @@ def test_ctrl_c_stops_a_cli_batch_and_the_run_reads_stopped(real: Daemon, work: 
             ended += event.kind is EventKind.TURN_ENDED
             if (started, ended) == (5, 1):
                 break
+        assert batch.stdout is not None
+        assert line_within(batch.stdout, 60) == "quick\n"  # printed as it came, before the stop
         batch.send_signal(signal.SIGINT)
         out, err = batch.communicate(timeout=60)
         assert batch.returncode == 130, err
@@ -438,3 +457,157 @@ def test_a_prompt_to_a_closed_session_says_how_to_open_another_once(real: Daemon
         f"sessiond: session '{session.id}' is closed; reopen it with `sessiond reopen {session.id}`, "
         "or open a new one with `sessiond new`\n"
     )
+
+
+# ---------------------------------------------------------------- what the command line says
+
+
+def test_a_cli_batch_prints_each_answer_once_those_before_it_are_in(real: Daemon, work: Path) -> None:
+    """Answers stay in prompt order, and each is printed (flushed) as soon as it and every one
+    before it are in, not once the last is: the third answer, in while the second hangs, waits;
+    Ctrl-C then prints no more."""
+    prompts = work / "prompts.txt"
+    prompts.write_text("say one\n" + json.dumps({"prompt": "say two\nhang"}) + "\nsay three\n")
+    with (
+        connect(real.socket, start=False) as watcher,
+        watcher.events(kinds=[EventKind.TURN_ENDED]) as ended,
+    ):
+        batch = subprocess.Popen(
+            [*SESSIOND, "batch", "--root", str(work), "--json", str(prompts)],
+            env=real.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert batch.stdout is not None
+            first = json.loads(line_within(batch.stdout, 60))  # while the second still hangs
+            assert (first["index"], first["text"]) == (0, "one")
+            turns = iter(ended)
+            for _ in range(2):  # the first and the third
+                next(turns)
+            assert batch.poll() is None
+            batch.send_signal(signal.SIGINT)
+            out, err = batch.communicate(timeout=60)
+        finally:
+            batch.kill()
+    assert batch.returncode == 130, err
+    assert out == ""  # the third is in, but not the second before it
+    assert err.rstrip().endswith("recorded as stopped")
+
+
+def test_a_batch_file_not_in_utf8_is_refused_before_anything_runs(real: Daemon, work: Path) -> None:
+    (work / "bad.txt").write_bytes(b"say one\nsay caf\xe9\n")
+    runs = len(sessiond(real, "runs", "--json").stdout.splitlines())
+    refused = sessiond(real, "batch", "--agent", "demo", "bad.txt", cwd=work)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == "sessiond: bad.txt line 2: not UTF-8 text (byte 0xe9); save it as UTF-8\n"
+    piped = subprocess.run(
+        [*SESSIOND, "batch", "-"], env=real.env, input=b"say caf\xe9\n", capture_output=True, timeout=60
+    )
+    assert (piped.returncode, piped.stderr) == (
+        2,
+        b"sessiond: stdin line 1: not UTF-8 text (byte 0xe9); save it as UTF-8\n",
+    )
+    assert len(sessiond(real, "runs", "--json").stdout.splitlines()) == runs  # nothing ran
+
+
+def test_send_reads_the_prompt_from_stdin_for_a_dash(real: Daemon, work: Path) -> None:
+    session = sessiond(real, "new", "--root", str(work)).stdout.strip()
+    # Over what one argument of a command line may hold (128 KiB): a comment, then the command.
+    prompt = "# " + "x" * 300_000 + "\nsay read from stdin\n"
+    sent = sessiond(real, "send", session, "-", input=prompt)
+    assert (sent.returncode, sent.stdout, sent.stderr) == (0, "read from stdin\n", "")
+    told = " ".join(sessiond(real, "send", "--help").stdout.split())
+    assert "- reads it from stdin" in told
+
+
+def test_show_cuts_a_long_transcript_line_and_says_where_it_is_whole(real: Daemon, work: Path) -> None:
+    session = sessiond(real, "new", "--root", str(work)).stdout.strip()
+    long = "x" * 5000
+    assert sessiond(real, "send", session, f"say {long}").returncode == 0
+    shown = sessiond(real, "show", session).stdout.splitlines()  # not a terminal: 200 characters
+    assert shown[-3:] == [
+        f"  user    say {long}"[:199] + "…",
+        f"  agent   {long}"[:199] + "…",
+        f"(lines cut to 200 characters: `sessiond show {session} --json` "
+        f"or `sessiond trace --session {session}` gives them whole)",
+    ]
+    whole = json.loads(sessiond(real, "show", session, "--json").stdout)
+    assert [line["text"] for line in whole["transcript"]["lines"]][-2:] == [f"say {long}", long]
+    screen = at_a_terminal(real, 120, "show", session)  # at a terminal: at its width
+    agent = next(line for line in screen if line.startswith("  agent   xxx"))
+    assert agent == f"  agent   {long}"[:119] + "…"
+
+
+def at_a_terminal(real: Daemon, columns: int, *argv: str) -> list[str]:
+    """The lines a `sessiond` command prints at a terminal `columns` wide (tmux)."""
+    command = f"read go; {shlex.join([*SESSIOND, *argv])}; echo EXIT=$?; read x"
+    tmux = Tmux(["sh", "-c", command], real.env)  # (it waits for Enter: first the terminal's size)
+    try:
+        tmux.run("resize-window", "-t", "watch", "-x", str(columns), "-y", "50")
+        width = ("display", "-p", "-t", "watch", "#{window_width}")
+        tmux.wait_for(lambda _: tmux.run(*width).strip() == str(columns))
+        tmux.keys("Enter")
+        screen = tmux.wait_for(lambda s: "EXIT=0" in s).splitlines()
+        return screen[1 : screen.index("EXIT=0")]  # (after the line of the Enter)
+    finally:
+        tmux.kill()
+
+
+def test_ls_at_a_terminal_fits_its_width() -> None:
+    """At a terminal `ls` never wraps a row: at 60 columns the least important columns go, and a
+    row still too long is cut; at 200 a long recap is shown whole. Elsewhere it is as it was.
+    (A daemon of its own, and a root of a known length: other sessions would share the room.)"""
+    daemon = Daemon().start()
+    work = Path(tempfile.mkdtemp(prefix="sd-ls-", dir="/tmp"))
+    try:
+        session = sessiond(daemon, "new", "--root", str(work), "--title", "日本語のタイトル").stdout.strip()
+        other = sessiond(daemon, "new", "--root", str(work)).stdout.strip()
+        recap = "the recap of this session runs on past sixty characters, to its end"
+        assert sessiond(daemon, "send", session, f"say {recap}").returncode == 0
+        narrow = at_a_terminal(daemon, 60, "ls")
+        assert narrow[0].split() == ["ID", "AGENT", "STATUS", "TITLE", "RECAP"]  # the least important went
+        assert len(narrow) == 3  # a line a session: none wrapped onto the next
+        assert re.match(f"{session}  demo   idle    日本語のタイ… +the recap of ", narrow[1])  # (a third)
+        assert (cells(narrow[1]), narrow[1][-1]) == (60, "…")  # cut at the edge
+        assert narrow[2].split() == [other, "demo", "idle", "-"]
+        wide = at_a_terminal(daemon, 200, "ls")
+        assert wide[0].split() == [
+            "ID",
+            "AGENT",
+            "STATUS",
+            "TURNS",
+            "PLAN",
+            "CTX",
+            "FILES",
+            "ROOT",
+            "TITLE",
+            "RECAP",
+        ]
+        assert re.search(f"  日本語のタイトル  {re.escape(recap)}$", wide[1]), wide
+        # Wide characters take two cells: the recap starts where the header says.
+        assert cells(wide[1][: wide[1].index(recap)]) == wide[0].index("RECAP")
+        piped = sessiond(daemon, "ls").stdout.splitlines()  # not a terminal: as before
+        assert piped[1].endswith(f"日本語のタイトル  {recap[:59]}…")
+    finally:
+        daemon.stop()
+        shutil.rmtree(daemon.home, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_command_line_says_in_its_own_words_what_it_checks_itself(real: Daemon, work: Path) -> None:
+    no_id = sessiond(real, "show", "")
+    assert (no_id.returncode, no_id.stdout, no_id.stderr) == (2, "", "sessiond: a session id is needed\n")
+    session = sessiond(real, "new", "--root", str(work)).stdout.strip()
+    empty = sessiond(real, "send", session, "")
+    assert (empty.returncode, empty.stderr) == (2, "sessiond: the prompt is empty: nothing sent\n")
+    unknown = sessiond(real, "trace", "--session", "s-nope")
+    assert (unknown.returncode, unknown.stdout) == (1, "")
+    assert unknown.stderr == "sessiond: no session 's-nope'; list sessions with `sessiond ls --all`\n"
+    assert sessiond(real, "send", session, "say one").returncode == 0
+    page = work / "one.html"
+    drawn = sessiond(real, "trace", "--session", session, "--html", str(page))
+    assert drawn.returncode == 0, drawn.stderr
+    assert f"wrote {page} (" in drawn.stderr
+    assert "KiB): 1 session, 1 turn" in drawn.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -16,8 +17,9 @@ import pytest
 from bench.harness import Daemon
 from sessiond.client import connect
 from sessiond.client.watch import KEYS_HELP, WatchModel, handle_key
+from sessiond.client.wording import cells as display_cells
 from sessiond.protocol import models as m
-from tests.terminal import Tmux, cells, row_of
+from tests.terminal import Tmux, bottom, cells, row_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -326,6 +328,90 @@ def test_watch_waits_out_a_daemon_that_went_away_and_follows_the_next(daemon: Da
         tmux.wait_for(lambda s: "after the restart" in row_of(s, session.id))
         # The header is the new daemon's fleet summary (sent at most ten times a second): wait for it.
         tmux.wait_for(lambda s: s.splitlines()[0].startswith("sessiond watch  0 working · 1 open"))
+        tmux.quit()
+    finally:
+        tmux.kill()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["stopped", "killed"])
+def test_a_turn_after_the_daemon_came_back_starts_a_fresh_last_line(
+    daemon: Daemon, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """The view held `done` from before the daemon went; the new daemon's turn says its first
+    words once the view is back: they are the row's last line, not joined onto `done`."""
+    with connect(daemon.socket, start=False) as client:
+        session = client.agent("demo").session(tmp_path)
+        session.send("say done")
+    tmux = Tmux([sys.executable, "-m", "sessiond.client", "watch"], daemon.env)
+    sender: subprocess.Popen[bytes] | None = None
+    try:
+        tmux.wait_for(lambda s: row_of(s, session.id).rstrip().endswith("  done"))
+        daemon.stop(stop)
+        tmux.wait_for(lambda s: "the daemon is gone" in s.splitlines()[0])
+        # The view looks for a daemon again only once the new turn is on (as when `send` starts the
+        # daemon itself): it misses the turn's start. Its first words wait for an answer, so the view
+        # is back (it shows the question) before them.
+        view = int(tmux.run("display", "-p", "-t", "watch", "#{pane_pid}"))
+        os.kill(view, signal.SIGSTOP)
+        try:
+            daemon.start()
+            with (
+                connect(daemon.socket, start=False) as client,
+                client.events(sessions=[session.id], kinds=[m.EventKind.PERMISSION_ASKED]) as asked,
+            ):
+                sender = subprocess.Popen(
+                    [sys.executable, "-m", "sessiond.client", "send", session.id, "ask go on?\nhang"],
+                    env=daemon.env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                next(iter(asked))
+        finally:
+            os.kill(view, signal.SIGCONT)
+        tmux.wait_for(lambda s: "asks: [other] go on?" in row_of(s, session.id))
+        allowed = subprocess.run(
+            [sys.executable, "-m", "sessiond.client", "allow", session.id],
+            env=daemon.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert allowed.returncode == 0, allowed.stderr
+        screen = tmux.wait_for(lambda s: 'go on?": Allow' in row_of(s, session.id))
+        assert row_of(screen, session.id).rstrip().endswith('  Asked "go on?": Allow')
+        tmux.quit()
+    finally:
+        tmux.kill()
+        if sender is not None:
+            with connect(daemon.socket, start=False) as client:
+                client.session(session.id).cancel()
+            sender.wait(30)
+
+
+def test_watch_fits_its_columns_to_the_terminal(daemon: Daemon, tmp_path: Path) -> None:
+    """A wide terminal gives the title (and the last line) its room; on a narrow one the least
+    important columns go and the bottom line keeps `q quit`. Wide characters take two cells."""
+    with connect(daemon.socket, start=False) as client:
+        long, wide = client.agent("demo").sessions(2, tmp_path)
+        long.send("plan step one | step two | step three\nsay all done")  # titled by its first line
+        wide.rename("日本語のタイトル")
+        wide.send("say 短い答え")
+    tmux = Tmux([sys.executable, "-m", "sessiond.client", "watch"], daemon.env)
+    try:
+        tmux.run("resize-window", "-t", "watch", "-x", "200", "-y", "20")
+        screen = tmux.wait_for(lambda s: "step three demo " in row_of(s, long.id))  # the whole title
+        assert row_of(screen, long.id).rstrip().endswith("  all done")
+
+        def status_at(row: str) -> int:  # (in cells: a wide character takes two)
+            return display_cells(row[: row.index(" idle ")])
+
+        assert status_at(row_of(screen, long.id)) == status_at(row_of(screen, wide.id))
+        assert row_of(screen, wide.id).rstrip().endswith("  短い答え")
+        tmux.run("resize-window", "-t", "watch", "-x", "60", "-y", "20")
+        screen = tmux.wait_for(lambda s: row_of(s, long.id).rstrip().endswith("  all done"))
+        assert bottom(screen).endswith("q quit")
+        assert status_at(row_of(screen, long.id)) == status_at(row_of(screen, wide.id))
+        assert "demo" not in row_of(screen, long.id)  # the agent went, the last line stayed
         tmux.quit()
     finally:
         tmux.kill()
