@@ -76,7 +76,7 @@ def columns_that_fit(widths: Mapping[str, int], room: int, dropped_first: Sequen
 
 # A title column and a last column after it (a last line, a recap) keep at least these many cells
 # each while a narrow terminal's other columns go; a title takes at most TITLE_MOST.
-TITLE_LEAST, LAST_LEAST, TITLE_MOST = 10, 20, 60
+TITLE_LEAST, LAST_LEAST, TITLE_MOST = 18, 20, 60
 
 
 def title_cells(room: int, longest: int, last: int | None = None) -> int:

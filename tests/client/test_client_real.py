@@ -569,7 +569,8 @@ def test_ls_at_a_terminal_fits_its_width() -> None:
         narrow = at_a_terminal(daemon, 60, "ls")
         assert narrow[0].split() == ["ID", "AGENT", "STATUS", "TITLE", "RECAP"]  # the least important went
         assert len(narrow) == 3  # a line a session: none wrapped onto the next
-        assert re.match(f"{session}  demo   idle    日本語のタイ… +the recap of ", narrow[1])  # (a third)
+        # (the title whole: under the 18 cells a title keeps before the recap has the rest)
+        assert re.match(f"{session}  demo   idle    日本語のタイトル  the recap of ", narrow[1])
         assert (cells(narrow[1]), narrow[1][-1]) == (60, "…")  # cut at the edge
         assert narrow[2].split() == [other, "demo", "idle", "-"]
         wide = at_a_terminal(daemon, 200, "ls")
