@@ -254,7 +254,41 @@ function H.record_updates()
   return record
 end
 
+--- Cases that failed (H.case), reported together by H.done.
+H.failures = {}
+
+--- Run `fn` as one case of a script: a failure is kept with its traceback and the next case
+--- runs, so one script tells every case that fails. Each case sets up what it needs.
+function H.case(name, fn)
+  local ok, err = xpcall(fn, debug.traceback)
+  if not ok then
+    H.failures[#H.failures + 1] = ("case %q failed: %s"):format(name, tostring(err))
+  end
+end
+
+--- The notes from index `from` on whose message contains `needle`.
+function H.notes_with(needle, from)
+  local found = {}
+  for i = from or 1, #H.notes do
+    if H.notes[i].message:find(needle, 1, true) then
+      found[#found + 1] = H.notes[i]
+    end
+  end
+  return found
+end
+
+--- Wait for a note from index `from` on that contains `needle`; it.
+function H.wait_note(needle, from, timeout_ms)
+  H.wait(("a message with %q"):format(needle), function()
+    return #H.notes_with(needle, from) > 0
+  end, timeout_ms)
+  return H.notes_with(needle, from)[1]
+end
+
 function H.done(name)
+  if #H.failures > 0 then
+    error(table.concat(H.failures, "\n\n"), 0)
+  end
   H.eq({}, H.globals, "globals set by the plugin")
   H.log("ok " .. name)
 end

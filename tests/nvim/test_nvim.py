@@ -365,3 +365,27 @@ def test_a_request_while_typing_takes_no_key_with_the_real_notify(daemon: Daemon
 def test_a_file_two_sessions_commands_may_have_made_is_shown_shared(daemon: Daemon, work: Path) -> None:
     out = run_script("test_shared.lua", daemon, work)
     assert "ok shared" in out
+
+
+def test_a_prompt_while_the_daemon_is_away_is_refused_and_kept(daemon: Daemon, work: Path) -> None:
+    """The fixture's daemon is stopped (daemon/stop) under the plugin; :Sessiond connect starts
+    the next one at the same socket, which this stops at the end."""
+    try:
+        assert "ok offline" in run_script("test_offline.lua", daemon, work)
+    finally:
+        log = daemon.home / "state" / "daemon.log"  # the output of the daemon `sessiond stdio` started
+        if log.exists():
+            print(log.read_text())  # pytest shows it when the test fails
+        stop_daemon_started_at(daemon)
+
+
+def test_compose_goes_back_where_it_came_from_and_says_where_prompts_went(daemon: Daemon, work: Path) -> None:
+    assert "ok compose" in run_script("test_compose.lua", daemon, work)
+
+
+def test_windows_of_views_and_the_panel_on_small_and_large_screens(daemon: Daemon, work: Path) -> None:
+    assert "ok windows" in run_script("test_windows.lua", daemon, work)
+
+
+def test_buffers_of_files_a_session_changed_are_checked(daemon: Daemon, work: Path) -> None:
+    assert "ok checktime" in run_script("test_checktime.lua", daemon, work)

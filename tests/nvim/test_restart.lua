@@ -1,6 +1,7 @@
 -- The daemon is stopped (SIGTERM) in the middle of a turn and started again
 -- with the same home by pytest. The plugin goes offline, reconnects by
--- itself, resubscribes from the last seq it applied, and carries on.
+-- itself, resubscribes from the last seq it applied, and carries on; the lost
+-- connection is said once.
 local H = dofile(vim.fn.fnamemodify(arg[0], ":p:h") .. "/helpers.lua")
 local sessiond = H.setup({ reconnect = { min_ms = 100, max_ms = 500 } })
 local client = require("sessiond.client")
@@ -33,6 +34,8 @@ H.wait("the plugin to notice the daemon went away", function()
 end)
 H.eq("sessiond: offline", H.status():gsub("connecting", "offline"), "offline in the status line")
 H.await_signal("started", 60000)
+-- Said once, though the attempts to reconnect failed until the daemon was back.
+H.wait_note("lost the connection to the daemon")
 H.wait("the plugin to reconnect by itself", function()
   return sessiond.model.connection == "online"
 end, 30000)
@@ -60,4 +63,5 @@ H.eq(1, H.count_exact(lines, "before the restart"), "the old reply once")
 H.eq(1, H.count_exact(lines, "hanging on"), "the cut reply once")
 H.eq(1, H.count_exact(lines, "after the restart"), "the new reply once")
 
+H.eq(1, #H.notes_with("lost the connection"), "the lost connection said once")
 H.done("restart")

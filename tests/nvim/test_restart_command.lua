@@ -2,7 +2,8 @@
 -- plugin's own connect path (`sessiond stdio`, at the same socket and home)
 -- starts a new daemon, and the plugin resyncs from it. Twice: with a turn
 -- running (cancelled, and counted in the notification) and with none. Not
--- connected, it says so and stops nothing. pytest stops the last daemon.
+-- connected, it says so and stops nothing. Neither a restart nor disconnecting
+-- is announced as a lost connection. pytest stops the last daemon.
 local H = dofile(vim.fn.fnamemodify(arg[0], ":p:h") .. "/helpers.lua")
 local sessiond = H.setup({ reconnect = { min_ms = 100, max_ms = 500 } })
 local client = require("sessiond.client")
@@ -95,6 +96,9 @@ H.wait("the plugin to connect again", function()
   return sessiond.model.connection == "online"
 end)
 H.eq(third.pid, H.request("daemon/status", {}).pid, "the same daemon: nothing was restarted")
+
+-- The connection closed by the restarts and by disconnecting was not lost: nothing said so.
+H.eq({}, H.notes_with("lost the connection"), "no lost connection announced")
 
 -- Completion offers it.
 H.eq({ "restart" }, vim.fn.getcompletion("Sessiond rest", "cmdline"), "completion")

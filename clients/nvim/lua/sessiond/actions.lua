@@ -127,7 +127,54 @@ function M.new(opts, callback)
   end)
 end
 
---- Send a prompt to `session` (default: the current one; none: a new one).
+-- ------------------------------------------------------------------ prompts
+
+local CONNECT_HINT = "Run :Sessiond connect (it starts a daemon when none runs)"
+
+--- Prompts sent whose turn the daemon has not queued yet: turn id -> session id.
+local sending = {}
+
+--- A `turn.queued` event: a prompt sent from here was taken, so say where it went.
+function M.on_turn_queued(event)
+  local id = event.turn and sending[event.turn]
+  if id then
+    sending[event.turn] = nil
+    notify(("sent to %s"):format(id))
+  end
+end
+
+--- Nothing was sent (to `id`, when known): not connected.
+local function say_not_connected(id)
+  notify(
+    ("not connected to the sessiond daemon: nothing sent%s. %s"):format(id and (" to " .. id) or "", CONNECT_HINT),
+    vim.log.levels.WARN
+  )
+end
+
+--- Why a prompt sent from here did not become a turn in `id`, or how its turn ended badly.
+local function report_send_error(id, err)
+  if err.taken and err.code == client.NOT_CONNECTED then
+    notify(
+      ("lost the daemon during the turn in %s; the turn is the daemon's, and shows here once reconnected"):format(id),
+      vim.log.levels.WARN
+    )
+  elseif err.taken then
+    report(("the turn in %s failed"):format(id))(err)
+  elseif err.unsent then
+    say_not_connected(id)
+  elseif err.code == client.NOT_CONNECTED then
+    notify(
+      ("lost the daemon before %s took the prompt; once reconnected, its view shows whether it did"):format(id),
+      vim.log.levels.WARN
+    )
+  else
+    report("nothing sent to " .. id)(err)
+  end
+end
+
+--- Send a prompt to `session` (default: the current one; none: a new one). Says "sent to sN"
+--- once the daemon took it (its `turn.queued`), and refuses at once when not connected.
+--- An error given to `callback` has `taken`: whether the daemon queued the turn.
 --- @param callback? fun(err: table|nil, result: table|nil)
 function M.send(text, session, callback)
   if not text or not text:find("%S") then
@@ -135,6 +182,15 @@ function M.send(text, session, callback)
     return
   end
   local id = session or model().current
+  if not client.connected() then
+    say_not_connected(id)
+    if callback then
+      vim.schedule(function()
+        callback({ code = client.NOT_CONNECTED, message = "not connected to the sessiond daemon", unsent = true })
+      end)
+    end
+    return
+  end
   if not id then
     M.new({ open_view = true }, function(info)
       M.send(text, info.id, callback)
@@ -142,14 +198,15 @@ function M.send(text, session, callback)
     return
   end
   local turn = new_turn_id()
+  sending[turn] = id
   client.request("session/prompt", { session = id, prompt = text, turnId = turn }, function(err, result)
-    if err and err.code == client.NOT_CONNECTED then
-      notify(
-        ("lost the daemon during the turn in %s; the turn is the daemon's, and shows here once reconnected"):format(id),
-        vim.log.levels.WARN
-      )
-    elseif err then
-      report(("the turn in %s failed"):format(id))(err)
+    local taken = sending[turn] == nil
+    sending[turn] = nil
+    if err then
+      err.taken = taken
+      report_send_error(id, err)
+    elseif not taken then
+      notify(("sent to %s"):format(id)) -- its turn.queued never came (a resync skipped it)
     end
     if callback then
       callback(err, result)
@@ -158,11 +215,20 @@ function M.send(text, session, callback)
   return turn
 end
 
+--- A session a prompt cannot be written for: one that is closed (the model drops those).
+local function refuse_closed(id)
+  if client.connected() and not model():session(id) then
+    notify(("%s is closed: reopen it with :Sessiond reopen %s, then send"):format(id, id), vim.log.levels.WARN)
+    return true
+  end
+  return false
+end
+
 --- Ask for a prompt, then send it: in a compose buffer (the default; `compose`
 --- option), or on one line with vim.ui.input.
 function M.ask_and_send(session)
   local id = target(session)
-  if not id then
+  if not id or refuse_closed(id) then
     return
   end
   if config.options.compose == "buffer" then
@@ -176,19 +242,107 @@ function M.ask_and_send(session)
   end)
 end
 
+local function compose_name(id)
+  return "sessiond://compose/" .. id
+end
+
+--- The compose buffer of `id`, if one is open (named exactly: bufnr() takes ".../s1" for ".../s10").
+local function compose_buffer(id)
+  local name = compose_name(id)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(buf) == name then
+      return buf
+    end
+  end
+end
+
+--- Why the compose buffer of `id` cannot send now, and what to do first (nil: it can).
+local function compose_refusal(id)
+  if not client.connected() then
+    return "not connected to the sessiond daemon", "run :Sessiond connect (it starts a daemon when none runs)"
+  elseif not model():session(id) then
+    return id .. " is closed", ("reopen it with :Sessiond reopen %s"):format(id)
+  end
+end
+
+--- Close the compose buffer's windows (not the last one) and wipe it.
+local function close_compose(buf)
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if #vim.api.nvim_list_wins() > 1 then
+      pcall(vim.api.nvim_win_close, win, true)
+    end
+  end
+  pcall(vim.api.nvim_buf_delete, buf, { force = true })
+end
+
+--- When the compose window closes from inside (:w, ZZ, :q!), the cursor goes back to `origin`,
+--- the window `s` was pressed in, rather than to whichever window is next to it (in the panel,
+--- that would make the row under its cursor current).
+local function return_focus_on_close(win, buf, origin)
+  vim.api.nvim_create_autocmd("WinClosed", {
+    pattern = tostring(win),
+    once = true,
+    callback = function()
+      if vim.api.nvim_get_current_win() == win and vim.api.nvim_win_get_buf(win) == buf then
+        vim.schedule(function()
+          if vim.api.nvim_win_is_valid(origin) then
+            vim.api.nvim_set_current_win(origin)
+          end
+        end)
+      end
+    end,
+  })
+end
+
+--- `:w` in the compose buffer of `id`: send what it holds and close it. When it cannot go now
+--- (not connected, the session closed) it stays, modified, to be written again; when the daemon
+--- refuses the prompt, it opens again with the text.
+local function write_compose(buf, id)
+  local prompt = vim.trim(table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n"))
+  if prompt == "" then
+    vim.bo[buf].modified = false
+    notify(("nothing sent to %s: the prompt is empty"):format(id))
+    vim.schedule(function()
+      close_compose(buf)
+    end)
+    return
+  end
+  local why, first = compose_refusal(id)
+  if why then
+    notify(
+      ("%s: nothing sent to %s, and the prompt stays here; %s, then :w again"):format(why, id, first),
+      vim.log.levels.WARN
+    )
+    return
+  end
+  vim.bo[buf].modified = false
+  M.send(prompt, id, function(err)
+    if err and not err.taken and not compose_buffer(id) then
+      M.compose(id, prompt)
+    end
+  end)
+  vim.schedule(function()
+    close_compose(buf)
+  end)
+end
+
 --- A buffer to write a prompt for `session` in, like a commit message: `:w`
 --- (or `ZZ`, `:x`) sends what it holds and closes it; an empty buffer, `:q!`
---- or wiping it sends nothing. `text` starts it off.
+--- or wiping it sends nothing. `text` starts it off. A compose buffer of the
+--- session that is open already is gone to, its text kept.
 --- @return integer buf
 function M.compose(session, text)
   local id = session
-  local name = "sessiond://compose/" .. id
-  local stale = vim.fn.bufnr(name)
-  if stale ~= -1 then
-    pcall(vim.api.nvim_buf_delete, stale, { force = true })
+  local open = compose_buffer(id)
+  local open_win = open and vim.fn.win_findbuf(open)[1]
+  if open_win then
+    vim.api.nvim_set_current_win(open_win)
+    return open
+  elseif open then
+    pcall(vim.api.nvim_buf_delete, open, { force = true })
   end
   local buf = vim.api.nvim_create_buf(false, true)
-  vim.api.nvim_buf_set_name(buf, name)
+  vim.api.nvim_buf_set_name(buf, compose_name(id))
   vim.bo[buf].buftype = "acwrite"
   vim.bo[buf].bufhidden = "wipe"
   vim.bo[buf].swapfile = false
@@ -200,27 +354,14 @@ function M.compose(session, text)
   vim.api.nvim_create_autocmd("BufWriteCmd", {
     buffer = buf,
     callback = function()
-      local prompt = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
-      vim.bo[buf].modified = false
-      if not prompt:find("%S") then
-        notify(("nothing sent to %s: the prompt is empty"):format(id))
-      else
-        M.send(vim.trim(prompt), id)
-        notify(("sent to %s"):format(id))
-      end
-      vim.schedule(function()
-        for _, win in ipairs(vim.fn.win_findbuf(buf)) do
-          if #vim.api.nvim_list_wins() > 1 then
-            pcall(vim.api.nvim_win_close, win, true)
-          end
-        end
-        pcall(vim.api.nvim_buf_delete, buf, { force = true })
-      end)
+      write_compose(buf, id)
     end,
   })
+  local origin = vim.api.nvim_get_current_win()
   vim.cmd("botright 10split")
   local win = vim.api.nvim_get_current_win()
   vim.api.nvim_win_set_buf(win, buf)
+  return_focus_on_close(win, buf, origin)
   local info = model():session(id)
   vim.wo[win].winbar = status_escape(
     ("sessiond · prompt for %s · :w or ZZ sends · empty or :q! sends nothing"):format(

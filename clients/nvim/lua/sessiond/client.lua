@@ -83,13 +83,14 @@ function M.connected()
 end
 
 --- Sends a request; `callback(err, result)` runs in the main loop.
---- Never blocks. Errors are tables with `code` and `message`.
+--- Never blocks. Errors are tables with `code` and `message`; `unsent` when
+--- the request never left (not connected).
 function M.request(method, params, callback)
   callback = callback or function() end
   local client = M.lsp_client()
   if not client then
     vim.schedule(function()
-      callback({ code = NOT_CONNECTED, message = "not connected to the sessiond daemon" })
+      callback({ code = NOT_CONNECTED, message = "not connected to the sessiond daemon", unsent = true })
     end)
     return nil
   end
@@ -110,7 +111,7 @@ function M.request(method, params, callback)
   local ok, id = client.rpc.request(method, params, settle)
   if not ok then
     vim.schedule(function()
-      settle({ code = NOT_CONNECTED, message = "the connection to the sessiond daemon is closed" })
+      settle({ code = NOT_CONNECTED, message = "the connection to the sessiond daemon is closed", unsent = true })
     end)
   end
   return id
@@ -309,10 +310,20 @@ end
 
 -- ------------------------------------------------------------------ lifecycle
 
+--- Said once when a connection that was up ends by itself (the daemon stopped or died): not
+--- after :Sessiond disconnect or restart, nor as Neovim exits, nor for attempts that fail.
+local function announce_lost()
+  require("sessiond.notify").notify(
+    "lost the connection to the daemon; reconnecting when it is back (:Sessiond connect starts one)",
+    vim.log.levels.WARN
+  )
+end
+
 local function on_exit(client_id)
   if client_id ~= state.client_id then
     return
   end
+  local was_up = state.subscription ~= nil
   state.client_id = nil
   state.subscription = nil
   state.subscribing = false
@@ -323,6 +334,9 @@ local function on_exit(client_id)
     state.restart.closed = true
     reconnect_after_stop()
   else
+    if was_up and not state.stopping then
+      announce_lost()
+    end
     schedule_retry()
   end
 end

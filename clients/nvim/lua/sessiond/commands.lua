@@ -113,8 +113,17 @@ M.subcommands = {
   rename = {
     summary = "name [session] (default: current) {title}; with no title, asks",
     run = function(args)
-      -- A first word that is a session's id names the session; the rest is the title.
-      local session = args[1] and model():session(args[1]) and table.remove(args, 1) or nil
+      -- A first word that is a session's id names the session; the rest is the title. One that
+      -- looks like an id ("s" and digits) but names no open session is a mistake, not a title.
+      local first = args[1]
+      if first and not model():session(first) and first:match("^s%d+$") then
+        require("sessiond.notify").notify(
+          ("no session %s; :Sessiond panel lists the open sessions"):format(first),
+          vim.log.levels.ERROR
+        )
+        return
+      end
+      local session = first and model():session(first) and table.remove(args, 1) or nil
       actions().rename(session, #args > 0 and table.concat(args, " ") or nil)
     end,
     complete = session_ids,

@@ -106,7 +106,8 @@ M.schema = {
     name = "panel.width",
     type = "number",
     default = 72,
-    description = "Width of the panel window.",
+    description = "Width of the panel window, at most: it takes no more than 40% of the "
+      .. "screen's columns (but 30 at least), and takes its share again when the screen is resized.",
   },
   {
     name = "panel.keys",

@@ -41,6 +41,72 @@ local function show_diff(info, file, path, base_text)
   vim.cmd("diffthis")
 end
 
+--- Where a session's changed file is on this machine (nil: on another host).
+local function local_path(info, file)
+  local where = type(info.where) == "table" and info.where or {}
+  if where.host then
+    return nil
+  end
+  local root = where.root or info.root
+  return vim.fs.normalize(vim.startswith(file.path, "/") and file.path or (root .. "/" .. file.path))
+end
+
+--- Loaded file buffers whose names are among `paths` (a set).
+local function buffers_on(paths)
+  local found = {}
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
+      if paths[vim.fs.normalize(vim.api.nvim_buf_get_name(buf))] then
+        found[#found + 1] = buf
+      end
+    end
+  end
+  return found
+end
+
+--- :checktime on `bufs`, once the person is not typing (a changed file may ask what to do).
+local function checktime(bufs)
+  if require("sessiond.notify").typing() then
+    vim.api.nvim_create_autocmd("ModeChanged", {
+      pattern = "*:n",
+      once = true,
+      callback = function()
+        vim.schedule(function()
+          checktime(bufs)
+        end)
+      end,
+    })
+    return
+  end
+  for _, buf in ipairs(bufs) do
+    if vim.api.nvim_buf_is_loaded(buf) then
+      vim.cmd.checktime(buf)
+    end
+  end
+end
+
+--- A session's changed files changed (`session.changes`): buffers loaded on them are checked
+--- against the disk, so Neovim's own 'autoread' rules reload them (or say they changed).
+function M.check_buffers(info)
+  local changes = info and info.changes
+  if type(changes) ~= "table" or type(changes.files) ~= "table" then
+    return
+  end
+  local paths = {}
+  for _, file in ipairs(changes.files) do
+    local path = local_path(info, file)
+    if path then
+      paths[path] = true
+    end
+  end
+  local bufs = buffers_on(paths)
+  if #bufs > 0 then
+    vim.schedule(function()
+      checktime(bufs)
+    end)
+  end
+end
+
 --- Open a changed file: a diff against the session's base when the daemon
 --- recorded a git tree for it, else the file itself. The file is where the
 --- session's work lands (its worktree, for a worktree session), which the

@@ -100,6 +100,10 @@ local function on_notify(params)
         require("sessiond.actions").on_merge_step(event)
       elseif event.kind == "session.opened" then
         require("sessiond.actions").on_session_opened(event)
+      elseif event.kind == "turn.queued" then
+        require("sessiond.actions").on_turn_queued(event)
+      elseif event.kind == "session.changes" then
+        require("sessiond.files").check_buffers(model:session(event.session))
       end
       M.changed(event.session)
     end

@@ -142,8 +142,10 @@ function List:open(split, options)
       signcolumn = "no",
       foldcolumn = "0",
     }
+    -- Local values only (:setlocal): a window split from this one keeps the user's as its
+    -- global values, which a session view opened there goes back to.
     for option, value in pairs(vim.tbl_extend("force", all, options or {})) do
-      vim.wo[win][option] = value
+      vim.api.nvim_set_option_value(option, value, { scope = "local", win = win })
     end
   end
   vim.api.nvim_set_current_win(win)

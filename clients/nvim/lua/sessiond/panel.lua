@@ -51,48 +51,67 @@ local function pad(text, width)
   return text .. string.rep(" ", width - length)
 end
 
---- One session's line; a side chat, task or thread (`depth` > 0) is indented
---- under its parent and named by its kind.
-function M.session_line(info, depth, m)
+-- The columns of a session's line other than its label (id and title) and last line: its
+-- margin and icon, status, plan, context and files, and the spaces between them.
+local FIXED_COLUMNS = 39
+local LABEL_MIN = 18 -- the label column (indentation and kind included) is never narrower
+local LAST_ROOM = 20 -- what the label column leaves for the last line, at most
+
+--- A session's label: its id, which commands take, then its title. A side chat's
+--- "side of s1" says what the indentation already does.
+local function label_of(info, depth)
+  local title = info.title
+  if depth > 0 and title == ("side of " .. tostring(info.parent)) then
+    title = nil
+  end
+  return title and title ~= "" and (info.id .. " " .. title) or info.id
+end
+
+--- The label column's lead: indentation under the parent and the kind of a session that is not main.
+local function lead_of(info, depth)
+  local kind = depth > 0 and info.kind and info.kind ~= "main" and (info.kind .. " ") or ""
+  return string.rep("  ", depth), kind
+end
+
+--- A session's last column: its request waiting, else what its turn does or says, else how its
+--- last turn ended.
+local function last_of(info, m)
   local asks = m and m:pending_permissions(info.id)[1]
+  if asks then
+    local key = config.options.panel.keys.answer
+    return ("asks: %s (%s)"):format(
+      asks.toolCall.title or asks.toolCall.kind or "a permission",
+      key and (key .. " answers") or ":Sessiond answer"
+    )
+  end
   -- A turn at work shows the tool call it makes, or what it has said, or its plan's step: not
   -- the last turn's recap.
   local at_work = info.status == "working" or info.status == "needs_you"
   local step = info.plan and info.plan.current and ("(" .. info.plan.current .. ")")
   -- A session found failed says why its last turn failed, not the turn before's recap.
   local failed = info.status == "failed" and info.lastError and ("error: " .. tostring(info.lastError))
-  local last = (at_work and info.acting) or info.lastLine or (at_work and (step or "") or failed or info.recap) or ""
-  if asks then
-    local key = config.options.panel.keys.answer
-    last = ("asks: %s (%s)"):format(
-      asks.toolCall.title or asks.toolCall.kind or "a permission",
-      key and (key .. " answers") or ":Sessiond answer"
-    )
-  end
+  return (at_work and info.acting) or info.lastLine or (at_work and (step or "") or failed or info.recap) or ""
+end
+
+--- One session's line; a side chat, task or thread (`depth` > 0) is indented
+--- under its parent and named by its kind. `label_width` is the label column's
+--- width (indentation and kind included; default LABEL_MIN).
+function M.session_line(info, depth, m, label_width)
   local plan = status.plan_progress(info)
   local context = status.context_percent(info)
   local files = status.changed_files(info)
   depth = depth or 0
-  local indent = string.rep("  ", depth)
-  local kind = depth > 0 and info.kind and info.kind ~= "main" and (info.kind .. " ") or ""
-  local width = math.max(18 - #indent - #kind, 6)
-  -- Its id, which commands take, then its title (cut to the column). A side chat's "side of s1"
-  -- says what the indentation already does.
-  local title = info.title
-  if depth > 0 and title == ("side of " .. tostring(info.parent)) then
-    title = nil
-  end
-  local label = title and title ~= "" and (info.id .. " " .. title) or info.id
+  local indent, kind = lead_of(info, depth)
   return ("  %s%s %s%s %s %s %s %s %s"):format(
     indent,
     ICON[info.status] or "?",
     kind,
-    pad(label, width),
+    pad(label_of(info, depth), math.max((label_width or LABEL_MIN) - #indent - #kind, 6)),
     pad((info.status or "?"):gsub("_", " "), 9),
     pad(plan and ("plan " .. plan) or "", 9),
     pad(context and (context .. "%") or "", 4),
     pad(files and files > 0 and (files .. (files == 1 and " file" or " files")) or "", 8),
-    last
+    last_of(info, m)
   )
 end
 
@@ -103,18 +122,55 @@ local function agent_line(group)
   return ("%s · %s · %d session%s"):format(group.name, state, count, count == 1 and "" or "s")
 end
 
---- The panel's lines, and which line shows which session.
+--- The label column's width in rows `width` cells wide: what the longest label needs, within
+--- what the other columns leave (the last lines keep up to LAST_ROOM), never below LABEL_MIN.
+--- @param groups table[] m:by_agent()
+function M.label_width(groups, m, width)
+  local need, last = 0, 0
+  for _, group in ipairs(groups) do
+    for _, info in ipairs(group.sessions) do
+      local depth = group.depth and group.depth[info.id] or 0
+      local indent, kind = lead_of(info, depth)
+      need = math.max(need, #indent + #kind + vim.fn.strdisplaywidth(label_of(info, depth)))
+      last = math.max(last, vim.fn.strdisplaywidth(last_of(info, m)))
+    end
+  end
+  local room = width - FIXED_COLUMNS - math.min(last, LAST_ROOM)
+  return math.max(LABEL_MIN, math.min(need, room))
+end
+
+-- The panel takes at most this share of the screen's columns, and never fewer than WIDTH_MIN
+-- (unless `panel.width` asks for fewer): a 72-column panel left 7 of an 80-column terminal.
+local WIDTH_SHARE = 0.4
+local WIDTH_MIN = 30
+
+--- The width the panel's window is given: `panel.width`, within its share of the screen.
+function M.fit_width()
+  local wanted = config.options.panel.width
+  return math.min(wanted, math.max(WIDTH_MIN, math.floor(vim.o.columns * WIDTH_SHARE)))
+end
+
+--- The panel's width: its window's when shown, else the one it would be given.
+function M.width()
+  local win = panel:win()
+  return win and vim.api.nvim_win_get_width(win) or M.fit_width()
+end
+
+--- The panel's lines, for a window `width` cells wide (default: the panel's), and which line
+--- shows which session.
 --- @return string[] lines, table<integer, string> line_session
-function M.lines(m)
+function M.lines(m, width)
   local lines, line_session = {}, {}
   if m.connection ~= "online" then
     lines[1] = m.connection == "connecting" and "Connecting to the sessiond daemon…"
       or "Not connected to the sessiond daemon (:checkhealth sessiond)"
   end
-  for _, group in ipairs(m:by_agent()) do
+  local groups = m:by_agent()
+  local label_width = M.label_width(groups, m, width or M.width())
+  for _, group in ipairs(groups) do
     lines[#lines + 1] = agent_line(group)
     for _, info in ipairs(group.sessions) do
-      lines[#lines + 1] = M.session_line(info, group.depth and group.depth[info.id], m)
+      lines[#lines + 1] = M.session_line(info, group.depth and group.depth[info.id], m, label_width)
       line_session[#lines] = info.id
     end
   end
@@ -129,6 +185,9 @@ function M.winbar_text(m, id)
   local index, total = m:working_position(id)
   if index > 0 then
     return ("sessiond · %s · %d of %d working"):format(id, index, total)
+  end
+  if m.connection ~= "online" then
+    return "sessiond · " .. m.connection
   end
   local text = status.format(status.dict(m))
   return "sessiond · " .. text:gsub(" │ .*$", "")
@@ -263,16 +322,47 @@ on_buffer = function(buf)
   map_keys()
 end
 
+--- A split of a given width takes it all from the window beside it (a 72-column panel left
+--- 6 of a code window in a 160-column terminal): the others share what is left, as after any
+--- split with 'equalalways', and the panel keeps its width ('winfixwidth').
+local function share_the_rest()
+  if vim.o.equalalways then
+    vim.cmd("horizontal wincmd =")
+  end
+end
+
+--- The screen was resized: the panel takes its share of the new width, and its rows the room.
+local function on_vim_resized()
+  local win = panel:win()
+  if win then
+    vim.api.nvim_win_set_width(win, M.fit_width())
+    share_the_rest()
+    M.render()
+  end
+end
+
+--- The panel's window was resized (by hand, or with the screen): its rows use the room.
+local function on_win_resized()
+  local win = panel:win()
+  if win and vim.tbl_contains(vim.v.event.windows or {}, win) then
+    M.render()
+  end
+end
+
+local function watch_sizes()
+  local group = vim.api.nvim_create_augroup("sessiond.panel", { clear = true })
+  vim.api.nvim_create_autocmd("VimResized", { group = group, callback = on_vim_resized })
+  vim.api.nvim_create_autocmd("WinResized", { group = group, callback = on_win_resized })
+end
+
 --- Open the panel, or go to it.
 function M.open()
   local side = config.options.panel.position == "left" and "topleft" or "botright"
   local shown = panel:win() ~= nil
-  local win = panel:open(("%s vertical %dsplit"):format(side, config.options.panel.width), { winfixwidth = true })
-  if not shown and vim.o.equalalways then
-    -- A split of a given width takes it all from the window beside it (a 72-column panel left
-    -- 6 of a code window in a 160-column terminal): the others share what is left, as after any
-    -- split with 'equalalways', and the panel keeps its width ('winfixwidth').
-    vim.cmd("horizontal wincmd =")
+  local win = panel:open(("%s vertical %dsplit"):format(side, M.fit_width()), { winfixwidth = true })
+  if not shown then
+    share_the_rest()
+    watch_sizes()
   end
   M.render()
   local current = model().current

@@ -428,6 +428,45 @@ local function remember(id)
   end
 end
 
+--- Is `win` the last window (floating ones aside) of the last tab page, which :close refuses?
+local function last_window(win)
+  if #vim.api.nvim_list_tabpages() > 1 then
+    return false
+  end
+  for _, other in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if other ~= win and vim.api.nvim_win_get_config(other).relative == "" then
+      return false
+    end
+  end
+  return true
+end
+
+--- `q`: close the view's window; the last window shows another buffer instead (the
+--- alternate one, else a new empty one), as Neovim will not close it.
+local function quit(view)
+  local win = vim.api.nvim_get_current_win()
+  if not last_window(win) then
+    vim.cmd("close")
+    return
+  end
+  local alternate = vim.fn.bufnr("#")
+  local shown_before = alternate > 0 and alternate ~= view.buf and vim.api.nvim_buf_is_valid(alternate)
+  if shown_before and vim.bo[alternate].buflisted then
+    vim.api.nvim_win_set_buf(win, alternate)
+  else
+    vim.cmd("enew")
+  end
+end
+
+--- A window showing a view: long reply lines wrap at word boundaries, and options a list's
+--- window has (the panel's, copied by a split made from it) are set back to the global ones.
+local function set_window_options(win)
+  vim.api.nvim_win_call(win, function()
+    vim.cmd("setlocal number< relativenumber< cursorline< signcolumn< foldcolumn< winfixwidth< winbar<")
+    vim.cmd("setlocal wrap linebreak")
+  end)
+end
+
 local function map_keys(view)
   local actions = require("sessiond.actions")
   local keys = config.options.view.keys
@@ -465,17 +504,26 @@ local function map_keys(view)
     actions.step(-1)
   end, "previous working session")
   map("quit", function()
-    vim.cmd("close")
+    quit(view)
   end, "close the window")
   map("help", function()
     require("sessiond.listwin").show_keys(keys)
   end, "show the keys")
 end
 
+--- The buffer named exactly `name`, if any (bufnr() takes ".../s1" for ".../s10").
+local function buffer_named(name)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(buf) == name then
+      return buf
+    end
+  end
+end
+
 local function create(id)
   local name = "sessiond://session/" .. id
-  local stale = vim.fn.bufnr(name)
-  if stale ~= -1 then
+  local stale = buffer_named(name)
+  if stale then
     pcall(vim.api.nvim_buf_delete, stale, { force = true })
   end
   local buf = vim.api.nvim_create_buf(false, true)
@@ -492,6 +540,12 @@ local function create(id)
       if model():session(id) and model():set_current(id) then
         require("sessiond").changed(id)
       end
+    end,
+  })
+  vim.api.nvim_create_autocmd("BufWinEnter", {
+    buffer = buf,
+    callback = function()
+      set_window_options(vim.api.nvim_get_current_win())
     end,
   })
   vim.api.nvim_create_autocmd("BufWipeout", {
@@ -570,6 +624,7 @@ function M.show(id, opts)
     target = vim.api.nvim_get_current_win()
   end
   vim.api.nvim_win_set_buf(target, view.buf)
+  set_window_options(target)
   vim.api.nvim_set_current_win(target)
   vim.api.nvim_win_set_cursor(target, { vim.api.nvim_buf_line_count(view.buf), 0 })
   return view
