@@ -989,8 +989,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         raise UsageError(
             "--follow prints the log as it grows; a picture (--html, --format perfetto) is of the log so far"
         )
-    if (args.last or args.chunks or args.output) and not picture:
-        raise UsageError("--last, --chunks and --output go with --html or --format perfetto")
+    if (args.chunks or args.output) and not picture:
+        raise UsageError("--chunks and --output go with --html or --format perfetto")
     since_time = time.time() - _seconds_of(args.last) if args.last else None
     with _daemon(args) as daemon:
         for session in args.session or []:
@@ -1009,6 +1009,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 run = daemon.get_run(args.run) if args.run else None
             else:
                 for event in stream:
+                    if since_time is not None and event.time.timestamp() < since_time:
+                        continue
                     _line(sys.stdout, json.dumps(event.wire(), ensure_ascii=False, separators=(",", ":")))
                     if args.follow:
                         sys.stdout.flush()
@@ -1675,9 +1677,7 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
     trace.add_argument(
         "--chunks", action="store_true", help="with --format perfetto: reply chunks as instant events"
     )
-    trace.add_argument(
-        "--last", metavar="DURATION", help="for a picture: only what happened in the last 90s, 15m, 1h, 2d"
-    )
+    trace.add_argument("--last", metavar="DURATION", help="only what happened in the last 90s, 15m, 1h, 2d")
 
     runs = command(
         "runs",

@@ -254,6 +254,15 @@ def test_show_trace_fleet_and_the_run_of_a_cli_batch(real: Daemon, work: Path) -
     traced = sessiond(real, "trace", "--session", session, "--kind", "turn.ended")
     (ended,) = [json.loads(line) for line in traced.stdout.splitlines()]
     assert (ended["session"], ended["data"]["stopReason"]) == (session, "end_turn")
+    recent = sessiond(real, "trace", "--session", session, "--kind", "turn.ended", "--last", "1h")
+    assert recent.stdout == traced.stdout  # (within the hour)
+    # Over before this command started: nothing in its last millisecond.
+    assert sessiond(real, "trace", "--session", session, "--last", "0.001s").stdout == ""
+    bogus = sessiond(real, "trace", "--last", "soon")
+    assert (bogus.returncode, bogus.stderr) == (
+        2,
+        "sessiond: --last takes a duration such as 90s, 15m, 1h or 2d, not 'soon'\n",
+    )
     run_id = json.loads(sessiond(real, "runs", "--json").stdout.splitlines()[-1])["id"]
     of_run = [json.loads(line) for line in sessiond(real, "trace", "--run", run_id).stdout.splitlines()]
     assert {e["session"] for e in of_run} == {a["session"] for a in answers}
