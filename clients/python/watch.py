@@ -478,11 +478,22 @@ class WatchModel:
         fleet = fleet_line(self.fleet) if self.fleet else f"{len(self.sessions)} open"
         if self.fleet is not None and self.fleet.cost:
             fleet += f" · ${self.fleet.cost:.2f}"
+        if self.agent is not None and self.fleet is not None:  # (the fleet is every agent's)
+            fleet = f"agent {self.agent}: {len(self.sessions)} open · all agents: {fleet}"
         working = self.working()
         where = ""
         if self.selected in working:
             where = f"  [working {working.index(self.selected) + 1} of {len(working)}]"
         return f"sessiond watch  {fleet}{where}"
+
+    def empty_text(self) -> str:
+        """What the list says with no session in it."""
+        if self.agent is not None:
+            return (
+                f"no open sessions of agent {self.agent} (`sessiond agents` lists the agents; "
+                "`sessiond watch` watches them all)"
+            )
+        return "no open sessions (open one with `sessiond new`)"
 
     def row(self, info: SessionInfo, layout: Layout | None = None) -> str:
         """A session's row, in `layout`'s columns (by default, each as wide as with no terminal)."""
@@ -609,7 +620,7 @@ class _Screen:
                     attribute |= self.reverse
                 self._put(y, model.row(info, layout), width, attribute)
             if not rows:
-                self._put(2, "no open sessions (open one with `sessiond new`)", width)
+                self._put(2, model.empty_text(), width)
         footer = model.footer(width - 1)
         self._put(height - 1, footer, width, curses.A_DIM if footer == keys_help(width - 1) else self.warn)
         window.noutrefresh()

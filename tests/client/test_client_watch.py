@@ -217,6 +217,19 @@ def test_sessions_come_and_go_with_their_events(model: WatchModel) -> None:
     assert list(model.sessions) == ["s9"]
 
 
+def test_a_view_of_one_agent_says_its_count_apart_from_the_fleets() -> None:
+    """`watch --agent A`: the fleet line is every agent's, so the header says A's count beside it,
+    and an empty list says which agent it shows (not that no session is open)."""
+    model = WatchModel(agent="nope")
+    model.load(m.Snapshot(head=100, sessions=[], fleet=m.Fleet(open=37, working=2)))
+    assert model.header().startswith("sessiond watch  agent nope: 0 open · all agents: 2 working")
+    assert model.empty_text() == (
+        "no open sessions of agent nope (`sessiond agents` lists the agents; "
+        "`sessiond watch` watches them all)"
+    )
+    assert WatchModel().empty_text() == "no open sessions (open one with `sessiond new`)"
+
+
 def test_keys_step_between_working_sessions_and_open_one(model: WatchModel) -> None:
     assert model.selected == "s1"
     assert model.working() == ["s2", "s4"]
