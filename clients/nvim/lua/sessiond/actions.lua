@@ -246,14 +246,9 @@ local function compose_name(id)
   return "sessiond://compose/" .. id
 end
 
---- The compose buffer of `id`, if one is open (named exactly: bufnr() takes ".../s1" for ".../s10").
+--- The compose buffer of `id`, if one is open.
 local function compose_buffer(id)
-  local name = compose_name(id)
-  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
-    if vim.api.nvim_buf_get_name(buf) == name then
-      return buf
-    end
-  end
+  return require("sessiond.view").buffer_named(compose_name(id))
 end
 
 --- Why the compose buffer of `id` cannot send now, and what to do first (nil: it can).

@@ -512,7 +512,7 @@ local function map_keys(view)
 end
 
 --- The buffer named exactly `name`, if any (bufnr() takes ".../s1" for ".../s10").
-local function buffer_named(name)
+function M.buffer_named(name)
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
     if vim.api.nvim_buf_get_name(buf) == name then
       return buf
@@ -522,7 +522,7 @@ end
 
 local function create(id)
   local name = "sessiond://session/" .. id
-  local stale = buffer_named(name)
+  local stale = M.buffer_named(name)
   if stale then
     pcall(vim.api.nvim_buf_delete, stale, { force = true })
   end
