@@ -227,9 +227,11 @@ async def test_the_wal_is_checkpointed_on_a_thread_not_by_the_loops_commits(tmp_
     assert store.checkpoints == 0
     assert _rows_in_the_database_file_alone(db, tmp_path / "alone.db") == 0
     await commit(range(below, st.CHECKPOINT_ROWS + 1), 10)
-    running = store.checkpointing  # started by the commit that took the rows past the mark
-    assert running is not None
-    await asyncio.wait_for(running, 30)
+    # Started by the commit that took the rows past the mark; on a loaded machine its thread may
+    # have ended it before this line runs (seen once in CI), so it is waited for only if it runs.
+    running = store.checkpointing
+    if running is not None:
+        await asyncio.wait_for(running, 30)
     assert store.checkpoints == 1
     # What was committed when it started is in the database file now.
     assert _rows_in_the_database_file_alone(db, tmp_path / "alone.db") > below
