@@ -35,11 +35,17 @@ local function line_of(id)
   )
   return row, line
 end
-local _, s1_line = line_of("s1")
-H.truthy(s1_line:find("idle", 1, true), "s1 is idle: " .. s1_line)
 H.wait_lines(buf, { "on it too" }, "the last line of s4")
-local _, s4_line = line_of("s4")
-H.truthy(s4_line:find("working", 1, true) and s4_line:find("on it too", 1, true), "s4 works: " .. s4_line)
+local _, s4_line = line_of("s4") -- (its icon says it works)
+H.truthy(s4_line:find("on it too", 1, true), "s4 says what it does: " .. s4_line)
+-- In this 32-column panel the status word gives way to the last line (the icon says it); a wider
+-- one shows it, its column lined up.
+H.eq(32, vim.api.nvim_win_get_width(0), "the panel's width at 80 columns")
+H.eq(nil, s4_line:find("working", 1, true), "no status word at 32 columns: " .. s4_line)
+local wide = require("sessiond.panel").lines(require("sessiond").model, 100)
+local _, wide_s1 = H.find_line(wide, " s1 ", "s1 at 100 columns")
+local _, wide_s4 = H.find_line(wide, " s4 ", "s4 at 100 columns")
+H.eq(wide_s1:find(" idle ", 1, true), wide_s4:find(" working ", 1, true), "the status column: " .. wide_s4)
 -- A session opened with no title is named by its first prompt (the daemon's session.titled).
 H.truthy(s4_line:find("s4 think first", 1, true), "s4 is named by its first prompt: " .. s4_line)
 H.eq(5, #lines, "an agent line and four session lines")

@@ -152,6 +152,9 @@ vim.cmd("Sessiond panel")
 local panel_lines = H.lines(require("sessiond.panel").buffer())
 H.find_line(panel_lines, "demo · running · 1 session", "agent line")
 local _, line = H.find_line(panel_lines, "s1", "session line")
+H.truthy(line:find("all done", 1, true), "the 32-column panel's line says the last line: " .. line)
+-- A panel with the room shows every column.
+_, line = H.find_line(require("sessiond.panel").lines(require("sessiond").model, 100), "s1", "a wide line")
 H.truthy(
   line:find("idle", 1, true)
     and line:find("plan 2/2", 1, true)

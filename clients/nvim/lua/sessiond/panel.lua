@@ -51,11 +51,44 @@ local function pad(text, width)
   return text .. string.rep(" ", width - length)
 end
 
--- The columns of a session's line other than its label (id and title) and last line: its
--- margin and icon, status, plan, context and files, and the spaces between them.
-local FIXED_COLUMNS = 39
-local LABEL_MIN = 18 -- the label column (indentation and kind included) is never narrower
-local LAST_ROOM = 20 -- what the label column leaves for the last line, at most
+-- A session's line: margin, icon, label (id and title), then the columns below where they fit,
+-- then its last column (what it asks, does or said). A column as wide as its widest cell, gone
+-- when no row has one.
+local MARGIN = 4 -- the margin, the icon and the space after it
+local LABEL_MIN = 18 -- the label column (indentation and kind included) keeps this much first
+local LAST_ROOM = 20 -- what the label column leaves for the last column, at most
+-- The columns, and the order they go in when the row is too narrow for all: context first, the
+-- status word last (the icon says it too, the last column says why a session needs you or failed).
+local COLUMNS = {
+  {
+    name = "status",
+    cell = function(info)
+      return ((info.status or "?"):gsub("_", " "))
+    end,
+  },
+  {
+    name = "plan",
+    cell = function(info)
+      local plan = status.plan_progress(info)
+      return plan and ("plan " .. plan) or ""
+    end,
+  },
+  {
+    name = "context",
+    cell = function(info)
+      local context = status.context_percent(info)
+      return context and (context .. "%") or ""
+    end,
+  },
+  {
+    name = "files",
+    cell = function(info)
+      local files = status.changed_files(info)
+      return files and files > 0 and (files .. (files == 1 and " file" or " files")) or ""
+    end,
+  },
+}
+local DROPPED_FIRST = { "context", "status", "files", "plan" }
 
 --- A session's label: its id, which commands take, then its title. A side chat's
 --- "side of s1" says what the indentation already does.
@@ -93,26 +126,60 @@ local function last_of(info, m)
   return (at_work and info.acting) or info.lastLine or (at_work and (step or "") or failed or info.recap) or ""
 end
 
---- One session's line; a side chat, task or thread (`depth` > 0) is indented
---- under its parent and named by its kind. `label_width` is the label column's
---- width (indentation and kind included; default LABEL_MIN).
-function M.session_line(info, depth, m, label_width)
-  local plan = status.plan_progress(info)
-  local context = status.context_percent(info)
-  local files = status.changed_files(info)
+--- The panel's rows' layout in a window `width` cells wide: the label column's width and the
+--- columns kept, each as wide as its widest cell. The label keeps LABEL_MIN and the last column
+--- up to LAST_ROOM before any column is kept; then the label takes what is left, up to its need.
+--- @param groups table[] m:by_agent()
+function M.layout(groups, m, width)
+  local need, last, widths = 0, 0, {}
+  for _, group in ipairs(groups) do
+    for _, info in ipairs(group.sessions) do
+      local depth = group.depth and group.depth[info.id] or 0
+      local indent, kind = lead_of(info, depth)
+      need = math.max(need, #indent + #kind + vim.fn.strdisplaywidth(label_of(info, depth)))
+      last = math.max(last, vim.fn.strdisplaywidth(last_of(info, m)))
+      for _, column in ipairs(COLUMNS) do
+        widths[column.name] = math.max(widths[column.name] or 0, vim.fn.strdisplaywidth(column.cell(info)))
+      end
+    end
+  end
+  local kept, used = {}, 0
+  for _, column in ipairs(COLUMNS) do
+    if widths[column.name] > 0 then
+      kept[column.name] = widths[column.name]
+      used = used + widths[column.name] + 1
+    end
+  end
+  local floor = MARGIN + LABEL_MIN + 1 + math.min(last, LAST_ROOM)
+  for _, name in ipairs(DROPPED_FIRST) do
+    if floor + used <= width then
+      break
+    end
+    if kept[name] then
+      used = used - kept[name] - 1
+      kept[name] = nil
+    end
+  end
+  local room = width - MARGIN - used - 1 - math.min(last, LAST_ROOM)
+  return { label = math.max(LABEL_MIN, math.min(need, room)), columns = kept }
+end
+
+--- One session's line; a side chat, task or thread (`depth` > 0) is indented under its parent and
+--- named by its kind. `layout` is M.layout's (default: this row's own, however wide).
+function M.session_line(info, depth, m, layout)
   depth = depth or 0
+  layout = layout or M.layout({ { sessions = { info }, depth = { [info.id] = depth } } }, m, math.huge)
   local indent, kind = lead_of(info, depth)
-  return ("  %s%s %s%s %s %s %s %s %s"):format(
-    indent,
-    ICON[info.status] or "?",
-    kind,
-    pad(label_of(info, depth), math.max((label_width or LABEL_MIN) - #indent - #kind, 6)),
-    pad((info.status or "?"):gsub("_", " "), 9),
-    pad(plan and ("plan " .. plan) or "", 9),
-    pad(context and (context .. "%") or "", 4),
-    pad(files and files > 0 and (files .. (files == 1 and " file" or " files")) or "", 8),
-    last_of(info, m)
-  )
+  local cells = { "  " .. indent .. (ICON[info.status] or "?") .. " " .. kind }
+  cells[1] = cells[1] .. pad(label_of(info, depth), math.max(layout.label - #indent - #kind, 6))
+  for _, column in ipairs(COLUMNS) do
+    local column_width = layout.columns[column.name]
+    if column_width then
+      cells[#cells + 1] = pad(column.cell(info), column_width)
+    end
+  end
+  cells[#cells + 1] = last_of(info, m)
+  return table.concat(cells, " ")
 end
 
 local function agent_line(group)
@@ -120,23 +187,6 @@ local function agent_line(group)
   local state = process and process.state or "stopped"
   local count = #group.sessions
   return ("%s · %s · %d session%s"):format(group.name, state, count, count == 1 and "" or "s")
-end
-
---- The label column's width in rows `width` cells wide: what the longest label needs, within
---- what the other columns leave (the last lines keep up to LAST_ROOM), never below LABEL_MIN.
---- @param groups table[] m:by_agent()
-function M.label_width(groups, m, width)
-  local need, last = 0, 0
-  for _, group in ipairs(groups) do
-    for _, info in ipairs(group.sessions) do
-      local depth = group.depth and group.depth[info.id] or 0
-      local indent, kind = lead_of(info, depth)
-      need = math.max(need, #indent + #kind + vim.fn.strdisplaywidth(label_of(info, depth)))
-      last = math.max(last, vim.fn.strdisplaywidth(last_of(info, m)))
-    end
-  end
-  local room = width - FIXED_COLUMNS - math.min(last, LAST_ROOM)
-  return math.max(LABEL_MIN, math.min(need, room))
 end
 
 -- The panel takes at most this share of the screen's columns, and never fewer than WIDTH_MIN
@@ -166,11 +216,11 @@ function M.lines(m, width)
       or "Not connected to the sessiond daemon (:checkhealth sessiond)"
   end
   local groups = m:by_agent()
-  local label_width = M.label_width(groups, m, width or M.width())
+  local layout = M.layout(groups, m, width or M.width())
   for _, group in ipairs(groups) do
     lines[#lines + 1] = agent_line(group)
     for _, info in ipairs(group.sessions) do
-      lines[#lines + 1] = M.session_line(info, group.depth and group.depth[info.id], m, label_width)
+      lines[#lines + 1] = M.session_line(info, group.depth and group.depth[info.id], m, layout)
       line_session[#lines] = info.id
     end
   end
