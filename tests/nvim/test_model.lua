@@ -49,7 +49,12 @@ H.eq(false, m:apply({ seq = 10, kind = "session.status", session = "s10", data =
 H.eq("idle", m:session("s10").status, "a duplicate changes nothing")
 
 m:apply(event("session.opened", "s3", { root = "/w", placement = "here" }))
-m:apply(event("session.status", "s3", { status = "working" }))
+m:apply(event("session.status", "s3", { status = "working", since = 1767225601 }))
+H.eq("2026-01-01T00:00:01Z", m:session("s3").statusSince, "a status's since is the time it began")
+-- The same status with a detail added later (an agent gone silent) began when it began.
+m:apply(event("session.status", "s3", { status = "working", since = 1767225601, detail = "no word" }))
+H.eq("2026-01-01T00:00:01Z", m:session("s3").statusSince, "a detail's event does not move since")
+H.eq("no word", m:session("s3").statusDetail, "the detail")
 m:apply(event("fleet.summary", nil, { open = 3, working = 2, needsYou = 0 }))
 m:set_current("s3")
 H.eq("2 working · 3 open │ s3", status.get(m), "a current session without insight")

@@ -118,4 +118,28 @@ H.find_line(
 )
 H.eq(true, transcript_has(id, 'Asked "fourth?": Reject'), "the first answer won")
 
+-- 5. A request that waited before this Neovim connected: the daemon asks the newcomer, and the
+-- panel's row says so (its permission.asked event came before the snapshot, not replayed).
+sessiond.setup({ answer_permissions = false, permission_prompt = "notify" })
+H.send(id, "ask fifth?\nsay after fifth")
+H.wait("needs you", function()
+  return H.status():find("^1 needs you") ~= nil
+end)
+sessiond.model.permissions = {} -- (as a Neovim started now knows none)
+generation = client.state.generation
+sessiond.setup({ answer_permissions = true, permission_prompt = "notify" })
+H.wait("asked again on the new connection", function()
+  return client.state.generation > generation and #sessiond.model:pending_permissions(id) == 1
+end)
+local row = require("sessiond.panel").session_line(sessiond.model:session(id), 0, sessiond.model)
+H.truthy(row:find("asks: fifth? (a answers)", 1, true), "the panel's row: " .. row)
+before = #picks
+vim.cmd("Sessiond answer")
+H.eq(before + 1, #picks, ":Sessiond answer opens the picker")
+picks[#picks].on_choice(picks[#picks].items[1])
+-- (The turn goes on in the daemon: the request that sent it went with the old connection.)
+H.wait("the agent to hear Allow", function()
+  return transcript_has(id, 'Asked "fifth?": Allow')
+end)
+
 H.done("permission")

@@ -133,6 +133,23 @@ function Model:_drop_stale_permissions(session, before)
   end
 end
 
+--- A permission request waits: told by its `permission.asked` event (`seq`), or by the daemon
+--- asking this client (`session/requestPermission`), as it asks a newcomer those that waited
+--- before it came, whose events its snapshot does not replay.
+function Model:asked(ask, seq)
+  local known = self.permissions[ask.permission]
+  self.permissions[ask.permission] = {
+    id = ask.permission,
+    session = ask.session,
+    agent = ask.agent,
+    turn = ask.turn,
+    toolCall = ask.toolCall or {},
+    options = ask.options or {},
+    seq = seq or (known and known.seq),
+  }
+  bump(self)
+end
+
 --- Every matching event up to `seq` has been sent (some superseded).
 function Model:advance(seq)
   if type(seq) == "number" and seq > self.seq then
@@ -170,10 +187,16 @@ local function feed_last_line(info, text)
   end
 end
 
+--- A time as ISO 8601 (UTC), as the daemon's records say it: session.status sends its `since` as
+--- seconds since the epoch, which the event's own time is not when only the detail changed.
+local function iso_time(seconds)
+  return type(seconds) == "number" and os.date("!%Y-%m-%dT%H:%M:%SZ", math.floor(seconds)) or nil
+end
+
 local session_handlers = {
   ["session.status"] = function(info, event)
     info.status = event.data.status
-    info.statusSince = event.time
+    info.statusSince = iso_time(event.data.since) or event.time
     info.statusDetail = event.data.detail
   end,
   ["session.titled"] = function(info, event)
@@ -277,15 +300,14 @@ function Model:apply(event)
   elseif kind == "fleet.summary" then
     self.fleet = data
   elseif kind == "permission.asked" then
-    self.permissions[data.permission] = {
-      id = data.permission,
+    self:asked({
+      permission = data.permission,
       session = event.session,
       agent = event.agent,
       turn = event.turn,
-      toolCall = data.toolCall or {},
-      options = data.options or {},
-      seq = event.seq,
-    }
+      toolCall = data.toolCall,
+      options = data.options,
+    }, event.seq)
   elseif kind == "permission.answered" then
     self.permissions[data.permission] = nil
   elseif kind == "task.changed" then

@@ -168,6 +168,8 @@ end
 --- `session/requestPermission` from the daemon. Runs in the coroutine Neovim's
 --- RPC layer gives server requests, and yields until the user answers.
 function M.on_request(params, generation)
+  model():asked(params)
+  require("sessiond").changed(params.session)
   local entry = ensure(params)
   if entry.done then
     return { optionId = entry.choice == nil and vim.NIL or entry.choice }
