@@ -91,6 +91,21 @@ H.wait("the notification", function()
   ) == 1
 end)
 H.eq(before, #picks, "no picker in notify mode")
+-- A session named is the one meant: not another's request.
+local other = H.open_sessions(1)[1]
+local function said(text)
+  return H.count_lines(
+    vim.tbl_map(function(n)
+      return n.message
+    end, H.notes),
+    text
+  ) > 0
+end
+vim.cmd("Sessiond answer s999")
+H.truthy(said("there is no open session s999"), "an unknown session is said")
+vim.cmd("Sessiond answer " .. other)
+H.truthy(said(other .. " has no permission request waiting"), "another session's is not answered")
+H.eq(before, #picks, "no picker for either")
 vim.cmd("Sessiond answer")
 H.eq(before + 1, #picks, ":Sessiond answer opens the picker")
 picks[#picks].on_choice(picks[#picks].items[1])

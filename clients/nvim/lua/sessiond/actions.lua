@@ -728,6 +728,10 @@ end
 --- Answer a permission request: with `only`, the request of `session` (a
 --- panel row, a view) or none; else that session's, or the oldest of any.
 function M.answer(session, only)
+  if session and not model():session(session) then
+    notify(("there is no open session %s; :Sessiond panel lists them"):format(session), vim.log.levels.WARN)
+    return
+  end
   require("sessiond.permission").answer_next(session or model().current, only)
 end
 

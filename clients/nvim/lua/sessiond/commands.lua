@@ -191,9 +191,10 @@ M.subcommands = {
     end,
   },
   answer = {
-    summary = "answer the oldest permission request of [session] (or any)",
+    summary = "answer the oldest permission request of [session] (none named: the current one's, or any)",
     run = function(args)
-      actions().answer(args[1])
+      -- A session named is the one meant: its request only, never another's.
+      actions().answer(args[1], args[1] ~= nil)
     end,
     complete = session_ids,
   },
