@@ -1466,10 +1466,14 @@ class Core:
                 text = f"{session.preface}\n\n{turn.prompt}"
             session.preface = None
             turn.log_says = log = process.log_reader()
+            rt = session.runtime
+            assert rt is not None
+            rt.unsettled = True  # until the prompt ends well (_ensure_live)
             try:
                 outcome = await process.prompt(
                     agent_session_id, text, timeout=timeout, grace=CANCEL_GRACE, log=log
                 )
+                rt.unsettled = outcome.stop_reason == "cancelled"
             except PromptOverdue:
                 raise RpcError(
                     ErrorCode.TURN_TIMEOUT,
@@ -1513,9 +1517,16 @@ class Core:
         self, agent: AgentRuntime, slot: ProcessRuntime, process: AgentProcess, session: SessionRecord
     ) -> str:
         """The agent's id for this session, opening or restoring it at the process first if needed."""
+        unsettled = session.runtime is not None and session.runtime.unsettled
+        if session.runtime is not None:
+            session.runtime.unsettled = False
         if session.id in slot.live and session.agent_session_id:
-            slot.live.move_to_end(session.id)
-            return session.agent_session_id
+            if not (unsettled and self._can_evict(process)):
+                slot.live.move_to_end(session.id)
+                return session.agent_session_id
+            await self._reopen_at_agent(slot, process, session)
+        if session.agent_session_id is not None:
+            self.feed.of(session).reopened_at_agent()
         placement = session.runtime.placement if session.runtime is not None else None
         # A root on this machine's filesystem must be where the agent's process runs too.
         local_root = placement.root if placement is not None and placement.host is None else None
@@ -1691,6 +1702,19 @@ class Core:
         if offer != session.offer:  # (a session restored as it was is not news)
             session.offer = offer
             self.feed.controls_changed(session)
+
+    async def _reopen_at_agent(
+        self, slot: ProcessRuntime, process: AgentProcess, session: SessionRecord
+    ) -> None:
+        """Close a session at the agent after a prompt that did not end well, to restore it next
+        (as an evicted one is) from what the agent saved of the conversation."""
+        assert session.agent_session_id is not None
+        slot.live.pop(session.id, None)
+        session.live = False
+        try:
+            await process.close_session(session.agent_session_id)
+        except (AgentRequestFailed, TimeoutError) as exc:
+            log.info("closing %s at its agent after a turn that ended badly failed: %s", session.id, exc)
 
     @staticmethod
     def _can_evict(process: AgentProcess) -> bool:

@@ -202,6 +202,15 @@ class Insight:
     in_progress_since: dict[str, float] = field(default_factory=dict)
     context: dict[str, Any] | None = None
     context_reported: bool = False
+    # The agent's own running total of the session's cost as it last said it, and what its earlier
+    # totals came to: ACP's `cost` is the session's (opencode's goes on across processes and
+    # loads), but claude-agent-acp counts from 0 again in each process and in each session resumed
+    # (after an eviction, a restart). A total lower than the last one is such a new count, and so is
+    # the first one after the session was opened again at the agent that is not higher (a turn that
+    # asked the model costs something): added to what came before, the session's cost is the sum.
+    cost_counted: float | None = None
+    cost_banked: float = 0.0
+    cost_reopened: bool = False
     window: int = DEFAULT_WINDOW
     transcript_chars: int = 0
     usage: dict[str, float] = field(default_factory=dict)
@@ -237,15 +246,31 @@ class Insight:
         # A field the update leaves out (claude-agent-acp sometimes sends `used: null`) keeps
         # its last reported value: the fill stays reported, the cost still counts.
         update = {k: payload[k] for k in ("used", "size", "cost") if payload.get(k) is not None}
+        cost = update.get("cost")
+        if isinstance(cost, dict) and type(cost.get("amount")) in (int, float):
+            amount = float(cost["amount"])
+            counted = self.cost_counted
+            if counted is not None and (amount < counted or (self.cost_reopened and amount == counted)):
+                self.cost_banked += counted
+            self.cost_counted, self.cost_reopened = amount, False
+            if self.cost_banked:
+                update["cost"] = {**cost, "amount": self.cost_banked + amount}
         self.context = {**(self.context or {}), **update} if self.context_reported else update
         self.context_reported = True
         if isinstance(payload.get("size"), int) and payload["size"] > 0:
             self.window = payload["size"]
 
+    def reopened_at_agent(self) -> None:
+        """The session was opened at the agent again (resumed, loaded, or new in a new process):
+        its next cost may be a new count (see `cost_counted`)."""
+        self.cost_reopened = True
+
     def restore_usage(self, context: dict[str, Any] | None, usage: dict[str, Any] | None) -> None:
         """Back from a stored session.usage event, after a restart."""
         if context:
             self.context = {k: context[k] for k in ("used", "size", "cost") if k in context}
+            # The total so far, as if the agent had said it: a new count after the restart is lower.
+            self.cost_counted, self.cost_banked = self.cost() or None, 0.0
             self.context_reported = not context.get("estimated", False)
             if not self.context_reported:
                 self.transcript_chars = int(context.get("used", 0)) * CHARS_PER_TOKEN

@@ -248,6 +248,11 @@ class SessionRuntime:
     running: Turn | None = None
     permissions: dict[str, PendingPermission] = field(default_factory=dict)
     loading: bool = False
+    # Its last prompt at the agent did not end well (cancelled, failed, overdue): the agent's own
+    # state of the conversation is not to be trusted (claude-agent-acp answers the next prompt
+    # with the cancelled one's leftovers, and every later one with the answer to the one before),
+    # so its next turn closes it at the agent and restores it from what the agent saved.
+    unsettled: bool = False
     tracker: CountsChanges | None = None
     changes_wanted: bool = False
     changes_task: asyncio.Task[None] | None = None

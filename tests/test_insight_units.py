@@ -140,6 +140,32 @@ def test_context_is_estimated_when_the_agent_reports_none() -> None:
     assert insight.cost() == 0.5
 
 
+def test_a_cost_counted_again_from_zero_adds_to_the_one_before() -> None:
+    """claude-agent-acp counts a session's cost from 0 again in a new process: the session's cost
+    is what it counted before, then the new count on top."""
+
+    def said(amount: float) -> float:
+        insight.set_context({"used": 10, "size": 100, "cost": {"amount": amount, "currency": "USD"}})
+        return insight.cost()
+
+    insight = Insight()
+    assert [said(0.25), said(0.5)] == [0.25, 0.5]  # one count, growing
+    assert [said(0.125), said(0.375)] == [0.625, 0.875]  # a new one, on top of 0.5
+    assert said(0.375) == 0.875  # the same total said again
+    insight.reopened_at_agent()  # resumed after an eviction: a new count, its first turn as dear
+    assert [said(0.375), said(0.375)] == [1.25, 1.25]
+    # After a restart of the daemon: the total stored, then the agent's new count on top of it.
+    restored = Insight()
+    restored.restore_usage({"used": 10, "size": 100, "cost": {"amount": 0.875, "currency": "USD"}}, None)
+    restored.set_context({"used": 10, "size": 100, "cost": {"amount": 0.125, "currency": "USD"}})
+    assert restored.cost() == 1.0
+    # An agent whose count goes on where it was (as ACP says a session's cost is) is taken as it says.
+    going_on = Insight()
+    going_on.restore_usage({"used": 10, "size": 100, "cost": {"amount": 0.875, "currency": "USD"}}, None)
+    going_on.set_context({"used": 10, "size": 100, "cost": {"amount": 1.0, "currency": "USD"}})
+    assert going_on.cost() == 1.0
+
+
 def test_attention_flags() -> None:
     insight = Insight()
     insight.set_plan([{"content": "slow step", "status": "in_progress"}], now=1000.0)

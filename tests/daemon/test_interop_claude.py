@@ -69,6 +69,9 @@ def standin(_standin_server: AnthropicStandIn) -> AnthropicStandIn:
 
 
 MakeAgent = Callable[..., Awaitable[AsyncAgent]]
+# What Claude Code counts for one of the stand-in's replies (120 input and 30 output tokens at its
+# default model's prices), in USD.
+ONE_REPLY = 0.00081
 
 
 @pytest.fixture
@@ -326,13 +329,17 @@ async def test_cancel_mid_stream_ends_the_turn_cancelled(
         return standin.main_requests()[0].aborted
 
     await eventually(hung_up, what="the agent hanging up on the model's stream")
-    # The session carries on. claude-agent-acp 0.23.1 answers the turn after a cancel with
-    # what is left of the cancelled one (an empty reply) and the model's answer to it arrives
-    # with the turn after: the agent's doing (its prompt loop), not the daemon's.
+    # The session carries on, each prompt answered with its own reply. (claude-agent-acp 0.23.1
+    # answers the prompt after a cancel with what is left of the cancelled one, an empty reply,
+    # and every later one with the model's answer to the one before: its prompt loop's doing.
+    # The daemon closes the session at the agent after a turn that ended badly, and restores it.)
     second = await session.asend("are you there?")
-    assert second.stop_reason == "end_turn"
+    assert (second.stop_reason, second.text) == ("end_turn", "Still here.")
     third = await session.asend("and now?")
-    assert "Still here." in second.text + third.text
+    assert third.text == "Here too."
+    texts = "\n".join(standin.main_requests()[-1].texts())
+    assert "are you there?" in texts  # the conversation kept
+    assert "Still here." in texts
 
 
 async def test_max_live_sessions_evicts_and_an_evicted_session_comes_back_with_its_history(
@@ -355,6 +362,21 @@ async def test_max_live_sessions_evicts_and_an_evicted_session_comes_back_with_i
         assert f"Noted fruit {index}." in texts
         others = [i for i in range(4) if i != index]
         assert not any(f"remember the fruit number {i}" in texts for i in others)
+    # Each resumed session's cost is its two turns' (the agent counted the second from 0 again).
+    first_cost = 0.0
+
+    async def each_cost_adds_up() -> bool:
+        nonlocal first_cost
+        costs = [(await s.aget()).context for s in sessions]
+        amounts = [c.cost.amount if c is not None and c.cost is not None else 0.0 for c in costs]
+        first_cost = amounts[0]
+        return (
+            amounts[0] > 0
+            and all(abs(a - amounts[0]) < 1e-9 for a in amounts)
+            and first_cost > 1.5 * ONE_REPLY
+        )
+
+    await eventually(each_cost_adds_up, what="two turns' cost in each session", seen=lambda: str(first_cost))
 
 
 async def test_a_closed_session_reopened_goes_on_with_its_conversation(
@@ -387,6 +409,19 @@ async def test_killing_the_agent_fails_only_its_running_turn(
     bystander = await demo.session(work)
     standin.push("Warm.", Reply((Text("slow " * 200, chunks=200),), delay=0.05))  # then ~10 s
     assert (await session.asend("warm up")).text == "Warm."
+
+    async def cost() -> float:
+        info = await session.aget()
+        return info.context.cost.amount if info.context and info.context.cost else 0.0
+
+    before = 0.0
+
+    async def priced() -> bool:
+        nonlocal before
+        before = await cost()
+        return before > 0
+
+    await eventually(priced, what="the warm-up turn's cost")
     other = asyncio.create_task(bystander.asend("hang"))
     await kill_mid_turn(client, agent, session)  # the agent and the Claude Code processes it started
     assert not other.done()
@@ -396,3 +431,10 @@ async def test_killing_the_agent_fails_only_its_running_turn(
     standin.push("Back.")
     assert (await session.asend("are you back?")).text == "Back."
     assert (await agent.aget()).process.starts == 2
+
+    # The new process counts the session's cost from 0 again: the session's cost adds it on.
+    # (Each of the stand-in's replies costs the same: the old count alone would stay at `before`.)
+    async def added_up() -> bool:
+        return await cost() > before * 1.5
+
+    await eventually(added_up, what="the cost counted before the kill and after it", seen=lambda: str(before))

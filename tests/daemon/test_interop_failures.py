@@ -79,20 +79,18 @@ async def test_a_refused_key_and_a_broken_api_fail_the_turn_fast_saying_why_and_
     assert "the stand-in answers 401" in message  # with the API's words
     assert "check the API key in its env" in message  # and what to do
 
-    # claude-agent-acp ends the turn after a failed one at once, empty (what was left of the failed
-    # one, as after a cancel): a fresh session shows the next failure on its own turn.
-    session = await refusing.session(work)
+    # The same session shows the next failure on its own turn. (claude-agent-acp ends the prompt
+    # after a failed one at once, empty: what was left of the failed one. The daemon closes the
+    # session at the agent after a turn that ended badly, and restores it.)
     standin.fail_with(500)
     message = await fails_fast(session, "say hello again")
     assert "API Error: 500" in message
     assert "failing on its side: send the prompt again later" in message
 
-    # The API back: the session carries on (its first turn the failed one's empty leftover).
+    # The API back: the session carries on, its next prompt answered with its own reply.
     standin.fail_with(None)
     standin.push("Back.")
-    first = await session.asend("and now?")
-    second = await session.asend("and now?") if not first.text else first
-    assert second.text.startswith("Back.")
+    assert (await session.asend("and now?")).text.startswith("Back.")
     assert (await session.aget()).status != "failed"
 
 
