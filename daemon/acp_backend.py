@@ -48,6 +48,10 @@ from sessiond.protocol import fast_json
 log = logging.getLogger("sessiond.acp")
 
 INITIALIZE_TIMEOUT = 60.0
+# Seconds `initialize` is waited for once the process wrote to its output a line that is no
+# JSON-RPC message (a banner, a prompt: not an ACP agent, or one missing its flag): not the whole
+# INITIALIZE_TIMEOUT, and the failure quotes the line.
+STRAY_GRACE = 3.0
 AUTH_REQUIRED = -32000
 SESSION_SETUP_TIMEOUT = 120.0
 
@@ -572,7 +576,7 @@ _HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
             "permission_denied",
         ),
         "the model API refused the agent's credentials: check the API key in its env "
-        "(sessiond agent update --env), then send the prompt again",
+        "(its `env` in agents.toml, or agent/update), then send the prompt again",
     ),
     (
         (
@@ -717,6 +721,10 @@ class AgentProcess:
         self.exit_code: int | None = None
         self.started_at: float | None = None
         self.stopping = False
+        self._initialized = False
+        self.stray_line: str | None = (
+            None  # the first line of its output before initialize that was no message
+        )
 
     @property
     def pid(self) -> int | None:
@@ -751,18 +759,31 @@ class AgentProcess:
         self._direct = DirectRequests(stdin, acp.RequestError)
         self._conn = acp.connect_to_agent(_Client(self._host), stdin, sdk_stdout, use_unstable_protocol=True)
         self._watcher = asyncio.create_task(self._watch(), name=f"agent-{self.name}-watch")
-        response = await self._call(
-            self._conn.initialize(
-                protocol_version=acp.PROTOCOL_VERSION,
-                client_capabilities=s.ClientCapabilities(
-                    fs=s.FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                    terminal=True,
+        try:
+            response = await self._call(
+                self._conn.initialize(
+                    protocol_version=acp.PROTOCOL_VERSION,
+                    client_capabilities=s.ClientCapabilities(
+                        fs=s.FileSystemCapabilities(read_text_file=True, write_text_file=True),
+                        terminal=True,
+                    ),
+                    client_info=s.Implementation(
+                        name="sessiond", title="sessiond", version=self._client_version
+                    ),
                 ),
-                client_info=s.Implementation(name="sessiond", title="sessiond", version=self._client_version),
-            ),
-            timeout=INITIALIZE_TIMEOUT,
-            what="initialize",
-        )
+                timeout=INITIALIZE_TIMEOUT,
+                what="initialize",
+            )
+        except TimeoutError:
+            if self.stray_line is None:
+                raise
+            raise AgentExited(
+                f"agent {self.name!r} did not answer initialize, and wrote to its output "
+                f"{self.stray_line!r}, which is no ACP (JSON-RPC) message: check its command "
+                f"({' '.join(self.command)}): is it an ACP agent, or does it need a flag to speak ACP "
+                "(as `gemini --acp` does)?"
+            ) from None
+        self._initialized = True
         caps = response.agent_capabilities or s.AgentCapabilities()
         session_caps = caps.session_capabilities or s.SessionCapabilities()
         self.capabilities = Capabilities(
@@ -789,6 +810,8 @@ class AgentProcess:
         assert direct is not None
 
         def handle(line: bytes) -> None:
+            if not self._initialized and not line.lstrip().startswith(b"{") and line.strip():
+                self._strayed(line)
             if b'"session/update"' in line or direct.waiting:
                 try:
                     message = fast_json.loads(line)
@@ -805,6 +828,19 @@ class AgentProcess:
         finally:
             direct.ended(f"agent {self.name!r} closed its output")
             sdk.feed_eof()
+
+    def _strayed(self, line: bytes) -> None:
+        """A line that is no message before `initialize` was answered: that answer is waited for
+        STRAY_GRACE seconds more at most (an ACP agent may print a banner first, and then speak)."""
+        if self.stray_line is not None:
+            return
+        self.stray_line = line.decode(errors="replace").strip()[:200]
+        log.warning("agent %r wrote to its output before initialize: %r", self.name, self.stray_line)
+        deadline = asyncio.get_running_loop().time() + STRAY_GRACE
+        for scope in self._scopes:
+            when = scope.when()
+            if when is None or when > deadline:
+                scope.reschedule(deadline)
 
     async def _watch(self) -> None:
         assert self._proc is not None
@@ -928,7 +964,7 @@ class AgentProcess:
         for method in self.auth_methods:
             names = [v["name"] for v in method.get("vars", []) if not v.get("optional")]
             if method.get("type") == "env_var":
-                need = f"set {' and '.join(names)} in the agent's env (sessiond agent update --env)"
+                need = f"set {' and '.join(names)} in the agent's env (agents.toml, or agent/update)"
             elif method.get("type") == "terminal":
                 need = f"run `{' '.join([*self.command, *method.get('args', [])])}` in a terminal and log in"
             else:

@@ -138,7 +138,7 @@ async def spawn_agent(name: str, command: list[str], environment: dict[str, str]
         except OSError as exc:
             raise AgentExited(
                 f"could not start agent {name!r} with {command!r}: {exc.strerror or exc}; "
-                f"check the agent's command (sessiond agent update)"
+                f"check the agent's command (in agents.toml, or agent/update)"
             ) from None
     return Spawned(LocalProc(proc), environment, time.time())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -321,3 +322,19 @@ async def test_a_turns_stored_row_is_the_whole_turn_and_a_reused_turn_id_leaves_
     assert (session, said, state, text) == (a.id, "say one", "done", "one")
     assert (stop_reason, error) == ("end_turn", None)
     assert queued_at <= started_at <= ended_at
+
+
+async def test_a_command_that_is_no_acp_agent_fails_soon_quoting_what_it_wrote(
+    client: AsyncDaemon, work: Path
+) -> None:
+    """A program that prints a banner and waits (not an ACP agent, or one without its flag) fails
+    the turn within STRAY_GRACE of the banner, saying what it wrote: not after initialize's 60 s."""
+    banner = "import time; print('Welcome to SomeCLI v1 (interactive)', flush=True); time.sleep(600)"
+    agent = await client.agent("chatty", command=[sys.executable, "-c", banner])
+    session = await agent.session(work)
+    with pytest.raises(AgentUnavailable) as failed:
+        await asyncio.wait_for(session.asend("hello"), timeout=40)  # (initialize's own: 60 s)
+    message = str(failed.value)
+    assert "Welcome to SomeCLI v1 (interactive)" in message
+    assert "is it an ACP agent" in message
+    await agent.aremove()
