@@ -586,8 +586,12 @@ class AsyncTurnStream(_AsyncStream):
     Yields the turn's events (``turn.queued``, ``turn.started``, ``turn.chunk``
     with ``data["text"]``, ..., ``turn.ended``); once iteration ends, ``reply``
     holds the answer. If the turn failed, the last step raises the error
-    (``AgentError``, ...). Leaving the loop early (``break``, an exception,
-    cancellation) closes the stream, and closing it cancels the turn.
+    (``AgentError``, ...). Closing the stream cancels the turn: leaving an
+    ``async with`` block, or ``aclose()``. A ``break`` out of a bare ``async for``
+    does not close it (Python closes no async iterator a loop leaves): the turn
+    goes on until the stream is garbage-collected. So iterate inside
+    ``async with session.astream(p) as stream:`` (the sync twin's ``for`` closes
+    it on a ``break``).
     """
 
     def __init__(self, session: AsyncSession, prompt: str) -> None:
