@@ -80,6 +80,9 @@ log = logging.getLogger("sessiond.core")
 # How long an agent has to end a turn after being told to cancel it, before
 # the daemon stops waiting and ends the turn as cancelled anyway.
 CANCEL_GRACE = 10.0
+# Seconds an agent has, as the daemon stops, to end after its input closes, then after SIGTERM,
+# before SIGKILL (claude-agent-acp does not end at the end of its input: each stop waited 3 s).
+SHUTDOWN_GRACE = 1.0
 # How a turn that a stop cut off ended: one that ran may have done part of its work already.
 INTERRUPTED = (
     "interrupted: the daemon stopped while this turn was running; the agent may have done part of "
@@ -1948,16 +1951,18 @@ class Core:
                 with contextlib.suppress(Exception):
                     await session.runtime.placement.stop()
         await self.merging.close()
-        await self.around.close()
+        # The agents first, then the MCP endpoint: an agent's open streams to it (claude-agent-acp
+        # keeps one per live session) end with the agent, not after the endpoint's grace.
         await asyncio.gather(
             *(
-                slot.process.stop()
+                slot.process.stop(grace=SHUTDOWN_GRACE)
                 for runtime in self.agents.values()
                 for slot in runtime.processes
                 if slot.process is not None
             ),
             return_exceptions=True,
         )
+        await self.around.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

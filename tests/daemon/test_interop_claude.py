@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from bench.harness import Daemon
-from sessiond.client import AgentError, AsyncAgent, AsyncDaemon
+from sessiond.client import AgentError, AsyncAgent, AsyncDaemon, aconnect
 from tests.daemon.interop_checks import (
     allow_then_reject,
     git_repo,
@@ -438,3 +438,27 @@ async def test_killing_the_agent_fails_only_its_running_turn(
         return await cost() > before * 1.5
 
     await eventually(added_up, what="the cost counted before the kill and after it", seen=lambda: str(before))
+
+
+async def test_a_daemon_with_live_claude_sessions_stops_cleanly(
+    standin: AnthropicStandIn, claude_command: list[str], tmp_path: Path, work: Path
+) -> None:
+    """Each live claude-agent-acp session holds a stream to the daemon's MCP endpoint: the agents
+    stop first, so the endpoint closes with none left open (it waited its grace, then cancelled
+    each with a traceback), and the agent is not waited on for the end of its input (it ignores it)."""
+    own = Daemon().start()
+    try:
+        async with aconnect(own.socket, start=False) as client:
+            env = {**standin.env(), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+            agent = await client.agent("claude-stopped", command=claude_command, env=env)
+            for session in await agent.sessions(2, work):
+                standin.push("Hi.")
+                assert (await session.asend("hello")).text == "Hi."
+            assert (await client.stop()).pid == own.pid
+        assert own.stop() == 0
+    finally:
+        own.stop()
+        shutil.rmtree(own.home, ignore_errors=True)
+    said = "\n".join(own.stderr)
+    assert "Traceback" not in said, said
+    assert " ERROR " not in said, said
