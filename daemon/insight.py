@@ -113,7 +113,7 @@ def replay(
         elif kind == m.EventKind.TURN_THOUGHT:
             builder.feed("thought", turn, str(data.get("text", "")))
         elif kind == m.EventKind.TURN_TOOL and data.get("title"):
-            line = m.tool_line(data.get("toolKind"), str(data["title"]))
+            line = m.tool_line(data.get("toolKind"), str(data["title"]), data.get("status"))
             builder.tool(turn, str(data.get("toolCallId", "")), line, first=bool(data.get("first")))
         elif kind == m.EventKind.TURN_ENDED:
             for line in ending_lines(data):

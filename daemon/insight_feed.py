@@ -296,7 +296,7 @@ class InsightFeed:
             rt = session.runtime
             title = call.shown_title(rt.placement.root if rt is not None else session.root)
             if title:
-                ins.transcript.tool(turn_id, call.id, m.tool_line(call.kind, title), first=first)
+                ins.transcript.tool(turn_id, call.id, m.tool_line(call.kind, title, call.status), first=first)
             # This update's own diffs, for clients that show them (the ACP face passes them on).
             diffs = [
                 {"path": c["path"], "oldText": c.get("oldText"), "newText": c.get("newText", "")}

@@ -701,10 +701,11 @@ class TranscriptLine(Result):
     text: str
 
 
-def tool_line(tool_kind: str | None, title: str) -> str:
+def tool_line(tool_kind: str | None, title: str, status: str | None = None) -> str:
     """A tool call as a transcript line (role tool) reads, and as a client shows what a turn does:
-    "[edit] Write a.py"."""
-    return f"[{tool_kind or 'tool'}] {title}"
+    "[edit] Write a.py"; one that failed (a permission refused, a command that failed) says so:
+    "[execute] rm -rf build (failed)"."""
+    return f"[{tool_kind or 'tool'}] {title}" + (" (failed)" if status == "failed" else "")
 
 
 class Transcript(Result):

@@ -217,6 +217,18 @@ async def test_a_permission_policy_answers_without_a_person(client: AsyncDaemon,
     assert "Reject" in reply.text
 
 
+async def test_a_tool_call_that_failed_says_so_in_the_transcript(client: AsyncDaemon, work: Path) -> None:
+    """A call refused its permission, or a command that failed, does not read as one that ran."""
+    session = await (await client.agent("demo", permission_policy="deny")).session(work)
+    await session.asend("ask may I delete it?\nrun sh -c 'exit 3'\nrun true")
+    for transcript in (await session.atranscript(limit=50), await session.atranscript(offset=0)):
+        assert [line.text for line in transcript.lines if line.role == "tool"] == [
+            "[other] may I delete it? (failed)",
+            "[execute] Run sh -c 'exit 3' (failed)",
+            "[execute] Run true",
+        ]
+
+
 async def test_cancelling_a_turn_waiting_on_permission_answers_it_cancelled(
     client: AsyncDaemon, work: Path
 ) -> None:
