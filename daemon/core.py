@@ -1472,6 +1472,7 @@ class Core:
             rt = session.runtime
             assert rt is not None
             rt.unsettled = True  # until the prompt ends well (_ensure_live)
+            ins.prompted()
             try:
                 outcome = await process.prompt(
                     agent_session_id, text, timeout=timeout, grace=CANCEL_GRACE, log=log

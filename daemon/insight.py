@@ -218,6 +218,7 @@ class Insight:
     busy_seconds: float = 0.0
     turn_started: float | None = None
     last_activity: float | None = None
+    prompted_at: float | None = None  # when the turn under way was sent to the agent
     tools: dict[str, ToolCall] = field(default_factory=dict)
     turn_tools: set[str] = field(default_factory=set)  # the tool calls of the turn under way
     changes: m.Changes | None = None
@@ -306,8 +307,15 @@ class Insight:
 
     def turn_began(self, now: float) -> None:
         self.turn_started = now
+        self.prompted_at = None
         self.turn_tools.clear()
         self.touch(now)
+
+    def prompted(self, now: float | None = None) -> None:
+        """The turn's prompt went to the agent: its silence counts from here (starting its process
+        and opening the session there is not silence; 20 claude sessions at once took 20 s)."""
+        self.touch(now)
+        self.prompted_at = self.last_activity
 
     def turn_ended(self, now: float, usage: dict[str, int] | None) -> None:
         if self.turn_started is not None:
@@ -433,7 +441,7 @@ class Insight:
     def silent_for(self, now: float, *, needs_you: bool) -> float:
         """Seconds the agent has said nothing in the turn under way (0 when none is, when a person
         was asked, or while a tool of it runs: a long command is work, not silence)."""
-        if self.turn_started is None or needs_you or self.last_activity is None:
+        if self.turn_started is None or self.prompted_at is None or needs_you or self.last_activity is None:
             return 0.0
         if any(self.tools[t].status in ("pending", "in_progress") for t in self.turn_tools):
             return 0.0

@@ -188,7 +188,9 @@ def test_an_agent_is_silent_only_with_a_turn_under_way_and_nothing_else_to_wait_
     insight = Insight()
     insight.touch(1000.0)
     assert not flagged(insight, 1100.0)  # no turn under way: idle, not silent
-    insight.turn_began(1000.0)
+    insight.turn_began(990.0)
+    assert not flagged(insight, 1030.0)  # its process starting, its session opening: not silence
+    insight.prompted(1000.0)
     assert not flagged(insight, 1019.0)
     assert flagged(insight, 1021.0)
     assert not flagged(insight, 1021.0, needs_you=True)  # a person was asked: the wait is theirs
@@ -202,6 +204,7 @@ def test_an_agent_is_silent_only_with_a_turn_under_way_and_nothing_else_to_wait_
     insight.tool_update({"toolCallId": "t2", "status": "in_progress"})
     insight.turn_ended(1100.0, None)
     insight.turn_began(1200.0)
+    insight.prompted(1200.0)
     assert flagged(insight, 1221.0)
 
 

@@ -310,6 +310,29 @@ async def test_an_agent_silent_in_its_turn_flags_the_session_and_says_since_when
     await agent.aremove()
 
 
+async def test_an_agent_slow_to_start_is_not_silent_before_its_prompt(
+    client: AsyncDaemon, work: Path
+) -> None:
+    """Starting the process and opening the session there (claude-agent-acp took 20 s for 20 at
+    once) is not silence: it counts from the prompt."""
+    demo = (await client.agent("demo")).info.command
+    slow = [sys.executable, "-c", f"import os, time; time.sleep(4); os.execv({demo[0]!r}, {demo!r})"]
+    agent = await client.agent("demo-slow-start", command=slow, silence_seconds=1)
+    session = await agent.session(work)
+    flags: list[list[str]] = []
+    async with client.events(sessions=[session.id], kinds=["session.attention"]) as events:
+
+        async def collect() -> None:
+            async for event in events:
+                flags.append(event.data.get("attention", []))
+
+        collecting = asyncio.create_task(collect())
+        assert (await session.asend("say started")).text == "started"
+        collecting.cancel()
+    assert not [f for f in flags if "agent_silent" in f], flags
+    await agent.aremove()
+
+
 async def test_a_turns_stored_row_is_the_whole_turn_and_a_reused_turn_id_leaves_the_older_row_alone(
     client: AsyncDaemon, daemon: Daemon, work: Path
 ) -> None:
