@@ -555,6 +555,26 @@ def cmd_send(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty() and sys.stderr.isatty() and not from_stdin
     broken = False  # a question broke the reply's line: its next line break is not shown again
     ended: dict[str, Any] = {}  # the turn's turn.ended: how it ended, by whom it was cancelled
+    # At a terminal, each tool call the turn made, once done, on stderr between the reply's lines
+    # (stdout stays the reply alone): what it ran and wrote, and what failed or was refused.
+    tools_shown: set[str] | None = set() if sys.stderr.isatty() and not args.json else None
+
+    def tool_done(data: dict[str, Any]) -> None:
+        nonlocal broken
+        call = str(data.get("toolCallId", ""))
+        if tools_shown is None or call in tools_shown or data.get("status") not in ("completed", "failed"):
+            return
+        tools_shown.add(call)
+        if shown and not shown.endswith("\n") and not broken:
+            sys.stdout.write("\n")
+            broken = True
+        sys.stdout.flush()
+        from sessiond.protocol.models import tool_line  # (pydantic: only once a turn runs a tool)
+
+        _line(
+            sys.stderr,
+            "· " + tool_line(data.get("toolKind"), str(data.get("title") or ""), data.get("status")),
+        )
 
     def notified(method: str, params: Any) -> None:
         nonlocal shown, broken
@@ -572,6 +592,8 @@ def cmd_send(args: argparse.Namespace) -> int:
                 sys.stdout.write(text[1:] if broken and text.startswith("\n") else text)
                 sys.stdout.flush()
                 broken = False
+            elif kind == EventKind.TURN_TOOL:
+                tool_done(data)
             elif kind == EventKind.PERMISSION_ASKED:
                 if shown and not shown.endswith("\n"):
                     sys.stdout.write("\n")  # the question on a line of its own

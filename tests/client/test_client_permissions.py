@@ -215,7 +215,8 @@ def test_a_session_waiting_on_two_requests_is_answered_by_their_ids() -> None:
 
 def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client, tmp_path: Path) -> None:
     session = client.agent("demo").session(tmp_path).id
-    ended = ['Asked "delete the cache?": Allow', "after", "EXIT=0"]
+    # (At a terminal each tool call, once done, is said on stderr: here the question's own.)
+    ended = ["· [other] delete the cache?", 'Asked "delete the cache?": Allow', "after", "EXIT=0"]
     with asked_at_a_terminal(daemon, session) as tmux:
         tmux.keys("7", "Enter")  # not an option: asked again
         tmux.wait_for(lambda s: "type a number from 1 to 2, or just Enter" in s)
@@ -223,7 +224,7 @@ def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client
         lines = to_its_end(tmux)
         assert lines[0] == "looking"
         assert lines[1] == "sessiond: [other] delete the cache?: the agent asks permission"
-        assert lines[-5:] == [
+        assert lines[-6:] == [
             "  1) Allow  2) Reject  (Enter: answer elsewhere) > 1",
             "sessiond: answered: Allow",
             *ended,
@@ -236,6 +237,7 @@ def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client
         assert sessiond(daemon, "reject", session).returncode == 0
         lines = to_its_end(tmux)
         assert "sessiond: answered elsewhere: Reject" in lines
+        assert "· [other] delete the cache? (failed)" in lines  # refused: the call failed
         assert 'Asked "delete the cache?": Reject' in lines
         assert lines[-1] == "EXIT=0"
 
@@ -243,7 +245,7 @@ def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client
     # goes on, nothing typed.
     with asked_at_a_terminal(daemon, session) as tmux:
         assert sessiond(daemon, "allow", session).returncode == 0
-        assert to_its_end(tmux)[-5:] == [
+        assert to_its_end(tmux)[-6:] == [
             "  1) Allow  2) Reject  (Enter: answer elsewhere) >",
             "sessiond: answered elsewhere: Allow",
             *ended,
