@@ -119,3 +119,27 @@ def test_agents_that_is_not_a_table_is_said_plainly(home: Path) -> None:
     assert err.strip() == (
         f"sessiond: {path}: agents: must be a table of agent tables ([agents.NAME]), got 'claude'"
     )
+
+
+def test_a_command_that_starts_the_daemon_says_every_problem_too(home: Path) -> None:
+    """`sessiond new` starting a daemon that a broken agents.toml stops says all it said, not its
+    first problem alone."""
+    config = home / "config" / "agents.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[agents.a]\ncommand = "not a list"\n[agents.b]\noptions = { turn_timeout = "soon" }\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SESSIOND_")}
+    env["SESSIOND_HOME"] = str(home)
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiond.client", "new", "--root", str(home)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode != 0
+    said = done.stderr
+    assert f"{config}: agents.a.command: must be a list, got 'not a list'" in said
+    assert f"{config}: agents.b.command: is required; add it" in said
+    assert f"{config}: agents.b.options.turn_timeout: must be a number > 0, got 'soon'" in said
+    assert f"fix {config} (or move it away) and start sessiond again" in said

@@ -72,6 +72,9 @@ def _open_log(socket: Path) -> tuple[BinaryIO, Path]:
     )
 
 
+SAID_LINES = 30  # of a daemon's reason for not starting, at most
+
+
 class Started:
     """A daemon started in the background, and where its output goes."""
 
@@ -81,12 +84,16 @@ class Started:
         self.offset = offset  # where its own lines start in the log
 
     def own_sentence(self) -> str | None:
-        """The reason it gave for not starting (its last ``sessiond: `` line), if any."""
+        """The reason it gave for not starting (its last ``sessiond: `` line, with the lines after
+        it: each problem of a broken agents.toml has one), if any."""
         with contextlib.suppress(OSError), open(self.log, "rb") as f:
             f.seek(self.offset)
             lines = f.read(64 * 1024).decode(errors="replace").splitlines()
-            said = [line.removeprefix("sessiond: ") for line in lines if line.startswith("sessiond: ")]
-            return said[-1] if said else None
+            starts = [n for n, line in enumerate(lines) if line.startswith("sessiond: ")]
+            if not starts:
+                return None
+            said = [lines[starts[-1]].removeprefix("sessiond: "), *lines[starts[-1] + 1 :]]
+            return "\n".join(line for line in said[:SAID_LINES] if line.strip())
         return None
 
 
