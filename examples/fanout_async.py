@@ -6,7 +6,7 @@ One session apiece over every file of a directory, answers in order, with
 ``aconnect(run=...)``: the sessions carry the run, and closing the client ends
 it (completed; failed if an exception leaves the block; stopped on Ctrl-C or
 when the task is cancelled). ``sessiond runs`` lists it afterwards with its
-wall time beside the time its turns would have taken one after another.
+wall time beside its turns' time added up.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ async def main() -> int:
     async with aconnect() as daemon:
         run = await daemon.get_run(run_id)
     print(f"run {run.id} {run.outcome}: {run.sessions} sessions, {run.turns} turns")
-    print(f"{run.serial_seconds:.2f} s if one after another; took {run.wall_seconds:.2f} s")
+    print(f"turns ran {run.serial_seconds:.2f} s in all; took {run.wall_seconds:.2f} s")
     return 0
 
 

@@ -995,7 +995,9 @@ class RunInfo(Result):
     outcome: RunOutcome | None = Field(None, description="None while it runs.")
     sessions: int = 0
     turns: int = 0
-    serial_seconds: float = Field(0.0, description="What its turns would have taken one after another.")
+    serial_seconds: float = Field(
+        0.0, description="Its turns' durations as they ran, added up (turns at once slow each other down)."
+    )
     wall_seconds: float = Field(0.0, description="From its start to its end (or now).")
     cost: float = 0.0
 
@@ -1040,7 +1042,9 @@ class Fleet(Result):
     attention: dict[Attention, int] = Field(default_factory=dict)
     cost: float = Field(0.0, description="Cost reported by the agents, added up (USD).")
     turns: int = Field(0, description="Turns that have ended.")
-    serial_seconds: float = Field(0.0, description="What the ended turns would have taken one after another.")
+    serial_seconds: float = Field(
+        0.0, description="Ended turns' durations as they ran, added up (turns at once slow each other down)."
+    )
     wall_seconds: float = Field(0.0, description="From the first turn's start to the last one's end.")
 
 

@@ -85,7 +85,7 @@ def test_fanout_async_does_the_same_as_a_run(daemon: Daemon) -> None:
     assert all(line.endswith(f"reviewed {Path(line.split(':')[0]).name}") for line in lines[1:5])
     match = re.fullmatch(r"run (r-\w+) completed: 4 sessions, 4 turns", lines[5])
     assert match, lines[5]
-    assert re.fullmatch(r"\d+\.\d\d s if one after another; took \d+\.\d\d s", lines[6])
+    assert re.fullmatch(r"turns ran \d+\.\d\d s in all; took \d+\.\d\d s", lines[6])
     with connect(daemon.socket, start=False) as client:
         run = client.get_run(match.group(1))
     assert (run.name, run.outcome, run.argv[0]) == (

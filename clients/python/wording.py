@@ -339,8 +339,9 @@ def duration(seconds: float) -> str:
 
 
 def serial_sentence(serial: float, wall: float) -> str:
-    """ "32 min if they went one after another; took 2 min"."""
-    return f"{duration(serial)} if they went one after another; took {duration(wall)}"
+    """ "turns ran 32 min in all; took 2 min": the turns' time as they ran, added up (not what they
+    would take one after another: turns at once slow each other down), beside the wall time."""
+    return f"turns ran {duration(serial)} in all; took {duration(wall)}"
 
 
 def fleet_line(fleet: Fleet) -> str:

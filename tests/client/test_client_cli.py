@@ -358,7 +358,7 @@ def test_runs_list_and_show_wall_beside_serial_time(
     pairs = dict(line.split(None, 1) for line in out.splitlines())
     assert pairs["outcome"] == "completed"
     assert pairs["time"].endswith(" s")
-    assert " if they went one after another; took " in pairs["time"]
+    assert "turns ran " in pairs["time"]
     _, out, _ = run(capsys, "runs", "--json")
     (listed,) = json_lines(out)
     assert listed["serialSeconds"] >= 0.1

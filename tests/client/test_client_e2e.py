@@ -249,7 +249,7 @@ def test_fleet_counts_ended_turns_and_says_what_is_working(real: RealDaemon, hom
         hanging.communicate(timeout=30)  # (a cancelled turn: `send` exits 1)
     ended = fleet()
     assert ended["turns"] == "1 ended"
-    assert re.fullmatch(r"\S+ \S+ if they went one after another; took \S+ \S+", ended["time"]), ended
+    assert re.fullmatch(r"turns ran \S+ \S+ in all; took \S+ \S+", ended["time"]), ended
 
 
 def test_sessiond_stop_cancels_the_turns_and_waits_for_the_daemon_to_exit(

@@ -252,7 +252,7 @@ def test_the_run_s_page_in_headless_chromium(
     )
     assert page.locator('[data-figure="sessions"]').get_attribute("data-value") == str(run_info["sessions"])
     assert page.locator('[data-figure="turns"]').get_attribute("data-value") == str(run_info["turns"])
-    assert "if one after another" in serial.inner_text()
+    assert "turns' time, added up" in serial.inner_text()
     header = page.evaluate("window.sessiondTimeline.data.header")
     assert header["waited"]["agent"] > 0, "with 25 slots for 200 turns, some waited for one"
     assert header["waited"]["person"] > 0

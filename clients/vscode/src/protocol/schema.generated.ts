@@ -720,7 +720,7 @@ export interface Fleet {
    */
   open: number;
   /**
-   * What the ended turns would have taken one after another.
+   * Ended turns' durations as they ran, added up (turns at once slow each other down).
    */
   serialSeconds?: number;
   /**
@@ -1151,7 +1151,7 @@ export interface RunInfo {
    */
   outcome?: ('completed' | 'failed' | 'stopped') | null;
   /**
-   * What its turns would have taken one after another.
+   * Its turns' durations as they ran, added up (turns at once slow each other down).
    */
   serialSeconds?: number;
   sessions?: number;
