@@ -722,9 +722,8 @@ class AgentProcess:
         self.started_at: float | None = None
         self.stopping = False
         self._initialized = False
-        self.stray_line: str | None = (
-            None  # the first line of its output before initialize that was no message
-        )
+        # The first line of its output before initialize was answered that was no message.
+        self._stray_line: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -775,11 +774,11 @@ class AgentProcess:
                 what="initialize",
             )
         except TimeoutError:
-            if self.stray_line is None:
+            if self._stray_line is None:
                 raise
             raise AgentExited(
                 f"agent {self.name!r} did not answer initialize, and wrote to its output "
-                f"{self.stray_line!r}, which is no ACP (JSON-RPC) message: check its command "
+                f"{self._stray_line!r}, which is no ACP (JSON-RPC) message: check its command "
                 f"({' '.join(self.command)}): is it an ACP agent, or does it need a flag to speak ACP "
                 "(as `gemini --acp` does)?"
             ) from None
@@ -832,10 +831,10 @@ class AgentProcess:
     def _strayed(self, line: bytes) -> None:
         """A line that is no message before `initialize` was answered: that answer is waited for
         STRAY_GRACE seconds more at most (an ACP agent may print a banner first, and then speak)."""
-        if self.stray_line is not None:
+        if self._stray_line is not None:
             return
-        self.stray_line = line.decode(errors="replace").strip()[:200]
-        log.warning("agent %r wrote to its output before initialize: %r", self.name, self.stray_line)
+        self._stray_line = line.decode(errors="replace").strip()[:200]
+        log.warning("agent %r wrote to its output before initialize: %r", self.name, self._stray_line)
         deadline = asyncio.get_running_loop().time() + STRAY_GRACE
         for scope in self._scopes:
             when = scope.when()
