@@ -14,6 +14,7 @@ import { BaseContent } from './editor/diff';
 import { MERGE_SCHEME, MergeOutput } from './editor/merge';
 import { Permissions } from './editor/permissions';
 import { TurnProgress } from './editor/progress';
+import { DaemonNotices } from './editor/daemonNotices';
 import { SessionsTree, toDisposable } from './editor/sessionsTree';
 import { StatusBar } from './editor/statusBar';
 import { Transcripts } from './editor/transcripts';
@@ -23,7 +24,7 @@ import { TRANSCRIPT_SCHEME } from './ui/transcript';
 export function activate(context: vscode.ExtensionContext): void {
   const output = vscode.window.createOutputChannel('sessiond', { log: true });
   const sessiond = new Sessiond({
-    openTransport: () => openTransport(transportOptions(output)),
+    openTransport: (start) => openTransport({ ...transportOptions(output), start }),
     client: { clientName: `vscode ${vscode.version}`, answersPermissions: true, workDoneProgress: true },
   });
   const statusBar = new StatusBar(sessiond, socketPath);
@@ -34,7 +35,21 @@ export function activate(context: vscode.ExtensionContext): void {
   const mergeOutput = new MergeOutput(sessiond);
   const treeView = vscode.window.createTreeView('sessiond.sessions', { treeDataProvider: tree, showCollapseAll: true });
   const reveal = (session: string): void => {
-    if (treeView.visible) void treeView.reveal({ type: 'session', session }, { select: true, focus: false });
+    if (treeView.visible) treeView.reveal(tree.intern({ type: 'session', session }), { select: true, focus: false }).then(undefined, () => undefined);
+  };
+  // A request that starts waiting is shown in the view: its row's parents expand (VS Code keeps a
+  // row collapsed that was drawn collapsed, however its session changes). Not selected, not focused.
+  const revealed = new Set<string>();
+  const revealWaiting = (): void => {
+    const pending = sessiond.model.permissions;
+    for (const id of revealed) if (!pending.has(id)) revealed.delete(id);
+    if (!treeView.visible) return;
+    for (const permission of pending.values()) {
+      if (revealed.has(permission.id)) continue;
+      revealed.add(permission.id);
+      const node = tree.intern({ type: 'permission', session: permission.session, permission: permission.id });
+      treeView.reveal(node, { select: false, focus: false, expand: false }).then(undefined, () => undefined);
+    }
   };
   context.subscriptions.push(
     output,
@@ -45,15 +60,19 @@ export function activate(context: vscode.ExtensionContext): void {
     compose,
     tree,
     new TurnProgress(sessiond),
+    new DaemonNotices(sessiond, output),
     treeView,
     vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, transcripts),
     vscode.workspace.registerTextDocumentContentProvider(BASE_SCHEME, new BaseContent()),
     vscode.workspace.registerTextDocumentContentProvider(MERGE_SCHEME, mergeOutput),
+    toDisposable(sessiond.onDidChangeState((state) => void vscode.commands.executeCommand('setContext', 'sessiond.connected', state === 'connected'))),
     toDisposable(
       sessiond.onDidChangeState((state) =>
         output.info(state === 'connected' ? `connected through ${sessiond.connection?.description}` : `${state}${sessiond.lastError ? `: ${sessiond.lastError}` : ''}`),
       ),
     ),
+    toDisposable(sessiond.model.onDidChange((change) => (change.permissions || change.reset) && revealWaiting())),
+    treeView.onDidChangeVisibility((event) => event.visible && revealWaiting()),
     vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration('sessiond') && sessiond.started && void sessiond.reconnect().catch(() => undefined)),
     ...registerCommands({ sessiond, statusBar, transcripts, permissions, compose, mergeOutput, state: context.globalState, storage: context.globalStorageUri.fsPath, output, reveal }),
   );

@@ -24,8 +24,8 @@ const LONG = 60_000;
 /** A Sessiond wired as src/extension.ts wires it: `openTransport` with the extension's settings (defaults). */
 function extensionLike(daemon: Daemon, settings: Partial<TransportOptions> = {}, onStderr?: (line: string) => void): Sessiond {
   const sessiond = new Sessiond({
-    openTransport: () =>
-      openTransport({ sessiondPath: SESSIOND, socket: daemon.socket, startDaemon: true, env: daemon.env, onStderr, ...settings }),
+    openTransport: (start) =>
+      openTransport({ sessiondPath: SESSIOND, socket: daemon.socket, startDaemon: true, env: daemon.env, onStderr, start, ...settings }),
     client: { clientName: 'vscode test', answersPermissions: true, workDoneProgress: true },
     coalesceMs: 10,
     refreshDelayMs: 20,

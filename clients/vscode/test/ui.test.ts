@@ -10,7 +10,7 @@ import { renamePrompt, titleProblem } from '../src/ui/format';
 import { permissionPrompt } from '../src/ui/permissions';
 import { pickItem, sessionPickItems, step } from '../src/ui/quickpick';
 import { statusBar } from '../src/ui/status';
-import { renderTranscript, sessionOfTranscriptPath, transcriptPath } from '../src/ui/transcript';
+import { renderTranscript, sessionOfTranscriptPath, transcriptPath, TURN_SEPARATOR } from '../src/ui/transcript';
 import { children, describe, parent } from '../src/ui/tree';
 import { event, modelWith, session, task } from './helpers/fixtures';
 
@@ -42,7 +42,11 @@ test('the status bar shows the fleet and the current session\'s context', () => 
 
   const quiet = modelWith([session('s1'), session('s2')]);
   assert.equal(statusBar(quiet, 'connected', undefined).text, '$(server-process) 2 open');
-  assert.equal(statusBar(quiet, 'disconnected', undefined, 'ECONNREFUSED').text, '$(debug-disconnect) sessiond');
+  assert.equal(statusBar(quiet, 'disconnected', undefined, 'ECONNREFUSED').text, '$(debug-disconnect) sessiond: not connected');
+  // Stopped on purpose: says so, and that a click starts it (the extension does not by itself).
+  const stopped = statusBar(quiet, 'stopped', undefined, {});
+  assert.equal(stopped.text, '$(debug-stop) sessiond: stopped');
+  assert.match(stopped.tooltip, /does not start it again by itself: click to start it/);
   assert.match(statusBar(quiet, 'disconnected', undefined, 'ECONNREFUSED').tooltip, /ECONNREFUSED/);
 });
 
@@ -53,17 +57,18 @@ test('the tree goes agents → sessions → permission, plan and changed files',
   assert.deepEqual(roots, [{ type: 'agent', agent: 'demo' }]);
   const agentView = describe(model, roots[0]);
   assert.equal(agentView.description, '4 open · 2 working');
+  // The session that needs you first; creation order otherwise.
   const sessions = children(model, roots[0]);
-  assert.deepEqual(sessions.map((n) => (n.type === 'session' ? n.session : '')), ['s1', 's2', 's3', 's4']);
+  assert.deepEqual(sessions.map((n) => (n.type === 'session' ? n.session : '')), ['s2', 's1', 's3', 's4']);
 
-  const s1 = describe(model, sessions[0]);
+  const s1 = describe(model, sessions[1]);
   assert.equal(s1.label, 'fix tests');
   assert.equal(s1.description, 's1 · working · plan 1/3 · 42% · 2 files');
   assert.equal(s1.contextValue, 'session-working');
   assert.equal(s1.icon?.id, 'sync~spin');
   assert.equal(s1.command?.command, 'sessiond.openTranscript');
 
-  const [plan, changes] = children(model, sessions[0]);
+  const [plan, changes] = children(model, sessions[1]);
   assert.equal(describe(model, plan).description, '1/3 · Fix');
   const entries = children(model, plan);
   assert.equal(entries.length, 3);
@@ -76,11 +81,11 @@ test('the tree goes agents → sessions → permission, plan and changed files',
   assert.deepEqual(file.command?.arguments, ['s1', 'src/app.py']);
   assert.deepEqual(parent(model, files[0]), changes);
 
-  const s2 = children(model, sessions[1]);
+  const s2 = children(model, sessions[0]);
   const permission = describe(model, s2[0]);
   assert.equal(permission.label, 'Needs you: Push?');
   assert.equal(permission.contextValue, 'permission');
-  assert.equal(describe(model, sessions[1]).collapsible, 'expanded');
+  assert.equal(describe(model, sessions[0]).collapsible, 'expanded');
   assert.equal(describe(model, sessions[2]).collapsible, 'none');
 });
 
@@ -142,10 +147,12 @@ test('a transcript renders with a header that says how much is shown and whether
     { n: 2, role: 'user', turn: 't2', text: 'ask ok?' },
     { n: 3, role: 'tool', turn: 't2', text: 'ok?' },
   ];
-  const text = renderTranscript(lines, { session: session('s1', { title: 'x' }), sessionId: 's1', total: 5000, shown: 4, live: true });
+  const text = renderTranscript(lines, { session: session('s1', { title: 'x' }), sessionId: 's1', total: 5000, shown: 4, live: true, waiting: ['ok?'] });
+  // Turns apart by a rule; the request the session waits on marked at the end.
   assert.equal(
     text,
-    '# x (s1) · demo · idle\n# the last 4 of 5000 lines, following live\n\n> say hi\nhi\n\n> ask ok?\n  ⚙ ok?\n',
+    `# x (s1) · demo · idle\n# the last 4 of 5000 lines, following live\n\n> say hi\nhi\n\n${TURN_SEPARATOR}\n> ask ok?\n  ⚙ ok?\n\n` +
+      '⏸ waiting for you: ok? (answer from its notification or its row in the Sessions view)\n',
   );
   assert.match(renderTranscript([], { session: undefined, sessionId: 's9', total: 0, shown: 0, live: false }), /no longer following/);
   assert.equal(sessionOfTranscriptPath(transcriptPath('s1', 'a/b')), 's1');
@@ -171,7 +178,7 @@ test('a permission prompt names the session and offers the agent\'s options in o
     { id: 'p', session: 's1', agent: 'demo', toolCall: { title: 'Push to main?' }, options: [{ optionId: 'allow_once', name: 'Allow' }, { optionId: 'reject_once', name: 'Reject' }], viaRequest: false },
     session('s1', { title: 'release' }),
   );
-  assert.equal(prompt.message, 'sessiond release (s1): demo asks permission: Push to main?');
+  assert.equal(prompt.message, 'release (s1): demo asks permission: Push to main?');
   assert.deepEqual(prompt.choices, [
     { title: 'Allow', optionId: 'allow_once' },
     { title: 'Reject', optionId: 'reject_once' },

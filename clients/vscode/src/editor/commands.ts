@@ -1,13 +1,22 @@
 import * as vscode from 'vscode';
-import { describeError } from '../protocol/errors';
+import { describeError, errorSentence } from '../protocol/errors';
 import { DaemonRestartError, type Sessiond } from '../protocol/live';
 import { Methods } from '../protocol/methods';
 import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../ui/around';
 import { randomUUID } from 'node:crypto';
-import { lastPromptOf, placementItems, sentMessage } from '../ui/compose';
-import { reconnectedMessage, reconnectFailedMessage, restartedMessage, restartFailedMessage, restartWarning } from '../ui/daemon';
+import { lastPromptOf, placementItems, sentMessage, turnEndedMessage } from '../ui/compose';
+import {
+  notConnectedMessage,
+  reconnectedMessage,
+  reconnectFailedMessage,
+  restartedMessage,
+  restartFailedMessage,
+  restartWarning,
+  START_COMMAND,
+} from '../ui/daemon';
 import { RECONNECT_COMMAND } from '../ui/status';
-import { plural, renamePrompt, sessionName, titleProblem } from '../ui/format';
+import { renamePrompt, sessionName, titleProblem } from '../ui/format';
+import { cancelledMessage, cancelQuestion, closeQuestion, nothingToCancel, turnsLabel } from '../ui/turns';
 import { gatePrompt, mergeableSessions, mergeOptionItems, strategyItems } from '../ui/merge';
 import { pickItem, sessionPickItems, step, type SessionPickItem } from '../ui/quickpick';
 import type { TreeNode } from '../ui/tree';
@@ -53,7 +62,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
    * Pick a session (those with a turn in hand first), each with its status and its last prompt
    * whole on the detail line; prompts this window has not seen are read from the transcripts.
    */
-  async function pick(placeHolder: string, sessions = sessionPickItems(model)): Promise<string | undefined> {
+  async function pick(placeHolder: string, sessions = sessionPickItems(model, statusBar.current)): Promise<string | undefined> {
     const quickPick = vscode.window.createQuickPick<SessionPickItem>();
     Object.assign(quickPick, { placeholder: placeHolder, matchOnDescription: true, matchOnDetail: true, ignoreFocusOut: false });
     quickPick.items = sessions;
@@ -85,7 +94,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     const active = quickPick.activeItems[0]?.session;
     quickPick.items = quickPick.items.map((item) => {
       const info = model.sessions.get(item.session);
-      return info ? pickItem(info, model.lastPrompts.get(item.session)) : item;
+      return info ? pickItem(info, model.lastPrompts.get(item.session), item.session === statusBar.current) : item;
     });
     const again = quickPick.items.find((item) => item.session === active);
     if (again) quickPick.activeItems = [again];
@@ -104,10 +113,13 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     return pick('Reopen which session? (closed last first)', closed.sessions.map((info) => pickItem(info)));
   }
 
-  async function sessionOf(arg: SessionArg, placeHolder: string, preferCurrent = true): Promise<string | undefined> {
+  /**
+   * The session a row or a script names; from the palette (no row), picked, the current session
+   * first and preselected: a command never acts on a session the person did not see named.
+   */
+  async function sessionOf(arg: SessionArg, placeHolder: string): Promise<string | undefined> {
     if (typeof arg === 'string') return arg;
     if (arg && 'session' in arg) return arg.session;
-    if (preferCurrent && statusBar.current && model.sessions.get(statusBar.current)?.status !== 'closed') return statusBar.current;
     return pick(placeHolder);
   }
 
@@ -116,9 +128,8 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     try {
       return await action();
     } catch (error) {
-      const message = describeError(method, error);
-      output.error(message);
-      void vscode.window.showErrorMessage(message);
+      output.error(describeError(method, error));
+      void vscode.window.showErrorMessage(errorSentence(error));
       return undefined;
     }
   }
@@ -128,7 +139,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
    * picked now (never silently the last one opened). Ctrl+Enter or its send button sends it.
    */
   async function sendPrompt(arg?: SessionArg): Promise<void> {
-    const session = await sessionOf(arg, 'Send a prompt to which session? (a compose editor opens for it)', false);
+    const session = await sessionOf(arg, 'Send a prompt to which session? (a compose editor opens for it)');
     if (!session) return;
     statusBar.setCurrent(session);
     await compose.open(session);
@@ -151,14 +162,14 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     });
     try {
       const result = await sessiond.prompt(session, text, undefined, turnId);
-      const first = result.text.trim().split('\n')[0] ?? '';
-      vscode.window.setStatusBarMessage(`sessiond ${session}: ${result.stopReason}${first ? `: ${first}` : ''}`, 8000);
+      const message = turnEndedMessage(model.sessions.get(session), session, result.stopReason, result.text);
+      output.info(message);
+      vscode.window.setStatusBarMessage(message, 15_000);
     } catch (error) {
-      const message = describeError(Methods.sessionPrompt, error);
-      output.error(message);
+      output.error(describeError(Methods.sessionPrompt, error));
       // A prompt the daemon did not take goes back into a compose editor, so nothing written is lost.
       if (!taken) await compose.open(session, text);
-      void vscode.window.showErrorMessage(message);
+      void vscode.window.showErrorMessage(errorSentence(error));
     } finally {
       listener.dispose();
     }
@@ -166,6 +177,7 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
 
   /** "New Session…": agent, root (the workspace folder first), placement and title; then a compose editor. */
   async function newSession(arg?: TreeNode): Promise<void> {
+    if (!(await ensureConnected('no session can be opened'))) return;
     const agents = [...model.agents.keys()];
     const agent =
       arg?.type === 'agent'
@@ -283,18 +295,56 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
   }
 
   /** "sessiond: Reconnect to the Daemon": an attempt now (not at the back-off's next turn), and what it gave. */
-  async function reconnect(): Promise<void> {
-    output.info(`reconnecting now, as asked (${RECONNECT_COMMAND})`);
+  /**
+   * Connect now: to a daemon that runs (Reconnect), or starting one unless one runs (Start the
+   * Daemon, whatever the setting sessiond.startDaemon); says how it went. True once connected.
+   */
+  async function connect(start: boolean): Promise<boolean> {
+    const command = start ? START_COMMAND : RECONNECT_COMMAND;
+    if (start && sessiond.state === 'connected') {
+      void vscode.window.showInformationMessage(`sessiond: the daemon runs already; connected through ${sessiond.connection?.description}`);
+      return true;
+    }
+    output.info(`${start ? 'starting the daemon' : 'reconnecting now'}, as asked (${command})`);
     try {
-      const client = await sessiond.reconnect();
+      const client = await (start ? sessiond.startDaemon() : sessiond.reconnect());
       const message = reconnectedMessage(client.description);
-      output.info(`${message} (${RECONNECT_COMMAND})`);
+      output.info(`${message} (${command})`);
       void vscode.window.showInformationMessage(message);
+      return true;
     } catch (error) {
       const message = reconnectFailedMessage(error instanceof Error ? error.message : String(error));
       output.error(message);
       void vscode.window.showErrorMessage(message, 'Show Log').then((answer) => answer && output.show());
+      return false;
     }
+  }
+
+  /** What can be done while not connected: start a daemon, reconnect, read the log (the status bar's click). */
+  async function connectionMenu(): Promise<void> {
+    const items = [
+      { label: '$(play) Start the Daemon', description: 'through `sessiond stdio`, unless one runs', run: () => connect(true) },
+      { label: '$(debug-disconnect) Reconnect', description: 'to a daemon that runs (started elsewhere)', run: () => connect(false) },
+      { label: '$(output) Show Log', description: 'each attempt to connect, and why it failed', run: (): Promise<boolean> => {
+        output.show();
+        return Promise.resolve(true);
+      } },
+    ];
+    const title = sessiond.state === 'stopped' ? 'The sessiond daemon was stopped' : 'Not connected to the sessiond daemon';
+    const choice = await vscode.window.showQuickPick(items, { title, placeHolder: sessiond.lastError ?? 'What now?' });
+    if (choice) await choice.run();
+  }
+
+  /**
+   * True when connected (a first attempt under way is waited for a moment); else says so before
+   * anything is asked, offering to start or reconnect, and is true once that connected.
+   */
+  async function ensureConnected(what: string): Promise<boolean> {
+    if (sessiond.state === 'starting') await sessiond.whenConnected(3000).catch(() => undefined);
+    if (sessiond.state === 'connected') return true;
+    const message = notConnectedMessage(what, sessiond.state === 'stopped', sessiond.lastError);
+    const answer = await vscode.window.showWarningMessage(message, 'Start the Daemon', 'Reconnect');
+    return answer ? connect(answer === 'Start the Daemon') : false;
   }
 
   /** A merge row's click: the gate output of a failed gate, else the session's transcript. */
@@ -405,8 +455,15 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     'sessiond.cancel': async (arg?: SessionArg) => {
       const session = await sessionOf(arg, 'Cancel the turns of which session?');
       if (!session) return;
+      const info = model.sessions.get(session);
+      if (info && arg === undefined && !turnsLabel(info)) {
+        void vscode.window.showInformationMessage(nothingToCancel(info));
+        return;
+      }
+      const question = info && cancelQuestion(info, arg === undefined);
+      if (question && (await vscode.window.showWarningMessage(question, { modal: true }, 'Cancel Turns')) !== 'Cancel Turns') return;
       const result = await run(Methods.sessionCancel, () => sessiond.request(Methods.sessionCancel, { session }));
-      if (result) vscode.window.setStatusBarMessage(`sessiond ${session}: ${plural(result.cancelled, 'turn')} told to stop`, 5000);
+      if (result) vscode.window.setStatusBarMessage(cancelledMessage(info, session, result.cancelled), 8000);
     },
     'sessiond.rename': async (arg?: SessionArg) => {
       const session = await sessionOf(arg, 'Rename which session?');
@@ -431,21 +488,17 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       const session = await sessionOf(arg, 'Close which session?');
       if (!session) return;
       const info = model.sessions.get(session);
-      const working = info && ['working', 'queued', 'needs_you'].includes(info.status);
-      if (working) {
-        const answer = await vscode.window.showWarningMessage(
-          `${sessionName(info)} is ${info.status}: closing it cancels its turns.`,
-          { modal: true },
-          'Close',
-        );
-        if (answer !== 'Close') return;
-      }
+      const question = info && closeQuestion(info, arg === undefined);
+      if (question && (await vscode.window.showWarningMessage(question, { modal: true }, 'Close')) !== 'Close') return;
       const closed = await run(Methods.sessionClose, () => sessiond.request(Methods.sessionClose, { session }));
-      if (closed) model.upsertSession(closed);
+      if (!closed) return;
+      model.upsertSession(closed);
+      vscode.window.setStatusBarMessage(`sessiond: closed ${sessionName(closed)}`, 8000);
     },
     'sessiond.nextWorking': () => stepTo(1),
     'sessiond.previousWorking': () => stepTo(-1),
     'sessiond.pickSession': async () => {
+      if (sessiond.state !== 'connected' && sessiond.state !== 'starting') return connectionMenu();
       const session = await pick('Open which session? (those with a turn in hand first)');
       if (!session) return;
       setCurrent(session);
@@ -461,9 +514,13 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       if (arg && typeof arg === 'object' && arg.type === 'file') await openChangedFile(sessiond, arg.session, arg.path);
       else if (typeof arg === 'string' && path) await openChangedFile(sessiond, arg, path);
     },
-    'sessiond.answerPermission': async (arg?: string | TreeNode) =>
-      permissions.choose(typeof arg === 'string' ? arg : arg?.type === 'permission' ? arg.permission : undefined),
-    'sessiond.reconnect': reconnect,
+    // From a notification's link: the request and the option chosen; from a row or the palette: a pick.
+    'sessiond.answerPermission': async (arg?: string | TreeNode, optionId?: string) =>
+      typeof arg === 'string' && typeof optionId === 'string'
+        ? permissions.answer(arg, optionId)
+        : permissions.choose(typeof arg === 'string' ? arg : arg?.type === 'permission' ? arg.permission : undefined),
+    'sessiond.reconnect': () => connect(false),
+    'sessiond.startDaemon': () => connect(true),
     'sessiond.restartDaemon': restartDaemon,
     'sessiond.showLog': () => output.show(),
     'sessiond.openTimeline': async (arg?: SessionArg) => {

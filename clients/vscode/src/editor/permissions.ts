@@ -1,17 +1,20 @@
 import * as vscode from 'vscode';
-import { describeError } from '../protocol/errors';
+import { errorSentence } from '../protocol/errors';
 import type { Sessiond } from '../protocol/live';
 import type { PendingPermission } from '../protocol/model';
-import { permissionPrompt } from '../ui/permissions';
+import { answerLinks, permissionPrompt } from '../ui/permissions';
 import { toDisposable } from './sessionsTree';
 
 /**
- * Each permission request once as a notification with the agent's options.
- * Shown after a coalesced model change, so a request asked and answered
- * within one replayed batch never pops up.
+ * Each permission request once as a notification with the agent's options as links, withdrawn
+ * when the request settles (answered here or elsewhere, or its turn ended). A plain message
+ * notification cannot be withdrawn, and kept live Allow/Reject buttons for requests long gone;
+ * a progress notification goes away when its task resolves. Shown after a coalesced model
+ * change, so a request asked and answered within one replayed batch never pops up.
  */
 export class Permissions implements vscode.Disposable {
-  private readonly shown = new Set<string>();
+  /** Requests shown, and how to withdraw each one's notification. */
+  private readonly shown = new Map<string, () => void>();
   private readonly subscription: vscode.Disposable;
 
   constructor(private readonly sessiond: Sessiond) {
@@ -27,18 +30,25 @@ export class Permissions implements vscode.Disposable {
     // so it names its session ("Add a CLI (s2)", not "s2").
     if (!this.sessiond.model.loaded) return;
     const pending = this.sessiond.model.permissions;
-    for (const id of this.shown) if (!pending.has(id)) this.shown.delete(id);
+    for (const [id, withdraw] of this.shown) {
+      if (pending.has(id)) continue;
+      withdraw();
+      this.shown.delete(id);
+    }
     for (const permission of pending.values()) {
-      if (this.shown.has(permission.id)) continue;
-      this.shown.add(permission.id);
-      void this.notify(permission);
+      if (!this.shown.has(permission.id)) this.notify(permission);
     }
   }
 
-  private async notify(permission: PendingPermission): Promise<void> {
+  /** A notification that lasts while the request waits: the question, then the options as links. */
+  private notify(permission: PendingPermission): void {
     const prompt = permissionPrompt(permission, this.sessiond.model.sessions.get(permission.session));
-    const picked = await vscode.window.showInformationMessage(prompt.message, ...prompt.choices);
-    if (picked) await this.answer(permission.id, picked.optionId);
+    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: prompt.message }, (progress) =>
+      new Promise<void>((resolve) => {
+        this.shown.set(permission.id, resolve);
+        progress.report({ message: answerLinks(permission.id, prompt.choices) });
+      }),
+    );
   }
 
   /** From the tree or the palette: choose among the options in a quick pick. */
@@ -61,12 +71,13 @@ export class Permissions implements vscode.Disposable {
     const prompt = permissionPrompt(permission, model.sessions.get(permission.session));
     const choice = await vscode.window.showQuickPick(
       [...prompt.choices.map((c) => ({ label: c.title, optionId: c.optionId })), { label: 'Cancel the request', optionId: null }],
-      { placeHolder: prompt.message },
+      { title: prompt.message, placeHolder: 'Your answer' },
     );
     if (choice) await this.answer(permission.id, choice.optionId);
   }
 
-  private async answer(id: string, optionId: string | null): Promise<void> {
+  /** Answer a request (null: cancel it); one answered already, here or elsewhere, is said to be. */
+  async answer(id: string, optionId: string | null): Promise<void> {
     if (!this.sessiond.model.permissions.has(id)) {
       void vscode.window.showInformationMessage('sessiond: that permission request was already answered');
       return;
@@ -74,11 +85,13 @@ export class Permissions implements vscode.Disposable {
     try {
       await this.sessiond.answerPermission(id, optionId);
     } catch (error) {
-      void vscode.window.showErrorMessage(describeError('permission/answer', error));
+      void vscode.window.showErrorMessage(errorSentence(error));
     }
   }
 
   dispose(): void {
     this.subscription.dispose();
+    for (const withdraw of this.shown.values()) withdraw();
+    this.shown.clear();
   }
 }

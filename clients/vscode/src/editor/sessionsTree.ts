@@ -149,8 +149,8 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
     if (rows.length) this.changed.fire(rows);
   }
 
-  /** The one object of this node's key. */
-  private intern(node: TreeNode): TreeNode {
+  /** The one object of this node's key (VS Code knows a tree's elements by identity: reveal needs it). */
+  intern(node: TreeNode): TreeNode {
     const key = nodeKey(node);
     let known = this.nodes.get(key);
     if (!known) this.nodes.set(key, (known = node));

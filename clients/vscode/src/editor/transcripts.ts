@@ -18,9 +18,17 @@ export class Transcripts implements vscode.TextDocumentContentProvider, vscode.D
   /** The last text of documents no longer followed, by session. */
   private readonly frozen = new Map<string, string>();
   private readonly closed: vscode.Disposable;
+  private readonly permissionsChanged: vscode.Disposable;
 
   constructor(private readonly sessiond: Sessiond) {
     this.pool = new TranscriptPool(sessiond, undefined, undefined, (follower) => this.freeze(follower));
+    // A request asked or settled changes the "waiting for you" mark of its session's document.
+    this.permissionsChanged = toDisposable(
+      sessiond.model.onDidChange((change) => {
+        if (!change.permissions) return;
+        for (const [session, uri] of this.uris) if (this.following.has(session)) this.changed.fire(uri);
+      }),
+    );
     this.closed = vscode.workspace.onDidCloseTextDocument((document) => {
       if (document.uri.scheme !== TRANSCRIPT_SCHEME) return;
       const session = sessionOfTranscriptPath(document.uri.path);
@@ -60,6 +68,7 @@ export class Transcripts implements vscode.TextDocumentContentProvider, vscode.D
       shown: follower.lines.length,
       live,
       note: follower.unavailable,
+      waiting: this.sessiond.model.permissionsOf(follower.session).map((p) => p.toolCall.title ?? p.toolCall.kind ?? 'a permission request'),
     });
   }
 
@@ -88,5 +97,6 @@ export class Transcripts implements vscode.TextDocumentContentProvider, vscode.D
     this.pool.dispose();
     this.changed.dispose();
     this.closed.dispose();
+    this.permissionsChanged.dispose();
   }
 }

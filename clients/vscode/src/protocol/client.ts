@@ -192,6 +192,11 @@ export class SessiondClient {
     return this.transport.description;
   }
 
+  /** This connection started a daemon in place of one that died (see Transport.replacedDeadDaemon). */
+  get replacedDeadDaemon(): boolean {
+    return this.transport.replacedDeadDaemon ?? false;
+  }
+
   /** A request of the daemon's, typed by the schema. A cancelled token sends `$/cancelRequest`. */
   request<M extends MethodName>(method: M, params: ParamsOf<M>, token?: CancellationToken): Promise<ResultOf<M>> {
     if (this.closed) return Promise.reject(new Error(`not connected to sessiond (${method})`));

@@ -23,3 +23,9 @@ export function describeError(method: string, error: unknown): string {
   }
   return `sessiond ${method} failed: ${error instanceof Error ? error.message : String(error)}`;
 }
+
+/** What a person is shown of a failed request: the daemon's own sentence ("sessiond: the prompt is …"); the log has the method and code. */
+export function errorSentence(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return `sessiond: ${text}`;
+}

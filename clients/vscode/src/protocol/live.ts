@@ -13,7 +13,7 @@ import { Coalescer } from './coalesce';
 import { describeError, ErrorCodes, isError } from './errors';
 import { Methods } from './methods';
 import { FleetModel, type PendingPermission } from './model';
-import type { Transport } from './transport';
+import { DaemonStoppedError, type StartRule, type Transport } from './transport';
 import type {
   DaemonStatus,
   MergeEntry,
@@ -33,9 +33,11 @@ import type {
 
 /**
  * `idle`: not started (waiting for a daemon, the view or a command); `starting`: the first
- * attempt; `disconnected`: the connection dropped or failed and is being made again.
+ * attempt; `disconnected`: the connection dropped or failed and is being made again;
+ * `stopped`: the daemon was stopped on purpose (`sessiond stop`): connects to one that starts,
+ * starts none until asked (`startDaemon()`).
  */
-export type ConnectionState = 'idle' | 'starting' | 'connected' | 'disconnected' | 'disposed';
+export type ConnectionState = 'idle' | 'starting' | 'connected' | 'disconnected' | 'stopped' | 'disposed';
 
 export interface ReconnectOptions {
   /** First delay after a failed or dropped connection; it grows by half each time. */
@@ -55,7 +57,8 @@ interface AttemptOutcome {
 }
 
 export interface SessiondOptions {
-  openTransport: () => Promise<Transport>;
+  /** A new byte stream to the daemon; `start` says whether it may start one (see StartRule). */
+  openTransport: (start: StartRule) => Promise<Transport>;
   client: ClientOptions;
   reconnect?: ReconnectOptions;
   /** Model changes are delivered at most this often. */
@@ -131,6 +134,11 @@ export class Sessiond {
   private wake: (() => void) | undefined;
   /** The next pause between attempts is skipped (reconnect() asked for an attempt now). */
   private attemptNow = false;
+  /**
+   * Whether the next attempt may start a daemon: as the setting says until the first connection;
+   * after that only in place of one that died; whatever the setting once the person asks.
+   */
+  private startRule: StartRule = 'ifSet';
   /** Connection attempts begun so far, and whether one is under way (not yet connected or failed). */
   private attemptsBegun = 0;
   private attempting = false;
@@ -170,9 +178,9 @@ export class Sessiond {
     return this.client;
   }
 
-  /** When the connection last dropped (ms since the epoch), while disconnected. */
+  /** When the connection last dropped (ms since the epoch), while disconnected or stopped. */
   get disconnectedSince(): number | undefined {
-    return this.stateValue === 'disconnected' ? this.disconnectedAt : undefined;
+    return this.stateValue === 'disconnected' || this.stateValue === 'stopped' ? this.disconnectedAt : undefined;
   }
 
   /** Whether start() was called. */
@@ -219,6 +227,15 @@ export class Sessiond {
   }
 
   /**
+   * Start a daemon (through `sessiond stdio`, whatever the setting sessiond.startDaemon) unless one
+   * answers, and connect to it now: the person asked. Resolves as `reconnect()` does.
+   */
+  startDaemon(): Promise<SessiondClient> {
+    this.startRule = 'now';
+    return this.reconnect();
+  }
+
+  /**
    * Restart the daemon: `daemon/stop` (its turns end cancelled), wait until it has closed this
    * connection, then let the connection loop reconnect as after any drop: to the socket, else
    * through `sessiond stdio`, which starts a new daemon when none runs (with the setting
@@ -241,6 +258,8 @@ export class Sessiond {
     } catch (error) {
       throw new DaemonRestartError('stop', describeError(Methods.daemonStop, error));
     }
+    // The person asked for a new one: the reconnect after this stop starts it (as the setting allows).
+    this.startRule = 'ifSet';
     const seconds = Math.round(stepTimeoutMs / 1000);
     try {
       await withTimeout(client.whenClosed, stepTimeoutMs, () => `it had not closed the connection ${seconds} s after answering ${Methods.daemonStop}`);
@@ -386,8 +405,9 @@ export class Sessiond {
       this.attempting = true;
       const number = this.attemptsBegun;
       let client: SessiondClient | undefined;
+      let stoppedOnPurpose = false;
       try {
-        const transport = await this.options.openTransport();
+        const transport = await this.options.openTransport(this.startRule);
         // The permission handler goes in with the connection: the daemon re-asks what is
         // waiting right after initialize, before connect() returns.
         client = await SessiondClient.connect(transport, this.options.client, {
@@ -399,6 +419,8 @@ export class Sessiond {
         if (client.isClosed) throw new Error('the connection closed while loading');
         delay = minDelayMs;
         this.lastErrorValue = undefined;
+        // From now on a dropped connection starts a daemon only in place of one that died.
+        this.startRule = 'afterCrash';
         this.setState('connected');
         this.resolveConnected();
         this.attempting = false;
@@ -407,6 +429,7 @@ export class Sessiond {
         if (!this.disposed) this.lastErrorValue = `the connection to sessiond (${client.description}) closed`;
       } catch (error) {
         this.lastErrorValue = error instanceof Error ? error.message : String(error);
+        stoppedOnPurpose = error instanceof DaemonStoppedError;
         client?.dispose();
         this.attempting = false;
         this.attemptEmitter.fire({ attempt: number, error: this.lastErrorValue });
@@ -416,7 +439,7 @@ export class Sessiond {
       this.buffered = undefined;
       this.forgetRequests();
       if (!this.disposed) {
-        this.setState('disconnected');
+        this.setState(stoppedOnPurpose ? 'stopped' : 'disconnected');
         this.connected = new Promise((resolve) => (this.resolveConnected = resolve));
       }
     }
@@ -627,7 +650,8 @@ export class Sessiond {
 
   private setState(state: ConnectionState): void {
     if (this.stateValue === state) return;
-    if (state === 'disconnected') this.disconnectedAt = Date.now();
+    const away = (s: ConnectionState): boolean => s === 'disconnected' || s === 'stopped';
+    if (away(state) && !away(this.stateValue)) this.disconnectedAt = Date.now();
     this.stateValue = state;
     this.stateEmitter.fire(state);
   }

@@ -15,7 +15,26 @@ export interface Transport {
   readonly output: Writable;
   /** For messages to a person: "socket /run/…/sessiond.sock" or "sessiond stdio (pid 42)". */
   readonly description: string;
+  /** It started a daemon in place of one that died (its socket left behind, refusing connections). */
+  readonly replacedDeadDaemon?: boolean;
   dispose(): void;
+}
+
+/**
+ * When a connection attempt may start a daemon (through `sessiond stdio`) if none answers:
+ * `ifSet` as the setting sessiond.startDaemon says (the first connection); `afterCrash` only in
+ * place of one that died, its socket file left behind, never where a daemon was stopped (a daemon
+ * that stops removes its socket): after a dropped connection; `now` whatever the setting (the
+ * person asked: "Start the Daemon", "Restart the Daemon").
+ */
+export type StartRule = 'ifSet' | 'afterCrash' | 'now';
+
+/** No daemon runs and none may be started: the one there was stopped (its socket removed). */
+export class DaemonStoppedError extends Error {
+  constructor(readonly socket: string) {
+    super(`the sessiond daemon was stopped (no socket at ${socket}); the extension starts none until asked`);
+    this.name = 'DaemonStoppedError';
+  }
 }
 
 export interface TransportOptions {
@@ -23,8 +42,10 @@ export interface TransportOptions {
   socket?: string;
   /** The `sessiond` executable, spawned as `sessiond stdio` when the socket does not answer. */
   sessiondPath?: string;
-  /** Whether to start the daemon (through `sessiond stdio`) when nothing answers at the socket. */
+  /** Whether to start the daemon (through `sessiond stdio`) when nothing answers at the socket (the setting). */
   startDaemon?: boolean;
+  /** When this attempt may start one (default `ifSet`); see StartRule. */
+  start?: StartRule;
   env?: NodeJS.ProcessEnv;
   /** Lines the spawned `sessiond stdio` writes to stderr. */
   onStderr?: (line: string) => void;
@@ -98,21 +119,26 @@ const NOBODY_THERE = new Set(['ENOENT', 'ECONNREFUSED']);
 
 /**
  * The socket when a daemon answers there; otherwise `sessiond stdio` when allowed to start one
- * (it starts the daemon and relays); otherwise an error saying what to do.
+ * (it starts the daemon and relays; see StartRule); otherwise an error saying what to do
+ * (a `DaemonStoppedError` when the daemon was stopped and may not be started again now).
  */
 export async function openTransport(options: TransportOptions): Promise<Transport> {
   const socketPath = options.socket || defaultSocketPath(options.env);
+  const rule = options.start ?? 'ifSet';
+  let code: string;
   try {
     return await connectSocket(socketPath);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? '';
+    code = (error as NodeJS.ErrnoException).code ?? '';
     if (!NOBODY_THERE.has(code)) throw error;
-    if (!options.startDaemon) {
-      throw new Error(
-        `no sessiond daemon answers at ${socketPath} (${code}); start one with \`sessiond serve\`, ` +
-          'or enable the setting sessiond.startDaemon',
-      );
-    }
   }
-  return spawnStdio({ ...options, socket: options.socket || undefined });
+  if (rule === 'afterCrash' && code === 'ENOENT') throw new DaemonStoppedError(socketPath);
+  if (rule !== 'now' && !options.startDaemon) {
+    throw new Error(
+      `no sessiond daemon answers at ${socketPath} (${code}); start one with \`sessiond serve\`, ` +
+        'or enable the setting sessiond.startDaemon',
+    );
+  }
+  const transport = await spawnStdio({ ...options, socket: options.socket || undefined });
+  return rule === 'afterCrash' ? { ...transport, replacedDeadDaemon: true } : transport;
 }

@@ -77,3 +77,19 @@ export function lastPromptOf(lines: { role: string; turn?: string | null; text: 
     .map((line) => line.text)
     .join('\n');
 }
+
+const ENDINGS: Record<string, string> = {
+  end_turn: 'finished',
+  cancelled: 'was cancelled',
+  max_tokens: 'stopped at its token limit',
+  max_turn_requests: 'stopped at its limit of model requests',
+  refusal: 'ended: the agent refused',
+};
+
+/** The status bar message once a prompt sent from here ends: "sessiond: Fix tests (s3) finished: Fixed." */
+export function turnEndedMessage(session: SessionInfo | undefined, id: string, stopReason: string, reply: string): string {
+  const first = reply.trim().split('\n')[0]?.trim() ?? '';
+  const short = first.length > 80 ? `${first.slice(0, 77)}…` : first;
+  const how = ENDINGS[stopReason] ?? `ended (${stopReason.replace(/_/g, ' ')})`;
+  return `sessiond: your prompt to ${session ? sessionName(session) : id} ${how}${short ? `: ${short}` : ''}`;
+}

@@ -74,3 +74,35 @@ export function restartFailedMessage(failure: RestartFailure): string {
     }
   }
 }
+
+/** The palette title of the command that starts a daemon (contributed in package.json). */
+export const START_COMMAND = 'sessiond: Start the Daemon';
+
+/** Said once when the daemon was stopped on purpose: the extension leaves it stopped. */
+export function stoppedMessage(): string {
+  return 'sessiond: the daemon was stopped. The extension does not start it again by itself; it connects when one runs.';
+}
+
+/** Said when a command needs the daemon and is not connected; its buttons start or reconnect. */
+export function notConnectedMessage(what: string, stopped: boolean, reason?: string): string {
+  const why = stopped ? 'the daemon was stopped' : `not connected to the sessiond daemon${reason ? ` (${reason.replace(/\.$/, '')})` : ''}`;
+  return `sessiond: ${why}, so ${what}. Start the daemon, or reconnect to one that runs.`;
+}
+
+/**
+ * Said once after the daemon went away without a stop (killed, crashed) or was restarted
+ * elsewhere, and the turns its new run marked interrupted (turn.ended, outcome `interrupted`):
+ * each named, to be sent again.
+ */
+export function daemonLostMessage(replaced: boolean, interrupted: string[], model: ModelView): string {
+  const what = replaced
+    ? 'the daemon stopped unexpectedly (killed or crashed); the extension started a new one'
+    : 'the daemon was restarted';
+  if (!interrupted.length) return `sessiond: ${what}.`;
+  const names = interrupted.map((id) => {
+    const session = model.sessions.get(id);
+    return session?.title ? `${session.title} (${id})` : id;
+  });
+  const turns = interrupted.length === 1 ? '1 turn was' : `${interrupted.length} turns were`;
+  return `sessiond: ${what}. ${turns} interrupted: ${names.join(', ')}. Send again what should still run.`;
+}

@@ -1,5 +1,5 @@
 /** Small formatting shared by the views. Pure; no `vscode` import. */
-import type { ChangedFile, ContextFill, Plan, SessionInfo, SessionStatus } from '../protocol/types';
+import type { Attention, ChangedFile, ContextFill, Plan, SessionInfo, SessionStatus } from '../protocol/types';
 import type { InputPrompt } from './around';
 
 /** Codicon id per status ("sync~spin" spins). */
@@ -28,6 +28,15 @@ export const STATUS_LABELS: Record<SessionStatus, string> = {
   failed: 'failed',
   stopped: 'stopped',
   closed: 'closed',
+};
+
+/** The daemon's attention flags, in words for a tooltip. */
+export const ATTENTION_LABELS: Record<Attention, string> = {
+  needs_you: 'a permission request waits for you',
+  plan_stalled: 'its plan step has been in progress a long time',
+  context_high: 'its context window is over 80% full',
+  turn_long: 'its turn has run past half its time limit',
+  agent_silent: 'its agent has said nothing for a while',
 };
 
 /** What a session started from another one is, in words (`main` sessions say nothing). */
@@ -128,4 +137,19 @@ export function ago(time: string | number | null | undefined, now = Date.now()):
   const hours = Math.round(minutes / 60);
   if (hours < 48) return `${hours} h ago`;
   return `${Math.round(hours / 24)} days ago`;
+}
+
+/**
+ * A moment as a clock shows it, in local time: "14:02:07" today, "Nov 29 14:02" another day. A
+ * tooltip is made when its row is drawn and shown much later: "17 s ago" would be wrong by then.
+ */
+export function clockTime(time: string | number | null | undefined, now = Date.now()): string {
+  if (time === null || time === undefined) return 'an unknown time';
+  const at = new Date(typeof time === 'number' ? time : Date.parse(time));
+  if (Number.isNaN(at.getTime())) return String(time);
+  const two = (n: number): string => String(n).padStart(2, '0');
+  const today = new Date(now).toDateString() === at.toDateString();
+  if (today) return `${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())}`;
+  const month = at.toLocaleString('en', { month: 'short' });
+  return `${month} ${at.getDate()} ${two(at.getHours())}:${two(at.getMinutes())}`;
 }

@@ -14,9 +14,25 @@ export function permissionPrompt(permission: PendingPermission, session: Session
   const what = permission.toolCall.title ?? permission.toolCall.kind ?? 'a tool call';
   const where = permission.toolCall.locations?.map((location) => location.path).join(', ');
   return {
-    message: `sessiond ${who}: ${permission.agent ?? 'the agent'} asks permission: ${what}${where ? ` (${where})` : ''}`,
+    message: `${who}: ${permission.agent ?? 'the agent'} asks permission: ${what}${where ? ` (${where})` : ''}`,
     choices: permission.options.map((option) => ({ title: option.name || option.optionId, optionId: option.optionId })),
   };
+}
+
+/** The command a notification's answer links run, with the request's id and the option's. */
+export const ANSWER_COMMAND = 'sessiond.answerPermission';
+
+/**
+ * The options as markdown command links ("[Allow](command:…) · [Reject](command:…)"): a progress
+ * notification has no buttons but renders links, and goes away when the request settles.
+ */
+export function answerLinks(permissionId: string, choices: PermissionPrompt['choices']): string {
+  return choices
+    .map((choice) => {
+      const args = encodeURIComponent(JSON.stringify([permissionId, choice.optionId]));
+      return `[${choice.title.replace(/[[\]]/g, '')}](command:${ANSWER_COMMAND}?${args})`;
+    })
+    .join(' · ');
 }
 
 /** The session a turn's `$/progress` is about: the daemon titles it "sessiond s4". */

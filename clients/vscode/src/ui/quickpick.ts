@@ -2,6 +2,7 @@
 import { ACTIVE_STATUSES } from '../protocol/model';
 import type { SessionInfo, SessionStatus } from '../protocol/types';
 import { formatPercent, KIND_LABELS, planProgress, STATUS_ICONS, STATUS_LABELS } from './format';
+import { queuedNote } from './turns';
 import type { ModelView } from './view';
 
 export interface SessionPickItem {
@@ -21,28 +22,34 @@ const RANK: Record<SessionStatus, number> = {
   closed: 6,
 };
 
-/** Open sessions: needs you, working, queued, then the rest; within a rank the most recently active first. */
-export function sessionPickItems(model: ModelView): SessionPickItem[] {
+/**
+ * Open sessions: `current` (the session last opened or picked) first, marked so; then needs you,
+ * working, queued, the rest; within a rank the most recently active first.
+ */
+export function sessionPickItems(model: ModelView, current?: string): SessionPickItem[] {
+  const rank = (session: SessionInfo): number => (session.id === current ? -1 : RANK[session.status]);
   return model
     .openSessions()
-    .sort((a, b) => RANK[a.status] - RANK[b.status] || activity(b).localeCompare(activity(a)))
-    .map((session) => pickItem(session, model.lastPrompts.get(session.id)));
+    .sort((a, b) => rank(a) - rank(b) || activity(b).localeCompare(activity(a)))
+    .map((session) => pickItem(session, model.lastPrompts.get(session.id), session.id === current));
 }
 
 /**
  * A session's entry: its name and status; the detail line (a line of its own, as wide as the
  * pick) has its last prompt whole, its line breaks shown as ⏎, else its last reply or plan step.
  */
-export function pickItem(session: SessionInfo, lastPrompt?: string): SessionPickItem {
+export function pickItem(session: SessionInfo, lastPrompt?: string, current = false): SessionPickItem {
   const plan = planProgress(session.plan);
   const percent = formatPercent(session.context);
   return {
     label: `$(${STATUS_ICONS[session.status]}) ${session.title || session.id}`,
     description: [
+      current ? 'current' : undefined,
       session.title ? session.id : undefined,
       session.agent,
       session.kind && session.kind !== 'main' ? `${KIND_LABELS[session.kind]}${session.parent ? ` of ${session.parent}` : ''}` : undefined,
       STATUS_LABELS[session.status],
+      queuedNote(session),
       plan ? `plan ${plan}` : undefined,
       percent,
     ]

@@ -1,7 +1,7 @@
 /** The status bar item: the fleet at a glance and the current session's context fill. */
 import type { ConnectionState } from '../protocol/live';
 import type { SessionInfo } from '../protocol/types';
-import { ago, formatCost, formatLines, formatPercent, formatTokens, plural, PLAN_MARKS, sessionName, STATUS_LABELS } from './format';
+import { ago, clockTime, formatCost, formatLines, formatPercent, formatTokens, plural, PLAN_MARKS, sessionName, STATUS_LABELS } from './format';
 import type { ModelView } from './view';
 
 export interface StatusBarView {
@@ -36,7 +36,7 @@ export function statusBar(
   const { lastError, disconnectedSince, socket, now } = typeof connection === 'string' ? { lastError: connection } : connection;
   if (state === 'idle') {
     return {
-      text: '$(debug-disconnect) sessiond',
+      text: '$(debug-disconnect) sessiond: no daemon',
       tooltip:
         `No sessiond daemon runs${socket ? ` at ${socket}` : ''}, and the setting sessiond.startDaemon is off. ` +
         'The extension connects when one starts (`sessiond serve`), when the Sessions view opens, or when a sessiond command runs.',
@@ -47,12 +47,21 @@ export function statusBar(
     if (state === 'starting' || state === 'disposed') return { text: '$(loading~spin) sessiond', tooltip: 'Connecting to sessiond…', warning: false };
     const since = disconnectedSince ? ` since ${ago(disconnectedSince, now)}` : '';
     const open = model.fleet().open;
+    const stale = model.sessions.size ? ` The Sessions view shows the last known state of ${plural(open, 'open session')}, marked stale.` : '';
+    if (state === 'stopped') {
+      return {
+        text: '$(debug-stop) sessiond: stopped',
+        tooltip:
+          `The sessiond daemon was stopped${since} (\`sessiond stop\`, or by another editor). The extension does not ` +
+          `start it again by itself: click to start it, or start one with \`sessiond serve\` (it connects when one runs).${stale}`,
+        warning: true,
+      };
+    }
     return {
-      text: '$(debug-disconnect) sessiond',
+      text: '$(debug-disconnect) sessiond: not connected',
       tooltip:
-        `Not connected to sessiond${since}${lastError ? `: ${lastError}` : ''}. ` +
-        `The Sessions view shows the last known state of ${plural(open, 'open session')}, marked stale. ` +
-        `Retrying; run "${RECONNECT_COMMAND}" to try now.`,
+        `Not connected to sessiond${since}${lastError ? `: ${lastError}` : ''}.${stale} ` +
+        `Retrying; run "${RECONNECT_COMMAND}" to try now, or click for more.`,
       warning: true,
     };
   }
@@ -84,7 +93,7 @@ function tooltip(model: ModelView, current: SessionInfo | undefined, now?: numbe
   }
   lines.push(
     '',
-    `**${escape(sessionName(current))}**: ${STATUS_LABELS[current.status]} since ${ago(current.statusSince, now)} · ${current.agent} · ${escape(current.root)}`,
+    `**${escape(sessionName(current))}**: ${STATUS_LABELS[current.status]} since ${clockTime(current.statusSince, now)} · ${current.agent} · ${escape(current.root)}`,
   );
   const context = current.context;
   if (context) {

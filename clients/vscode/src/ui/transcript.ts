@@ -32,7 +32,12 @@ export interface TranscriptHeader {
   shown: number;
   live: boolean;
   note?: string;
+  /** The permission requests the session waits on now (their questions), marked at the end. */
+  waiting?: string[];
 }
+
+/** The line between two turns. */
+export const TURN_SEPARATOR = '─'.repeat(40);
 
 export function renderTranscript(lines: TranscriptLine[], header: TranscriptHeader): string {
   const { session } = header;
@@ -47,9 +52,12 @@ export function renderTranscript(lines: TranscriptLine[], header: TranscriptHead
   const body: string[] = [];
   let turn: string | null | undefined;
   for (const line of lines) {
-    if (line.role === 'user' && line.turn !== turn && body.length) body.push('');
+    if (line.role === 'user' && line.turn !== turn && body.length) body.push('', TURN_SEPARATOR);
     turn = line.turn;
     body.push((PREFIX[line.role] ?? '') + line.text);
+  }
+  for (const question of header.waiting ?? []) {
+    body.push('', `⏸ waiting for you: ${question} (answer from its notification or its row in the Sessions view)`);
   }
   return [...head, '', ...body, ''].join('\n');
 }

@@ -9,8 +9,9 @@
 import type { ChangedFile, SessionInfo } from '../protocol/types';
 import { byCreation } from '../protocol/model';
 import {
-  ago,
+  ATTENTION_LABELS,
   CHANGE_LETTERS,
+  clockTime,
   fileLabel,
   formatLines,
   formatPercent,
@@ -26,6 +27,7 @@ import {
 import { taskDescription, taskTooltip } from './around';
 import { MERGE_ICONS, mergeEntryDescription, mergeQueueDescription, mergeRowLabel, mergeTooltip } from './merge';
 import { RECONNECT_COMMAND } from './status';
+import { queuedNote, turnsInHand, turnsLabel } from './turns';
 import type { ModelView } from './view';
 
 export type TreeNode =
@@ -71,6 +73,8 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
     const top: TreeNode[] = [];
     if (model.suggestedTasks().length) top.push({ type: 'tasks' });
     if (model.merges.size) top.push({ type: 'merges' });
+    // Nothing open anywhere: no rows, so the view's welcome says so (and offers New Session…).
+    if (!top.length && !model.openSessions().length) return [];
     return [...top, ...agents];
   }
   switch (node.type) {
@@ -79,17 +83,17 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
     case 'tasks':
       return model.suggestedTasks().map((task) => ({ type: 'task', task: task.id }));
     case 'agent':
-      return [...model.sessions.values()]
-        .filter((session) => session.agent === node.agent && session.status !== 'closed' && !parentSession(model, session))
-        .sort(byCreation)
-        .map((session) => ({ type: 'session', session: session.id }));
+      return needsYouFirst(
+        model,
+        [...model.sessions.values()].filter((session) => session.agent === node.agent && session.status !== 'closed' && !parentSession(model, session)),
+      ).map((session) => ({ type: 'session', session: session.id }));
     case 'session': {
       const session = model.sessions.get(node.session);
       if (!session) return [];
       const out: TreeNode[] = model
         .permissionsOf(session.id)
         .map((permission) => ({ type: 'permission', session: session.id, permission: permission.id }));
-      for (const child of model.childSessions(session.id)) out.push({ type: 'session', session: child.id });
+      for (const child of needsYouFirst(model, model.childSessions(session.id))) out.push({ type: 'session', session: child.id });
       if (session.plan?.entries?.length) out.push({ type: 'plan', session: session.id });
       if (session.changes?.files?.length) out.push({ type: 'changes', session: session.id });
       return out;
@@ -208,9 +212,13 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
       const percent = formatPercent(session.context);
       const kind = session.kind && session.kind !== 'main' ? KIND_LABELS[session.kind] : undefined;
       const merge = model.merges.get(session.id);
+      const turns = turnsLabel(session);
+      const waiting = waitingBelow(model, session.id);
       const description = [
         kind,
         STATUS_LABELS[session.status],
+        waiting.length ? `${waitingLabel(waiting)} needs you` : undefined,
+        queuedNote(session),
         merge ? mergeRowLabel(merge) : undefined,
         plan ? `plan ${plan}` : undefined,
         percent,
@@ -221,15 +229,15 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
       const tooltip = [
         sessionName(session),
         kind && session.parent ? `${kind} of ${session.parent}` : undefined,
-        `${STATUS_LABELS[session.status]} since ${ago(session.statusSince, now)}`,
+        `${STATUS_LABELS[session.status]} since ${clockTime(session.statusSince, now)}${turns ? ` · turns: ${turns}` : ''}`,
+        ...waiting.map((child) => `${KIND_LABELS[child.kind as keyof typeof KIND_LABELS] ?? 'session'} ${sessionName(child)} needs you${waitingQuestion(model, child.id)}`),
         session.statusDetail ?? undefined,
-        session.lastActivity ? `last activity ${ago(session.lastActivity, now)}` : undefined,
         `${session.placement} in ${session.root}`,
         merge ? mergeTooltip(merge) : undefined,
-        session.plan?.current ? `now: ${session.plan.current}` : undefined,
+        session.plan?.current && turnsInHand(session).running ? `now: ${session.plan.current}` : undefined,
         session.lastError ? `last error: ${session.lastError}` : undefined,
         session.recap ? `last reply: ${session.recap}` : undefined,
-        session.attention?.length ? `attention: ${session.attention.join(', ')}` : undefined,
+        ...(session.attention ?? []).filter((flag) => flag !== 'needs_you').map((flag) => `note: ${ATTENTION_LABELS[flag] ?? flag}`),
       ]
         .filter(Boolean)
         .join('\n');
@@ -243,7 +251,10 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
         label: session.title || session.id,
         description: session.title ? `${session.id} · ${description}` : description,
         tooltip,
-        icon: { id: STATUS_ICONS[session.status], color: STATUS_COLORS[session.status] },
+        // A side chat or thread under it waits for a person: the bell shows on the row that is seen.
+        icon: waiting.length && session.status !== 'needs_you'
+          ? { id: STATUS_ICONS.needs_you, color: STATUS_COLORS.needs_you }
+          : { id: STATUS_ICONS[session.status], color: STATUS_COLORS[session.status] },
         contextValue: `session-${session.status}${session.placement === 'worktree' ? '-worktree' : ''}`,
         collapsible: hasChildren ? (session.status === 'needs_you' ? 'expanded' : 'collapsed') : 'none',
         command: { command: TreeCommands.openTranscript, title: 'Open Transcript', arguments: [session.id] },
@@ -341,6 +352,55 @@ function sharedLabel(file: ChangedFile): string {
   if (!others.length) return 'shared';
   const more = others.length > 3 ? ` +${others.length - 3}` : '';
   return `shared with ${others.slice(0, 3).join(', ')}${more}`;
+}
+
+/**
+ * The sessions that wait for a person, and every session each was started from: one pass over
+ * the sessions, then up each waiting one's parents (a sort asking each row's children would scan
+ * every session for each row).
+ */
+function waitingOrAbove(model: ModelView): Set<string> {
+  const out = new Set<string>();
+  for (const session of model.sessions.values()) {
+    let at: SessionInfo | undefined = session.status === 'needs_you' ? session : undefined;
+    while (at && !out.has(at.id)) {
+      out.add(at.id);
+      at = at.parent ? model.sessions.get(at.parent) : undefined;
+    }
+  }
+  return out;
+}
+
+/** Sessions that wait for a person (or have one below that does) first; creation order otherwise. */
+function needsYouFirst(model: ModelView, sessions: SessionInfo[]): SessionInfo[] {
+  const waiting = waitingOrAbove(model);
+  const rank = (session: SessionInfo): number => (waiting.has(session.id) ? 0 : 1);
+  return [...sessions].sort((a, b) => rank(a) - rank(b) || byCreation(a, b));
+}
+
+/** The open sessions started from `session`, at any depth, that wait for a person. */
+export function waitingBelow(model: ModelView, session: string, seen = new Set<string>([session])): SessionInfo[] {
+  const out: SessionInfo[] = [];
+  for (const child of model.childSessions(session)) {
+    if (seen.has(child.id)) continue;
+    seen.add(child.id);
+    if (child.status === 'needs_you') out.push(child);
+    out.push(...waitingBelow(model, child.id, seen));
+  }
+  return out;
+}
+
+/** "side chat s23", "thread s4", "2 sessions under it". */
+function waitingLabel(waiting: SessionInfo[]): string {
+  if (waiting.length > 1) return `${waiting.length} sessions under it`;
+  const [child] = waiting;
+  return `${KIND_LABELS[child.kind as keyof typeof KIND_LABELS] ?? 'session'} ${child.id}`;
+}
+
+/** ': "Run rm -rf build?"', the question a session waits on, when known. */
+function waitingQuestion(model: ModelView, session: string): string {
+  const title = model.permissionsOf(session)[0]?.toolCall.title;
+  return title ? `: "${title}"` : '';
 }
 
 /** The open session `session` was started from, when the model has it (else it shows under its agent). */
