@@ -1671,6 +1671,10 @@ class Core:
         settings differ, and keep what the agent offers it now."""
         offer = said if isinstance(said, Offer) else offer_of(said)
         chosen = session.choices
+        # What the agent says of its settings while being told these (codex, resumed, answers a
+        # mode set with the resumed session's defaults, the model too) is not it changing them
+        # itself: the person's choices are said in full, and stay.
+        wanted = (chosen.mode, dict(chosen.config)) if chosen is not None else None
         if chosen is not None and chosen.mode is not None and chosen.mode != offer.mode:
             try:
                 await process.set_mode(agent_session_id, chosen.mode)
@@ -1682,7 +1686,7 @@ class Core:
                     exc.data,
                 ) from None
             offer.mode = chosen.mode
-        for config_id, value in (chosen.config if chosen is not None else {}).items():
+        for config_id, value in (wanted[1] if wanted is not None else {}).items():
             current = offer.option(config_id)
             if current is not None and current.get("currentValue") == value:
                 continue
@@ -1697,6 +1701,8 @@ class Core:
                     exc.data,
                 ) from None
             offer.set_value(config_id, value)
+        if chosen is not None and wanted is not None:
+            chosen.mode, chosen.config = wanted[0], wanted[1]
         known = session.offer
         if known is not None:  # what an answer to resume or load left out, the agent said before
             offer.modes = offer.modes or known.modes

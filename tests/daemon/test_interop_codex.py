@@ -268,6 +268,11 @@ async def test_codex_cancelled_evicted_and_killed(
     await leave_mid_stream(client, session)
     standin.push("Still here.")
     assert (await session.asend("are you there?")).text == "Still here."
+    # A model and a mode chosen for the first session outlive its evictions. (Resumed, Codex answers
+    # the mode set again with the resumed session's defaults, its default model among them: that is
+    # not a change of its own to follow.)
+    await session.aset_option("model", "gpt-5.2")
+    await session.aset_mode("read-only")
 
     sessions = [session, *(await codex.sessions(2, work))]
     for index, each in enumerate(sessions):
@@ -282,6 +287,11 @@ async def test_codex_cancelled_evicted_and_killed(
         assert f"remember the fruit number {index}" in texts
         assert f"Noted fruit {index}." in texts
         assert not any(f"remember the fruit number {i}" in texts for i in range(3) if i != index)
+        if index == 0:
+            assert (standin.responses()[-1].body or {}).get("model") == "gpt-5.2"
+    controls = await session.acontrols()
+    assert (controls.chosen.mode, controls.chosen.config) == ("read-only", {"model": "gpt-5.2"})
+    assert controls.mode == "read-only"
 
     standin.push(Slow("slow " * 200, chunks=200))  # ~10 s
     await kill_mid_turn(client, codex, session)
