@@ -233,7 +233,8 @@ def test_palette_cancel_and_close_ask_which_session_and_name_it(
     deadline = time.monotonic() + 10
     while "current" not in first.inner_text() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert "Fix greet() typo" in first.inner_text() and "current" in first.inner_text(), first.inner_text()
+    assert "Fix greet() typo" in first.inner_text(), first.inner_text()
+    assert "current" in first.inner_text(), first.inner_text()
     assert wb.quick_pick_row("Long refactor").count()
     wb.shot("palette-cancel-picks")
     wb.pick("Long refactor")
