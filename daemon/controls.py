@@ -137,6 +137,30 @@ class Choices:
         return cls(mode=data.get("mode"), config=dict(data.get("config") or {}))
 
 
+# What agents call a mode in which they change no files: Codex's "read-only" approval preset,
+# Claude Code's and opencode's "plan" (opencode's as a config option of category `mode`).
+READ_ONLY_MODES = ("read-only", "plan")
+
+
+def read_only(choices: Choices | None, offer: Offer) -> Choices | None:
+    """`choices` with the agent's read-only mode, where it offers one and no mode was chosen: a side
+    chat that may not write files opens in it (Codex and opencode write files and run commands in
+    their own process, unasked, where the daemon cannot refuse them)."""
+    chosen = choices if choices is not None else Choices()
+    mode_options = [o for o in offer.options if o.get("category") == "mode" and o.get("id")]
+    if chosen.mode is not None or any(str(o["id"]) in chosen.config for o in mode_options):
+        return choices
+    for name in READ_ONLY_MODES:
+        if name in offer.mode_ids():
+            chosen.mode = name
+            return chosen
+        for option in mode_options:
+            if name in m.config_values(option):
+                chosen.config[str(option["id"])] = name
+                return chosen
+    return choices
+
+
 def controls_info(offer: Offer | None, source: m.ControlsSource, choices: Choices) -> m.SessionControls:
     """The wire form: what is offered, with the person's choices laid over it where the agent has
     not taken them yet (a session that is not live)."""

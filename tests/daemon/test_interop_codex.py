@@ -339,3 +339,36 @@ async def test_codex_fails_fast_when_its_model_api_refuses_breaks_or_is_gone(
     assert "error sending request for url" in message
     assert "could not reach its model API" in message
     await gone.aremove()
+
+
+async def test_a_codex_side_chat_that_may_not_write_opens_read_only(
+    client: AsyncDaemon, work: Path, tmp_path: Path, codex_command: list[str], standin: OpenAIResponsesStandIn
+) -> None:
+    """Codex writes files and runs commands in its own process, unasked by default, so the daemon
+    cannot refuse a side chat's writes: the side chat opens in Codex's read-only mode, where Codex
+    asks first, and the daemon says no. A writable one does not."""
+    home = standin.codex_home(tmp_path / "codex")
+    codex = await client.agent(
+        "codex-side", command=codex_command, env={"CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-standin"}
+    )
+    main = await codex.session(work)
+    standin.push("Main here.")
+    assert (await main.asend("hello")).text == "Main here."
+    # (Codex asks before each in its read-only mode, and the daemon says no: refused a write, it
+    # ends its turn, "No, and tell Codex what to do differently"; refused a command, it says so.)
+    for call, made in (
+        (Call.add_file("side_wrote.txt", "no"), "side_wrote.txt"),
+        (Call.command("echo no > side_ran.txt"), "side_ran.txt"),
+    ):
+        standin.push(call)
+        side = await main.aside(f"please make {made}")
+        assert side.reply is not None
+        assert not (work / made).exists()
+        assert (await side.acontrols()).mode == "read-only"
+
+    standin.push(Call.add_file("side_may.txt", "yes"), "Wrote it.")
+    writable = await main.aside("write a file", writable=True)
+    assert writable.reply is not None
+    assert writable.reply.text.endswith("Wrote it.")
+    assert (work / "side_may.txt").read_text() == "yes\n"
+    await codex.aremove()
