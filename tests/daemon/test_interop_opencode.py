@@ -311,3 +311,22 @@ async def test_opencode_fails_an_unreachable_api_fast(
         assert "could not reach its model API" in message
     finally:
         await agent.aremove()
+
+
+@pytest.mark.timeout(300)  # opencode starts in ~5 s, ~20 s on a fresh database
+async def test_an_opencode_side_chat_that_may_not_write_opens_in_plan(
+    opencode: AsyncAgent, standin: AnthropicStandIn, work: Path
+) -> None:
+    """opencode writes files in its own process, unasked: a side chat that may not write opens in
+    its `plan` mode (a config option of category mode), where it writes nothing."""
+    main = await opencode.session(work)
+    standin.push(Reply.text("Main here."))
+    assert (await main.asend("hello")).text.endswith("Main here.")
+    made = work / "side_wrote.txt"
+    standin.push(Reply.tool("write", {"filePath": str(made), "content": "no\n"}), Reply.text("Done."))
+    side = await main.aside("please write a file")
+    assert side.reply is not None
+    assert not made.exists()
+    controls = await side.acontrols()
+    mode_options = [o for o in controls.config_options if o.get("category") == "mode"]
+    assert [o.get("currentValue") for o in mode_options] == ["plan"]
