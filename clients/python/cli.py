@@ -38,20 +38,24 @@ from sessiond.client.errors import (
 )
 from sessiond.client.wording import (
     LAST_LEAST,
+    NO_COST,
     TITLE_LEAST,
     asked_text,
     cells,
     columns_that_fit,
     context_cell,
     controls_source,
+    cost_text,
     count,
     cut,
     duration,
     files_cell,
     fleet_line,
+    id_spans,
     merge_outcome,
     mode_lines,
     money,
+    names_text,
     option_lines,
     option_of,
     options_text,
@@ -220,13 +224,13 @@ def _process_text(process: dict[str, Any], *, live: bool = False) -> str:
 
 
 def _auth_text(process: dict[str, Any]) -> str:
-    """ "openai-api-key" (the method the daemon authenticated with); "none (offers a, b)" when
-    the agent offers ways to sign in and none was used; "-" when it offers none, or has not
-    started yet (it says at its first start)."""
+    """ "gemini-api-key": the method the daemon authenticated with (ACP authenticate); "not asked"
+    when the agent offers methods and none was needed (it works on its own login or the keys in
+    its env); "-" when it offers none, or has not started yet (it says at its first start). The
+    methods offered are in `agents --json` (process.authMethods)."""
     if process.get("authenticated"):
         return str(process["authenticated"])
-    methods = [str(m.get("id")) for m in process.get("authMethods") or []]
-    return f"none (offers {', '.join(methods)})" if methods else "-"
+    return "not asked" if process.get("authMethods") else "-"
 
 
 def _agent_rows(agent: dict[str, Any]) -> list[list[str]]:
@@ -239,7 +243,7 @@ def _agent_rows(agent: dict[str, Any]) -> list[list[str]]:
         str(agent.get("openSessions", 0)),
         str(agent.get("turns", 0)),
         _auth_text(agent["process"]),
-        short(" ".join(agent["command"])),
+        " ".join(agent["command"]),
     ]
     if len(processes) <= 1:
         head[1] = _process_text(agent["process"])
@@ -247,6 +251,31 @@ def _agent_rows(agent: dict[str, Any]) -> list[list[str]]:
     running = sum(p["state"] == "running" for p in processes)
     head[1] = f"{running} of {len(processes)} processes running"
     return [head] + [[f"  #{p.get('index')}", _process_text(p, live=True), "", "", "", ""] for p in processes]
+
+
+AGENT_HEADERS = ["NAME", "PROCESS", "SESSIONS", "TURNS", "AUTH", "COMMAND"]
+# What `agents` at a narrow terminal does without first; the name, process and command stay.
+AGENTS_DROPPED_FIRST = ("TURNS", "SESSIONS", "AUTH")
+
+
+def _agent_table(agents: Sequence[dict[str, Any]], width: int | None) -> None:
+    """`agents`' table. At a terminal it fits its width as `ls` does: the least important columns
+    go while the command would have too little room, and its line is cut at the edge. Elsewhere
+    each command is cut to 60 cells."""
+    rows = [row for agent in agents for row in _agent_rows(agent)]
+    if width is None:
+        _table(AGENT_HEADERS, [[*row[:-1], short(row[-1])] for row in rows])
+        return
+    fixed = AGENT_HEADERS[:-1]
+    spaced = {h: max(cells(h), *(cells(row[i]) for row in rows)) + GAP for i, h in enumerate(fixed)}
+    kept = [
+        AGENT_HEADERS.index(h) for h in columns_that_fit(spaced, width - LAST_LEAST, AGENTS_DROPPED_FIRST)
+    ]
+    _table(
+        [*(AGENT_HEADERS[i] for i in kept), "COMMAND"],
+        [[*(row[i] for i in kept), row[-1]] for row in rows],
+        width,
+    )
 
 
 # ---------------------------------------------------------------- commands
@@ -401,10 +430,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(agents)
     else:
-        _table(
-            ["NAME", "PROCESS", "SESSIONS", "TURNS", "AUTH", "COMMAND"],
-            [row for a in agents for row in _agent_rows(a)],
-        )
+        _agent_table(agents, _terminal_width())
     return EXIT_OK
 
 
@@ -1109,6 +1135,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return _run_picture(args)
     with _daemon(args) as daemon:
         runs = [daemon.get_run(args.run)] if args.run else daemon.runs()
+        # (its cost is a sum: 0 both when its agents reported none and when they reported 0)
+        reported = (
+            bool(args.run)
+            and not args.json
+            and any(_cost_reported(s.info) for s in daemon.sessions(run=args.run, include_closed=True))
+        )
     if args.json:
         _emit_json(runs)
     elif args.run:
@@ -1125,7 +1157,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 ("sessions", str(run.sessions)),
                 ("turns", str(run.turns)),
                 ("time", serial_sentence(run.serial_seconds, run.wall_seconds)),
-                ("cost", money(run.cost)),
+                ("cost", cost_text(run.cost if reported else None)),
             ]
         )
     elif runs:
@@ -1170,7 +1202,9 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             # read as if nothing ran)
             ("turns", f"{fleet.turns} ended" + (f", {fleet.working} working" if fleet.working else "")),
             ("time", serial_sentence(fleet.serial_seconds, fleet.wall_seconds) if fleet.turns else "-"),
-            ("cost", money(fleet.cost)),
+            # (a sum of what the agents reported: 0 also when none reported any, which it cannot tell)
+            # (A sum of 0: as good as none reported; codex reports none.)
+            ("cost", money(fleet.cost) if fleet.cost else NO_COST),
         ]
     )
     return EXIT_OK
@@ -1347,6 +1381,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
                 on_progress=bar.update,
                 on_reply=answers.landed,
             )
+            ran = _run_sessions(daemon, answers.run_id)
             failed = not args.suppress and any(isinstance(o, Exception) for o in answers.outcomes)
             if failed:
                 daemon.close("failed")
@@ -1358,13 +1393,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
     run_id = answers.run_id
     bar.finish(f"run {run_id} failed" if failed else f"run {run_id}")
     results = [outcome for outcome in answers.outcomes if outcome is not None]
-    answered = [r.session for r in results if not isinstance(r, Exception)]
-    if answered and not args.json:  # (JSON lines name each answer's session)
-        span = answered[0] if len(answered) == 1 else f"{answered[0]}…{answered[-1]}"
-        _say(
-            f"answered by {span}, closed: `sessiond ls --all --run {run_id}` lists them by prompt; "
-            "`sessiond reopen S` to ask one more"
-        )
+    if not args.json:  # (JSON lines name each answer's session)
+        _say(_batch_summary(results, ran, run_id))
     failures = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
     if failed:  # every answer is printed all the same, each failure in its place
         index, first = failures[0]
@@ -1379,6 +1409,31 @@ def cmd_batch(args: argparse.Namespace) -> int:
             )
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _run_sessions(daemon: Daemon, run_id: str) -> list[str]:
+    """The ids of the sessions of the run (a batch's: one a prompt); [] when they cannot be read."""
+    try:
+        return [s.id for s in daemon.sessions(run=run_id, include_closed=True)]
+    except (SessiondError, ConnectionError):  # (the daemon went away: its failures say so)
+        return []
+
+
+def _batch_summary(results: Sequence[Reply | Exception], ran: Sequence[str], run_id: str) -> str:
+    """Which sessions answered and which failed, as they did ("answered by s38, s40…s51; failed:
+    prompts 2, 15 (s39, s52)"), and where to find them."""
+    answered = [r.session for r in results if not isinstance(r, Exception)]
+    failed = [i + 1 for i, r in enumerate(results) if isinstance(r, Exception)]
+    parts = [f"answered by {id_spans(answered)}"] if answered else []
+    if failed:
+        done = set(answered)
+        lost = [sid for sid in ran if sid not in done]  # (the run's others: those that failed)
+        prompts = f"prompt{'s' if len(failed) > 1 else ''} {names_text([str(n) for n in failed], 8)}"
+        parts.append(f"failed: {prompts}" + (f" ({id_spans(lost)})" if lost else ""))
+    return (
+        f"{'; '.join(parts)}; closed: `sessiond ls --all --run {run_id}` lists them by prompt; "
+        "`sessiond reopen S` to ask one more"
+    )
 
 
 # ---------------------------------------------------------------- merging
@@ -1501,6 +1556,15 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cost_reported(info: SessionInfo) -> bool:
+    """Whether the session's agent reported a cost (codex sends none: not a cost of 0)."""
+    return info.context is not None and info.context.cost is not None
+
+
+def _tree_cost_reported(node: TreeNode) -> bool:
+    return _cost_reported(node.session) or any(_tree_cost_reported(child) for child in node.children)
+
+
 def cmd_tree(args: argparse.Namespace) -> int:
     with _daemon(args) as daemon:
         root = daemon.session(args.session).tree()
@@ -1518,7 +1582,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
                 info.kind,
                 info.status.value,
                 f"{node.tokens:,}" if node.tokens else "-",  # (none reported is not none used)
-                money(node.cost),
+                money(node.cost) if _tree_cost_reported(node) else "-",
                 short(info.title or info.recap, 50),
             ]
         )

@@ -38,6 +38,7 @@ from sessiond.client.wording import (
     context_cell,
     files_cell,
     fleet_line,
+    money,
     option_of,
     options_text,
     pad,
@@ -79,6 +80,7 @@ KEY_WORDS = {
     "reject_always": "never",
 }
 REDRAW_INTERVAL = 0.1  # at most ten frames a second
+NOTICE_SECONDS = 5.0  # what an answer key did stays this long on the bottom line (or until a key)
 TRANSCRIPT_LINES = 200
 TITLE_WIDTH = 18  # a longer title ends in "…" (with no terminal's width to fit)
 # The list's columns after the marks, in order, with their cells (None: the title's, as wide as the
@@ -190,7 +192,8 @@ class WatchModel:
         self.asks: dict[str, list[PermissionRequestParams]] = {}
         self.asks_stale = True
         self.answers: list[tuple[str, str]] = []  # (permission, option id)
-        self.notice = ""  # what the last answer key did, until the next key
+        self.notice = ""  # what the last answer key did, until the next key or NOTICE_SECONDS
+        self.notice_until = 0.0  # (time.monotonic)
         self.lost: str | None = None  # why the daemon is not there, while it is not (rows as it left them)
         self.changed = True
 
@@ -213,6 +216,7 @@ class WatchModel:
         self._keep_selection()
         self.transcript_stale = self.opened is not None
         self.asks_stale = True
+        self.notice = ""  # (of the daemon before, or before the resync)
         self.changed = True
 
     def waiting(self, asks: list[PermissionRequestParams]) -> None:
@@ -390,14 +394,26 @@ class WatchModel:
         """Answer the request here with its option of `kind`; the notice says what happened."""
         asked = self.asked_here()
         if asked is None:
-            self.notice = f"{self.opened or self.selected or 'no session'} asks nothing now"
+            self.say(f"{self.opened or self.selected or 'no session'} asks nothing now")
         elif (option := option_of(asked.options, kind)) is None:
-            self.notice = f"the agent offers no {kind} answer here: it offers {options_text(asked.options)}"
+            self.say(f"the agent offers no {kind} answer here: it offers {options_text(asked.options)}")
         else:
             self.answers.append((asked.permission, str(option.get("optionId"))))
             chosen = option.get("name") or option.get("optionId")
-            self.notice = f"{asked.session}: {chosen}: {asked_text(asked.tool_call)}"
+            self.say(f"{asked.session}: {chosen}: {asked_text(asked.tool_call)}")
+
+    def say(self, notice: str, now: float | None = None) -> None:
+        """Show `notice` on the bottom line for NOTICE_SECONDS (from `now`, a time.monotonic)."""
+        self.notice = notice
+        self.notice_until = (time.monotonic() if now is None else now) + NOTICE_SECONDS
         self.changed = True
+
+    def expire(self, now: float) -> float | None:
+        """Take the notice away once its time is up; the seconds it has left, None without one."""
+        if self.notice and now >= self.notice_until:
+            self.notice = ""
+            self.changed = True
+        return self.notice_until - now if self.notice else None
 
     def footer(self, width: int | None = None) -> str:
         """The bottom line: what the last answer key did, or the question here with the keys that
@@ -476,14 +492,18 @@ class WatchModel:
         if self.lost is not None:
             return f"sessiond watch  {self.lost}"
         fleet = fleet_line(self.fleet) if self.fleet else f"{len(self.sessions)} open"
-        if self.fleet is not None and self.fleet.cost:
-            fleet += f" · ${self.fleet.cost:.2f}"
+        if self.fleet is not None and self.fleet.cost:  # (0: none reported, or a cost of 0)
+            fleet += f" · {money(self.fleet.cost)}"
         if self.agent is not None and self.fleet is not None:  # (the fleet is every agent's)
             fleet = f"agent {self.agent}: {len(self.sessions)} open · all agents: {fleet}"
-        working = self.working()
+        # Where the selected one is among those of its status, named as the fleet counts them
+        # ("1 needs you" beside "[working 1 of 1]" read as a count disagreeing with itself).
+        selected = self.sessions.get(self.selected or "")
         where = ""
-        if self.selected in working:
-            where = f"  [working {working.index(self.selected) + 1} of {len(working)}]"
+        if selected is not None and selected.status in AT_WORK:
+            alike = [s.id for s in self.sessions.values() if s.status is selected.status]
+            label = STATUS_LABELS[selected.status].lower()
+            where = f"  [{label} {alike.index(selected.id) + 1} of {len(alike)}]"
         return f"sessiond watch  {fleet}{where}"
 
     def empty_text(self) -> str:
@@ -741,6 +761,7 @@ async def _until_back(model: WatchModel, screen: _Screen, keys: list[int], wake:
     while keys:
         if not handle_key(model, keys.pop(0)):
             return False
+    model.expire(time.monotonic())
     if model.changed or screen.dirty:
         model.changed = screen.dirty = False
         screen.draw(model)
@@ -798,10 +819,12 @@ async def _frames(
                     limit=TRANSCRIPT_LINES
                 )
                 model.changed = True
+        notice_left = model.expire(now)
         if model.changed or screen.dirty:
             model.changed = screen.dirty = False
             screen.draw(model)
-        timeout = 0.5 if model.transcript_stale else None
+        waits = (0.5 if model.transcript_stale else None, notice_left)  # (None: until an event or a key)
+        timeout = min((t for t in waits if t is not None), default=None)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout)
         await asyncio.sleep(REDRAW_INTERVAL)  # pace the frames: events in between are drawn together
@@ -815,8 +838,7 @@ async def _send_answers(daemon: AsyncDaemon, model: WatchModel) -> None:
         try:
             await daemon.answer_permission(permission, option)
         except SessiondError as e:
-            model.notice = f"not answered: {e}"
-            model.changed = True
+            model.say(f"not answered: {e}")
 
 
 async def _read_missing(daemon: AsyncDaemon, model: WatchModel) -> None:

@@ -325,7 +325,38 @@ def usage_text(info: SessionInfo) -> str:
 
 
 def money(amount: float, currency: str = "USD") -> str:
+    """`$0.0123`; a cost above 0 that would read `$0.0000` reads `<$0.0001` (it is not nothing)."""
+    if 0 < amount < 0.00005:
+        return "<$0.0001" if currency == "USD" else f"<0.0001 {currency}"
     return f"${amount:.4f}" if currency == "USD" else f"{amount:.4f} {currency}"
+
+
+NO_COST = "no cost reported"  # (an agent that sends none, as codex: not a cost of 0)
+
+
+def cost_text(amount: float | None) -> str:
+    """A sum of the costs agents reported, or NO_COST (None: none of them reported one)."""
+    return NO_COST if amount is None else money(amount)
+
+
+def id_spans(ids: Sequence[str], most: int = 4) -> str:
+    """Session ids as runs of them: `s38, s40…s51` (`s39` is not among them); past `most` runs,
+    how many more ids (`s1…s3, s5, s7, s9 +4`)."""
+    spans: list[list[str]] = []
+    for sid in ids:
+        if spans and _next_id(spans[-1][-1]) == sid:
+            spans[-1].append(sid)
+        else:
+            spans.append([sid])
+    shown = [span[0] if len(span) == 1 else f"{span[0]}…{span[-1]}" for span in spans[:most]]
+    rest = sum(len(span) for span in spans[most:])
+    return ", ".join(shown) + (f" +{rest}" if rest else "")
+
+
+def _next_id(sid: str) -> str | None:
+    """The id after `sid` (`s39` after `s38`); None for one that ends in no number."""
+    stem = sid.rstrip("0123456789")
+    return f"{stem}{int(sid[len(stem) :]) + 1}" if stem != sid else None
 
 
 def duration(seconds: float) -> str:

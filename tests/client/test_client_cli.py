@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from fake_sessiond import FakeDaemon
 
+from sessiond.client import cli as cli_module
 from sessiond.client import connect
 from sessiond.client.cli import main, relay
+from sessiond.client.wording import id_spans, money
 from sessiond.protocol import models as m
 from sessiond.protocol import paths
 from sessiond.protocol.errors import ErrorCode
@@ -118,6 +120,60 @@ def test_agents_table_and_json(fake: FakeDaemon, capsys: pytest.CaptureFixture[s
     code, out, _ = run(capsys, "agents", "--json")
     assert code == 0
     assert [a["name"] for a in json_lines(out)] == ["demo"]
+
+
+def test_agents_auth_says_what_was_used_in_a_word_and_fits_the_terminal(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gemini offers four ways to sign in and worked on the key in its env, with no `authenticate`:
+    AUTH said "none (offers oauth-personal, ...)", as if not signed in, in a table 190 wide."""
+    offered = ["oauth-personal", "gemini-api-key", "vertex-ai", "gateway"]
+    process = fake.agents["demo"].process
+    process.state = m.AgentProcessState.RUNNING
+    process.auth_methods = [{"id": method, "name": method, "satisfied": False} for method in offered]
+    fake.agents["demo"].command = ["gemini", "--experimental-acp", "--model", "gemini-2.5-pro", "-y"] * 4
+    _, out, _ = run(capsys, "agents")
+    assert out.splitlines()[1].split()[:6] == ["demo", "running", "0", "0", "not", "asked"]
+    assert "oauth-personal" not in out
+    _, out, _ = run(capsys, "agents", "--json")  # what it offers, there
+    assert [a["id"] for a in json_lines(out)[0]["process"]["authMethods"]] == offered
+    process.authenticated = "gemini-api-key"
+    _, out, _ = run(capsys, "agents")
+    assert out.splitlines()[1].split()[4] == "gemini-api-key"
+    monkeypatch.setattr(cli_module, "_terminal_width", lambda: 60)  # at a terminal: within its width
+    _, out, _ = run(capsys, "agents")
+    header, row = out.splitlines()
+    assert header.split() == ["NAME", "PROCESS", "AUTH", "COMMAND"]  # the least important went
+    assert row.split()[:3] == ["demo", "running", "gemini-api-key"]
+    assert (len(row), row[-1]) == (60, "…")
+
+
+def test_a_cost_no_agent_reported_is_not_shown_as_money(
+    fake: FakeDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """codex sends no cost: `tree` and `runs` said $0.0000. A cost reported as 0 stays 0; the
+    fleet's is a sum that cannot tell the two apart, and says so."""
+    with connect(start=False, run="nightly") as daemon:
+        parent = daemon.agent().session("/")
+        parent.send("say hi")
+        assert daemon.run is not None
+        run_id = daemon.run.id
+    child = new_session(capsys)
+    fake.sessions[child].parent = parent.id
+    _, out, _ = run(capsys, "tree", parent.id)
+    assert [row.split()[4] for row in out.splitlines()[1:]] == ["-", "-"]
+    _, out, _ = run(capsys, "runs", run_id)
+    assert "cost       no cost reported" in out.splitlines()
+    _, out, _ = run(capsys, "fleet")
+    assert out.splitlines()[-1] == "cost       no cost reported"
+    free = m.Cost(amount=0.0, currency="USD")
+    fake.sessions[child].context = m.ContextFill(used=1, size=10, cost=free)
+    _, out, _ = run(capsys, "tree", parent.id)
+    assert [row.split()[4] for row in out.splitlines()[1:]] == ["$0.0000", "$0.0000"]  # a real 0
+    fake.sessions[parent.id].context = m.ContextFill(used=1, size=10, cost=free)
+    _, out, _ = run(capsys, "runs", run_id)
+    assert "cost       $0.0000" in out.splitlines()
+    assert money(0.00004) == "<$0.0001"  # a cost, if a small one
 
 
 def new_session(capsys: pytest.CaptureFixture[str]) -> str:
@@ -387,9 +443,9 @@ def test_batch_prints_answers_in_order_with_a_last_progress_line(
     assert (code, out) == (0, "slept\nquick\nfrom json\n")
     assert err.startswith("[########################] 3/3  done 3 · failed 0 · stopped 0 · running 0")
     (run_info,) = fake.runs.values()
-    first, last = list(fake.sessions)[-3::2]  # (opened in prompt order)
+    ids = ", ".join(list(fake.sessions)[-3:])  # (opened in prompt order; the stand-in's ids in no run)
     assert err.endswith(
-        f"sessiond: answered by {first}…{last}, closed: `sessiond ls --all --run {run_info.id}` lists "
+        f"sessiond: answered by {ids}; closed: `sessiond ls --all --run {run_info.id}` lists "
         "them by prompt; `sessiond reopen S` to ask one more\n"
     )
     assert (run_info.name, run_info.outcome) == ("batch prompts.txt", "completed")
@@ -412,9 +468,16 @@ def test_batch_failures_print_in_place_and_exit_1_unless_suppressed(
     )
     assert "answered by " in err
     assert [r.outcome for r in fake.runs.values()] == ["failed"]
+    # The ones that failed are not said to have answered ("answered by s38…s51": s39 failed).
+    prompts = write_prompts(home, "say fine\nfail broke\nsay fine\nsay fine\nfail broke\n")
+    code, out, err = run(capsys, "batch", "--root", "/", "--suppress", str(prompts))
+    assert (code, out) == (0, "fine\nerror: broke\nfine\nfine\nerror: broke\n")
+    ids = [s.id for s in fake.sessions.values() if s.run == list(fake.runs)[-1]]  # (in prompt order)
+    said = f"answered by {ids[0]}, {ids[2]}, {ids[3]}; failed: prompts 2, 5 ({ids[1]}, {ids[4]}); closed"
+    assert f"sessiond: {said}" in err
+    assert id_spans(["s38", *(f"s{n}" for n in range(40, 52))]) == "s38, s40…s51"  # the daemon's ids
+    assert id_spans(["s1", "s2", "s4", "s6", "s8", "s9", "s11"]) == "s1…s2, s4, s6, s8…s9 +1"
     prompts = write_prompts(home, "say fine\nfail broke\n")
-    code, out, _ = run(capsys, "batch", "--root", "/", "--suppress", str(prompts))
-    assert (code, out) == (0, "fine\nerror: broke\n")
     code, out, _ = run(capsys, "batch", "--root", "/", "--suppress", "--json", str(prompts))
     assert json_lines(out)[1] == {"index": 1, "prompt": "fail broke", "error": "broke", "code": -33005}
     code, _, err = run(capsys, "batch", str(write_prompts(home, "\n")))

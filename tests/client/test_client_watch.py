@@ -16,7 +16,7 @@ import pytest
 
 from bench.harness import Daemon
 from sessiond.client import connect
-from sessiond.client.watch import KEYS_HELP, WatchModel, handle_key
+from sessiond.client.watch import KEYS_HELP, NOTICE_SECONDS, WatchModel, handle_key
 from sessiond.client.wording import cells as display_cells
 from sessiond.protocol import models as m
 from tests.terminal import Tmux, bottom, cells, row_of
@@ -230,6 +230,42 @@ def test_a_view_of_one_agent_says_its_count_apart_from_the_fleets() -> None:
     assert WatchModel().empty_text() == "no open sessions (open one with `sessiond new`)"
 
 
+def test_the_header_counts_the_selected_one_as_the_fleet_does(model: WatchModel) -> None:
+    """It read "0 working · 1 needs you · 2 open  [working 1 of 1]" for a session asking."""
+    event = Log()
+    model.apply(event(m.EventKind.SESSION_STATUS, "s2", status="needs_you", since=0))
+    model.apply(event(m.EventKind.FLEET, None, open=4, working=1, needsYou=1))
+    handle_key(model, ord("n"))
+    assert model.header() == "sessiond watch  1 working · 1 needs you · 4 open  [needs you 1 of 1]"
+    handle_key(model, ord("n"))
+    assert model.header().endswith("1 working · 1 needs you · 4 open  [working 1 of 1]")
+
+
+def test_a_notice_goes_after_a_while_and_with_the_daemon_it_was_of(model: WatchModel) -> None:
+    """An answered request's notice stayed on the bottom line for ten minutes and across a daemon
+    restart, in place of what the selected session's "!" stands for."""
+    event = Log()
+    asked = {"permission": "p-1", "toolCall": {"title": "Edit ro.txt", "kind": "edit"}}
+    model.apply(
+        event(
+            m.EventKind.PERMISSION_ASKED,
+            "s1",
+            **asked,
+            options=[{"optionId": "y", "name": "Yes", "kind": "allow_once"}],
+        )
+    )
+    model.apply(event(m.EventKind.SESSION_ATTENTION, "s1", attention=["plan_stalled"]))
+    handle_key(model, ord("a"))
+    model.apply(event(m.EventKind.PERMISSION_ANSWERED, "s1", permission="p-1", optionId="y"))
+    assert model.footer() == "s1: Yes: [edit] Edit ro.txt"
+    assert model.expire(model.notice_until - NOTICE_SECONDS) == NOTICE_SECONDS  # (the time it has left)
+    assert model.expire(model.notice_until) is None
+    assert model.footer() == f"s1 ! plan_stalled · {KEYS_HELP}"
+    model.say("s1: Yes: [edit] Edit ro.txt")
+    model.load(m.Snapshot(head=300, sessions=[info("s1")], fleet=m.Fleet(open=1)))  # another daemon
+    assert model.footer() == KEYS_HELP
+
+
 def test_keys_step_between_working_sessions_and_open_one(model: WatchModel) -> None:
     assert model.selected == "s1"
     assert model.working() == ["s2", "s4"]
@@ -399,6 +435,40 @@ def test_a_turn_after_the_daemon_came_back_starts_a_fresh_last_line(
             with connect(daemon.socket, start=False) as client:
                 client.session(session.id).cancel()
             sender.wait(30)
+
+
+def test_watch_takes_an_answers_notice_away_and_names_a_flag(daemon: Daemon, tmp_path: Path) -> None:
+    """The bottom line said `s1: Allow: ...` until the next key; after it, the flag of the selected
+    session ("!") is named there again, with no key pressed."""
+    with connect(daemon.socket, start=False) as client:
+        session = client.agent("demo", plan_stall_seconds=1).session(tmp_path)
+    tmux = Tmux([sys.executable, "-m", "sessiond.client", "watch"], daemon.env)
+    sender = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sessiond.client",
+            "send",
+            session.id,
+            "plan A | B\nprogress 1 in_progress\nask go on?\nhang",
+        ],
+        env=daemon.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        tmux.wait_for(lambda s: "asks: [other] go on?" in row_of(s, session.id))
+        tmux.keys("a")
+        tmux.wait_for(lambda s: bottom(s) == f"{session.id}: Allow: [other] go on?")
+        screen = tmux.wait_for(lambda s: "plan_stalled" in bottom(s), timeout=NOTICE_SECONDS + 10)
+        assert bottom(screen).startswith(f"{session.id} ! ")
+        assert row_of(screen, session.id).startswith(">!")
+        tmux.quit()
+    finally:
+        tmux.kill()
+        with connect(daemon.socket, start=False) as client:
+            client.session(session.id).cancel()
+        sender.wait(30)
 
 
 def test_watch_fits_its_columns_to_the_terminal(daemon: Daemon, tmp_path: Path) -> None:
