@@ -224,13 +224,11 @@ def _process_text(process: dict[str, Any], *, live: bool = False) -> str:
 
 
 def _auth_text(process: dict[str, Any]) -> str:
-    """ "gemini-api-key": the method the daemon authenticated with (ACP authenticate); "not asked"
-    when the agent offers methods and none was needed (it works on its own login or the keys in
-    its env); "-" when it offers none, or has not started yet (it says at its first start). The
-    methods offered are in `agents --json` (process.authMethods)."""
-    if process.get("authenticated"):
-        return str(process["authenticated"])
-    return "not asked" if process.get("authMethods") else "-"
+    """ "gemini-api-key": the method the daemon authenticated with (ACP authenticate); else "-":
+    the agent signs in by itself (its own login, a key in its env) or needs what its turn's error
+    says (the daemon cannot tell which until a turn fails). The methods it offers are in
+    `agents --json` (process.authMethods)."""
+    return str(process["authenticated"]) if process.get("authenticated") else "-"
 
 
 def _agent_rows(agent: dict[str, Any]) -> list[list[str]]:

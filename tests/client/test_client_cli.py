@@ -133,7 +133,7 @@ def test_agents_auth_says_what_was_used_in_a_word_and_fits_the_terminal(
     process.auth_methods = [{"id": method, "name": method, "satisfied": False} for method in offered]
     fake.agents["demo"].command = ["gemini", "--experimental-acp", "--model", "gemini-2.5-pro", "-y"] * 4
     _, out, _ = run(capsys, "agents")
-    assert out.splitlines()[1].split()[:6] == ["demo", "running", "0", "0", "not", "asked"]
+    assert out.splitlines()[1].split()[:5] == ["demo", "running", "0", "0", "-"]
     assert "oauth-personal" not in out
     _, out, _ = run(capsys, "agents", "--json")  # what it offers, there
     assert [a["id"] for a in json_lines(out)[0]["process"]["authMethods"]] == offered
