@@ -1715,6 +1715,10 @@ class Core:
             session.offer = offer
             self.feed.controls_changed(session)
 
+    def refused(self, session: SessionRecord, turn: str | None, tool_call: dict[str, Any]) -> None:
+        """A person refused what the agent asked to do: the transcript says so."""
+        self.feed.refused(session, turn, tool_call)
+
     async def _reopen_at_agent(
         self, slot: ProcessRuntime, process: AgentProcess, session: SessionRecord
     ) -> None:

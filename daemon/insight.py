@@ -105,6 +105,7 @@ def replay(
     builder: TranscriptBuilder, events: Iterable[tuple[str, str | None, dict[str, Any]]]
 ) -> TranscriptBuilder:
     """Feed stored events (kind, turn, data), in order, to `builder` as they were fed live."""
+    refused: set[str] = set()  # tool calls whose permission a person refused
     for kind, turn, data in events:
         if kind == m.EventKind.TURN_QUEUED:
             builder.feed("user", turn, str(data.get("prompt", "")) + "\n")
@@ -113,8 +114,16 @@ def replay(
         elif kind == m.EventKind.TURN_THOUGHT:
             builder.feed("thought", turn, str(data.get("text", "")))
         elif kind == m.EventKind.TURN_TOOL and data.get("title"):
-            line = m.tool_line(data.get("toolKind"), str(data["title"]), data.get("status"))
-            builder.tool(turn, str(data.get("toolCallId", "")), line, first=bool(data.get("first")))
+            call = str(data.get("toolCallId", ""))
+            status = "refused" if call in refused else data.get("status")
+            line = m.tool_line(data.get("toolKind"), str(data["title"]), status)
+            builder.tool(turn, call, line, first=bool(data.get("first")))
+        elif kind == m.EventKind.PERMISSION_ANSWERED and isinstance(asked := data.get("toolCall"), dict):
+            call = str(asked.get("toolCallId", ""))
+            refused.add(call)
+            if asked.get("title"):
+                line = m.tool_line(asked.get("kind"), str(asked["title"]), "refused")
+                builder.tool(turn, call, line, first=True)
         elif kind == m.EventKind.TURN_ENDED:
             for line in ending_lines(data):
                 builder.feed("status", turn, line + "\n")
@@ -165,6 +174,7 @@ TRANSCRIPT_KINDS = (
     m.EventKind.TURN_CHUNK,
     m.EventKind.TURN_THOUGHT,
     m.EventKind.TURN_TOOL,
+    m.EventKind.PERMISSION_ANSWERED,  # (a refused one carries what it refused)
     m.EventKind.TURN_ENDED,
 )
 
@@ -294,7 +304,7 @@ class Insight:
             call.title = str(payload["title"])
         if payload.get("kind"):
             call.kind = str(payload["kind"])
-        if payload.get("status"):
+        if payload.get("status") and call.status != "refused":  # (then failed, as the agent says)
             call.status = str(payload["status"])
         for location in payload.get("locations") or []:
             path = location.get("path") if isinstance(location, dict) else None
@@ -303,6 +313,16 @@ class Insight:
         for content in payload.get("content") or []:
             if isinstance(content, dict) and content.get("type") == "diff" and content.get("path"):
                 call.diffs.append((content["path"], content.get("oldText"), content.get("newText", "")))
+        return call
+
+    def refuse(self, tool_call: dict[str, Any]) -> ToolCall:
+        """A person refused the permission this call asked (its title as the transcript shows it)."""
+        call = self.tools.setdefault(
+            str(tool_call.get("toolCallId", "")), ToolCall(str(tool_call.get("toolCallId", "")))
+        )
+        call.title = str(tool_call.get("title") or call.title)
+        call.kind = str(tool_call["kind"]) if tool_call.get("kind") else call.kind
+        call.status = "refused"
         return call
 
     def turn_began(self, now: float) -> None:

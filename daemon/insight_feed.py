@@ -323,6 +323,14 @@ class InsightFeed:
                 self.touched(session)
                 self.changes_soon(session)
 
+    def refused(self, session: SessionRecord, turn_id: str | None, tool_call: dict[str, Any]) -> None:
+        """A tool call whose permission a person refused: its transcript line says so, a call the
+        agent reports no more of (gemini-cli) too."""
+        ins = self.of(session)
+        call = ins.refuse(tool_call)
+        if call.title:
+            ins.transcript.tool(turn_id, call.id, m.tool_line(call.kind, call.title, call.status), first=True)
+
     def _attribute_tool(
         self, session: SessionRecord, tracker: ChangeTracker, call: Any, payload: dict[str, Any]
     ) -> None:

@@ -37,6 +37,7 @@ class PermissionsPort(Protocol):
     def get_agent(self, name: str) -> AgentRuntime: ...
     def runtime_of(self, session: SessionRecord) -> SessionRuntime: ...
     def set_status(self, session: SessionRecord, *, closed: bool = False) -> None: ...
+    def refused(self, session: SessionRecord, turn: str | None, tool_call: dict[str, Any]) -> None: ...
 
 
 class Permissions:
@@ -99,6 +100,10 @@ class Permissions:
         finally:
             rt.permissions.pop(pending.id, None)
             self.pending.pop(pending.id, None)
+        kind = next(
+            (o.get("kind") for o in options if chosen is not None and o.get("optionId") == chosen), None
+        )
+        refused = m.refuses(kind)
         self.core.events.emit(
             EventKind.PERMISSION_ANSWERED,
             agent=session.agent,
@@ -106,7 +111,12 @@ class Permissions:
             turn=turn_id,
             permission=pending.id,
             optionId=chosen,
+            optionKind=kind,
+            # What was refused, for the transcript's line (an agent may say nothing more of it).
+            **({"toolCall": tool_call} if refused else {}),
         )
+        if refused:
+            self.core.refused(session, turn_id, tool_call)
         self.core.set_status(session)
         return chosen
 

@@ -703,9 +703,14 @@ class TranscriptLine(Result):
 
 def tool_line(tool_kind: str | None, title: str, status: str | None = None) -> str:
     """A tool call as a transcript line (role tool) reads, and as a client shows what a turn does:
-    "[edit] Write a.py"; one that failed (a permission refused, a command that failed) says so:
-    "[execute] rm -rf build (failed)"."""
-    return f"[{tool_kind or 'tool'}] {title}" + (" (failed)" if status == "failed" else "")
+    "[edit] Write a.py"; one that failed (a command that failed) or whose permission was refused
+    says so: "[execute] rm -rf build (refused)". `status` is ACP's, or "refused"."""
+    return f"[{tool_kind or 'tool'}] {title}" + (f" ({status})" if status in ("failed", "refused") else "")
+
+
+def refuses(option_kind: object) -> bool:
+    """Whether a permission option of this ACP kind (`reject_once`, `reject_always`) says no."""
+    return isinstance(option_kind, str) and option_kind.startswith("reject")
 
 
 class Transcript(Result):

@@ -586,7 +586,11 @@ def cmd_send(args: argparse.Namespace) -> int:
     def tool_done(data: dict[str, Any]) -> None:
         nonlocal broken
         call = str(data.get("toolCallId", ""))
-        if tools_shown is None or call in tools_shown or data.get("status") not in ("completed", "failed"):
+        if (
+            tools_shown is None
+            or call in tools_shown
+            or data.get("status") not in ("completed", "failed", "refused")
+        ):
             return
         tools_shown.add(call)
         if shown and not shown.endswith("\n") and not broken:

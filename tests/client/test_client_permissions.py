@@ -237,7 +237,7 @@ def test_send_at_a_terminal_asks_the_person_there(daemon: Daemon, client: Client
         assert sessiond(daemon, "reject", session).returncode == 0
         lines = to_its_end(tmux)
         assert "sessiond: answered elsewhere: Reject" in lines
-        assert "· [other] delete the cache? (failed)" in lines  # refused: the call failed
+        assert "· [other] delete the cache? (refused)" in lines
         assert 'Asked "delete the cache?": Reject' in lines
         assert lines[-1] == "EXIT=0"
 

@@ -147,4 +147,11 @@ async def allow_then_reject(
             assert await client.answer_permission(event.data["permission"], option)
             await turn
             asked.append(event.data["toolCall"])
+    # The refused call's transcript line says so, whatever the agent said of it after (gemini-cli
+    # nothing, others that it failed), from memory and from the store alike.
+    for transcript in (await session.atranscript(limit=50), await session.atranscript(offset=0)):
+        tools = [line.text for line in transcript.lines if line.role == "tool"]
+        refused = [text for text in tools if text.endswith(" (refused)")]
+        assert len(refused) == 1, tools
+        assert mentions in refused[0], tools
     return asked
