@@ -30,9 +30,11 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.standins.http_server import StandInServer
 
 _ids = itertools.count(1)
 
@@ -150,7 +152,7 @@ class GeminiStandIn:
         self.failing: int | None = None
         self.lock = threading.Lock()
         self.streaming = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = StandInServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -27,9 +27,11 @@ import time
 from collections import deque
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.standins.http_server import StandInServer
 
 _ids = itertools.count(1)
 
@@ -116,7 +118,7 @@ class OpenAIResponsesStandIn:
         self.requests: list[Request] = []
         self.lock = threading.Lock()
         self.failing: int | None = None  # every POST answers this HTTP error (fail_with)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = StandInServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
