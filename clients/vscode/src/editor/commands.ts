@@ -294,7 +294,6 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     await followMerge(sessiond, session, mergeOutput, output);
   }
 
-  /** "sessiond: Reconnect to the Daemon": an attempt now (not at the back-off's next turn), and what it gave. */
   /**
    * Connect now: to a daemon that runs (Reconnect), or starting one unless one runs (Start the
    * Daemon, whatever the setting sessiond.startDaemon); says how it went. True once connected.
