@@ -245,8 +245,7 @@ def test_palette_cancel_and_close_ask_which_session_and_name_it(
     page.keyboard.press("Escape")  # not now: the turn goes on
     dialog.wait_for(state="detached")
     wb.wait_description("Long refactor", "working")
-    wb.run_command("sessiond: Close Session")
-    wb.pick("Fix greet() typo")
+    wb.command_and_pick("sessiond: Close Session", "Fix greet() typo")
     dialog.wait_for(timeout=15_000)
     assert f"Close Fix greet() typo ({ids['fix']})?" in dialog.inner_text(), dialog.inner_text()
     wb.shot("palette-close-asks")
@@ -324,8 +323,7 @@ def test_new_session_with_a_placement_chosen(workbench: Workbench) -> None:
     wb.open()
     page = wb.page
     # A placement the daemon refuses: its own sentence, as it says it.
-    wb.run_command("sessiond: New Session…")
-    wb.pick(wb.ws.name)
+    wb.command_and_pick("sessiond: New Session…", wb.ws.name)
     wb.pick("ssh")
     wb.answer("ssh", "")
     wb.answer("Title of the new session", "Over ssh")
@@ -440,8 +438,7 @@ def test_a_turn_s_progress_says_needs_you_while_it_waits(workbench: Workbench) -
     title = "Asks from VS Code"
     sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
     wb.wait_row(title, "idle")
-    wb.run_command("sessiond: Send Prompt…")
-    wb.pick(title)
+    wb.command_and_pick("sessiond: Send Prompt…", title)
     tab = page.locator(".tabs-container .tab.active", has_text=f"Prompt for {title} ({sid}).md")
     tab.wait_for()
     wb.type_lines(["say looking at the cache", "ask Delete the build cache?", "hang"])
@@ -795,8 +792,7 @@ def test_a_closed_session_reopened_from_the_palette(workbench: Workbench) -> Non
     wb.wait_row("Closed by mistake", rf"^{sid} · idle")
     wb.cli("close", sid)
     wb.row("Closed by mistake").wait_for(state="detached", timeout=30_000)  # it leaves the view
-    wb.run_command("sessiond: Reopen Session…")
-    wb.pick("Closed by mistake")
+    wb.command_and_pick("sessiond: Reopen Session…", "Closed by mistake")
     wb.wait_row("Closed by mistake", rf"^{sid} · idle")
     wb.shot("reopened")
     assert json.loads(wb.cli("show", sid, "--json"))["turns"] == 1  # as it was

@@ -330,16 +330,29 @@ class Workbench:
             ".quick-input-widget .quick-input-list .monaco-list-row", has_text=text
         ).first
 
+    def command_and_pick(self, title: str, text: str) -> None:
+        """Run the palette's command `title`, whose first step is a quick pick, and choose `text`
+        in it. A pick that closes before its entry is chosen (on a busy machine it lost the focus
+        as it opened: CI saw its input go inert, then hidden) is opened again, as a person would."""
+        for attempt in range(3):
+            self.run_command(title)
+            try:
+                self.pick(text, timeout_ms=10_000)
+                return
+            except Exception:
+                if attempt == 2:
+                    raise
+
     def quick_pick_row(self, text: str) -> Any:
         row = self.quick_pick_locator(text)
         row.wait_for(timeout=30_000)
         return row
 
-    def pick(self, text: str) -> None:
+    def pick(self, text: str, timeout_ms: int = 30_000) -> None:
         """Choose the open quick pick's entry whose label has `text`: typed into its filter, then
         Enter (as a person does; a click may land on the hover of the entry under the mouse)."""
         self.quick_pick_row(text)
-        self.page.locator(".quick-input-widget input").first.fill(text)
+        self.page.locator(".quick-input-widget input").first.fill(text, timeout=timeout_ms)
         first = self.page.locator(".quick-input-widget .quick-input-list .monaco-list-row").first
         deadline = time.monotonic() + 10
         while text not in first.inner_text() and time.monotonic() < deadline:
