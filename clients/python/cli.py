@@ -1204,8 +1204,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             # read as if nothing ran)
             ("turns", f"{fleet.turns} ended" + (f", {fleet.working} working" if fleet.working else "")),
             ("time", serial_sentence(fleet.serial_seconds, fleet.wall_seconds) if fleet.turns else "-"),
-            # (a sum of what the agents reported: 0 also when none reported any, which it cannot tell)
-            # (A sum of 0: as good as none reported; codex reports none.)
+            # (a sum of what the agents reported: 0 when none reported any, which it cannot tell
+            # from a cost of 0; codex reports none)
             ("cost", money(fleet.cost) if fleet.cost else NO_COST),
         ]
     )
@@ -1383,8 +1383,10 @@ def cmd_batch(args: argparse.Namespace) -> int:
                 on_progress=bar.update,
                 on_reply=answers.landed,
             )
-            ran = _run_sessions(daemon, answers.run_id)
-            failed = not args.suppress and any(isinstance(o, Exception) for o in answers.outcomes)
+            some_failed = any(isinstance(o, Exception) for o in answers.outcomes)
+            # (the sessions of the prompts that failed: only then is the run's list read)
+            ran = _run_sessions(daemon, answers.run_id) if some_failed else []
+            failed = not args.suppress and some_failed
             if failed:
                 daemon.close("failed")
     except KeyboardInterrupt:  # (the answers in order so far are printed already)
