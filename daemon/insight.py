@@ -317,9 +317,8 @@ class Insight:
 
     def refuse(self, tool_call: dict[str, Any]) -> ToolCall:
         """A person refused the permission this call asked (its title as the transcript shows it)."""
-        call = self.tools.setdefault(
-            str(tool_call.get("toolCallId", "")), ToolCall(str(tool_call.get("toolCallId", "")))
-        )
+        call_id = str(tool_call.get("toolCallId", ""))
+        call = self.tools.setdefault(call_id, ToolCall(call_id))
         call.title = str(tool_call.get("title") or call.title)
         call.kind = str(tool_call["kind"]) if tool_call.get("kind") else call.kind
         call.status = "refused"
