@@ -53,7 +53,7 @@ INITIALIZE_TIMEOUT = 60.0
 # INITIALIZE_TIMEOUT, and the failure quotes the line.
 STRAY_GRACE = 3.0
 AUTH_REQUIRED = -32000
-SESSION_SETUP_TIMEOUT = 120.0
+SESSION_SETUP_TIMEOUT = 120.0  # the agent option session_timeout's default
 
 
 def _update_kind(update: Any) -> str:
@@ -696,8 +696,10 @@ class AgentProcess:
         log_path: Path,
         host: BackendHost,
         client_version: str,
+        session_timeout: float = SESSION_SETUP_TIMEOUT,
     ) -> None:
         self.name = name
+        self.session_timeout = session_timeout
         self.command = list(command)
         self.env = dict(env)
         self.log_path = log_path
@@ -975,7 +977,12 @@ class AgentProcess:
         """A session/new, load, resume or fork: authenticated first, auth errors explained."""
         await self.authenticate()
         try:
-            return await self._call(request(), timeout=SESSION_SETUP_TIMEOUT, what=what)
+            return await self._call(request(), timeout=self.session_timeout, what=what)
+        except TimeoutError as exc:
+            raise TimeoutError(
+                f"{exc} (its session_timeout): the turn failed, the session is kept; send again, "
+                f"or raise session_timeout with agent/update if the agent is slow to open sessions"
+            ) from None
         except AgentRequestFailed as exc:
             if exc.code == AUTH_REQUIRED and self.auth_methods:
                 raise AgentRequestFailed(str(exc) + self.auth_help(), exc.code, exc.data) from None

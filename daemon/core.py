@@ -529,7 +529,13 @@ class Core:
                 # starts (after the ACP SDK, which the first session needs sooner).
                 self.around.warm_endpoint()
             process = agent_process(
-                spec.name, spec.command, spec.env, self._log_path(spec.name), host, self.version
+                spec.name,
+                spec.command,
+                spec.env,
+                self._log_path(spec.name),
+                host,
+                self.version,
+                session_timeout=spec.options.session_timeout,
             )
             slot.process = process
             try:
@@ -1486,7 +1492,7 @@ class Core:
                 ) from None
             turn.usage = outcome.usage
             return outcome.stop_reason
-        except AgentExited as exc:
+        except (AgentExited, TimeoutError) as exc:
             raise RpcError(ErrorCode.AGENT_UNAVAILABLE, str(exc)) from None
         except AgentRequestFailed as exc:
             raise RpcError(

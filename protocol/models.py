@@ -190,6 +190,12 @@ class AgentOptions(Params):
         description="Seconds the agent may work on a prompt before the turn is cancelled (starting the "
         "agent and its session are not counted).",
     )
+    session_timeout: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds the agent may take to open, load, resume or fork a session before the "
+        "turn that needed it fails (the session stays; its next turn asks again).",
+    )
     plan_stall_seconds: float = Field(
         600.0, gt=0, description="A plan entry in progress for longer than this flags the session."
     )

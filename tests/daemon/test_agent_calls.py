@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from scripted_agent import scripted_agent
 
-from sessiond.daemon import acp_backend
 from sessiond.daemon.acp_backend import AgentProcess
 from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, PromptOverdue
 
@@ -57,9 +56,9 @@ async def agent(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 @pytest.mark.parametrize("agent", ["hang"], indirect=True)
 async def test_a_request_the_agent_never_answers_ends_at_its_deadline(
-    agent: AgentProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    agent: AgentProcess, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(acp_backend, "SESSION_SETUP_TIMEOUT", 0.5)
+    agent.session_timeout = 0.5  # (the agent option session_timeout; two minutes by default)
     with pytest.raises(TimeoutError, match=r"agent 'scripted' did not answer session/new within 0.5 s"):
         await asyncio.wait_for(agent.new_session(str(tmp_path)), 30)
     assert agent.alive  # a late answer is the agent's slowness, not its end

@@ -16,7 +16,7 @@ from events import kind, next_matching
 from scripted_agent import scripted_agent
 
 from bench.harness import Daemon
-from sessiond.client import AsyncAgent, AsyncDaemon
+from sessiond.client import AgentUnavailable, AsyncAgent, AsyncDaemon
 from sessiond.daemon.core import CANCEL_GRACE
 
 pytestmark = pytest.mark.timeout(120)
@@ -59,3 +59,23 @@ async def test_a_turn_still_opening_at_the_agent_is_cut_off_at_once(
     assert (await stuck.aget()).turns == 1
     # The session the agent answered goes on.
     assert (await first.asend("again")).stop_reason == "end_turn"
+
+
+async def test_a_session_the_agent_does_not_open_in_time_fails_its_turn_saying_so(
+    client: AsyncDaemon, tmp_path: Path, work: Path
+) -> None:
+    agent = await client.agent(
+        "slow-opener", command=scripted_agent(tmp_path, "opens-once"), session_timeout=1.0
+    )
+    first = await agent.session(work)
+    assert (await first.asend("opens")).stop_reason == "end_turn"
+    stuck = await agent.session(work)
+    with pytest.raises(AgentUnavailable) as failed:
+        await asyncio.wait_for(stuck.asend("never opened"), 60)
+    said = str(failed.value)
+    assert "did not answer session/new within 1 s" in said
+    assert "raise session_timeout with agent/update" in said
+    assert "the daemon failed" not in said  # (it was the agent's silence, not the daemon's fault)
+    info = await stuck.aget()
+    assert (info.turns, info.status) == (1, "failed")
+    assert (await first.asend("again")).stop_reason == "end_turn"  # the agent goes on

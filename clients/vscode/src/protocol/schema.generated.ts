@@ -244,6 +244,10 @@ export interface AgentOptions {
    */
   runner?: 'local' | 'ray';
   /**
+   * Seconds the agent may take to open, load, resume or fork a session before the turn that needed it fails (the session stays; its next turn asks again).
+   */
+  sessionTimeout?: number;
+  /**
    * Model option for side chats (a cheaper one, say).
    */
   sideModel?: string | null;
