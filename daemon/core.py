@@ -1722,7 +1722,7 @@ class Core:
             self.feed.controls_changed(session)
 
     def refused(self, session: SessionRecord, turn: str | None, tool_call: dict[str, Any]) -> None:
-        """A person refused what the agent asked to do: the transcript says so."""
+        """A person or a rule refused what the agent asked to do: the transcript says so."""
         self.feed.refused(session, turn, tool_call)
 
     async def _reopen_at_agent(

@@ -105,7 +105,7 @@ def replay(
     builder: TranscriptBuilder, events: Iterable[tuple[str, str | None, dict[str, Any]]]
 ) -> TranscriptBuilder:
     """Feed stored events (kind, turn, data), in order, to `builder` as they were fed live."""
-    refused: set[str] = set()  # tool calls whose permission a person refused
+    refused: set[str] = set()  # tool calls whose permission was refused (by a person or a rule)
     for kind, turn, data in events:
         if kind == m.EventKind.TURN_QUEUED:
             builder.feed("user", turn, str(data.get("prompt", "")) + "\n")
@@ -316,7 +316,8 @@ class Insight:
         return call
 
     def refuse(self, tool_call: dict[str, Any]) -> ToolCall:
-        """A person refused the permission this call asked (its title as the transcript shows it)."""
+        """The permission this call asked was refused, by a person or a rule (its title as the
+        transcript shows it)."""
         call_id = str(tool_call.get("toolCallId", ""))
         call = self.tools.setdefault(call_id, ToolCall(call_id))
         call.title = str(tool_call.get("title") or call.title)

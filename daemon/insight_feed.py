@@ -324,8 +324,8 @@ class InsightFeed:
                 self.changes_soon(session)
 
     def refused(self, session: SessionRecord, turn_id: str | None, tool_call: dict[str, Any]) -> None:
-        """A tool call whose permission a person refused: its transcript line says so, a call the
-        agent reports no more of (gemini-cli) too."""
+        """A tool call whose permission was refused (by a person or a rule): its transcript line
+        says so, a call the agent reports no more of (gemini-cli) too."""
         ins = self.of(session)
         call = ins.refuse(tool_call)
         if call.title:

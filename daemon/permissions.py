@@ -55,9 +55,15 @@ class Permissions:
         side = self._decide_for_side(session, tool_call)
         policy = "deny" if side is False else agent.spec.options.permission_policy
         decided, option = by_policy(policy, tool_call, options)
-        if decided:
-            return option
-        return await self.ask(session, tool_call, options)
+        if not decided:
+            return await self.ask(session, tool_call, options)
+        if m.refuses(option_kind(options, option)):
+            # Said as a person's refusal is, so that the transcript names the call refused.
+            rule = "a side chat that may not write" if side is False else f"permissionPolicy {policy}"
+            rt = self.core.runtime_of(session)
+            turn_id = rt.running.id if rt.running is not None else None
+            self._answered(session, turn_id, new_id(), as_shown(rt, tool_call), options, option, rule)
+        return option
 
     async def ask(
         self, session: SessionRecord, tool_call: dict[str, Any], options: list[dict[str, Any]]
@@ -68,12 +74,9 @@ class Permissions:
         if turn is not None and turn.cancel_requested:
             return None
         turn_id = turn.id if turn is not None else None  # a client's question may come between turns
-        if isinstance(title := tool_call.get("title"), str):  # (as the transcript shows the call)
-            kind = tool_call.get("kind")
-            shown = shown_title(title, kind if isinstance(kind, str) else None, rt.placement.root)
-            tool_call = {**tool_call, "title": shown}
+        tool_call = as_shown(rt, tool_call)
         pending = PendingPermission(
-            id=f"p-{uuid.uuid4().hex[:12]}",
+            id=new_id(),
             agent=session.agent,
             session=session.id,
             turn=turn_id,
@@ -100,25 +103,37 @@ class Permissions:
         finally:
             rt.permissions.pop(pending.id, None)
             self.pending.pop(pending.id, None)
-        kind = next(
-            (o.get("kind") for o in options if chosen is not None and o.get("optionId") == chosen), None
-        )
+        self._answered(session, turn_id, pending.id, tool_call, options, chosen)
+        self.core.set_status(session)
+        return chosen
+
+    def _answered(
+        self,
+        session: SessionRecord,
+        turn_id: str | None,
+        permission: str,
+        tool_call: dict[str, Any],
+        options: list[dict[str, Any]],
+        chosen: str | None,
+        rule: str | None = None,
+    ) -> None:
+        """permission.answered; a refusal also marks its call in the transcript."""
+        kind = option_kind(options, chosen)
         refused = m.refuses(kind)
         self.core.events.emit(
             EventKind.PERMISSION_ANSWERED,
             agent=session.agent,
             session=session.id,
             turn=turn_id,
-            permission=pending.id,
+            permission=permission,
             optionId=chosen,
             optionKind=kind,
             # What was refused, for the transcript's line (an agent may say nothing more of it).
             **({"toolCall": tool_call} if refused else {}),
+            **({"decidedBy": rule} if rule is not None else {}),
         )
         if refused:
             self.core.refused(session, turn_id, tool_call)
-        self.core.set_status(session)
-        return chosen
 
     def waiting(self, session: str | None = None) -> list[m.PermissionRequestParams]:
         """The requests still waiting for a person (one session's, when named), oldest first."""
@@ -146,6 +161,25 @@ class Permissions:
                 {"fields": ["optionId"]},
             )
         pending.future.set_result(params.option_id)
+
+
+def new_id() -> str:
+    return f"p-{uuid.uuid4().hex[:12]}"
+
+
+def option_kind(options: list[dict[str, Any]], chosen: str | None) -> str | None:
+    """The ACP kind of the option chosen (None: none was, the request was cancelled)."""
+    return next((o.get("kind") for o in options if chosen is not None and o.get("optionId") == chosen), None)
+
+
+def as_shown(rt: SessionRuntime, tool_call: dict[str, Any]) -> dict[str, Any]:
+    """The tool call with its title as the transcript shows it (paths under the session's root
+    relative to it)."""
+    if not isinstance(title := tool_call.get("title"), str):
+        return tool_call
+    kind = tool_call.get("kind")
+    shown = shown_title(title, kind if isinstance(kind, str) else None, rt.placement.root)
+    return {**tool_call, "title": shown}
 
 
 def as_request(pending: PendingPermission) -> m.PermissionRequestParams:

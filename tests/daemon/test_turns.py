@@ -218,12 +218,18 @@ async def test_a_permission_policy_answers_without_a_person(client: AsyncDaemon,
 
 
 async def test_a_tool_call_that_failed_says_so_in_the_transcript(client: AsyncDaemon, work: Path) -> None:
-    """A call refused its permission, or a command that failed, does not read as one that ran."""
+    """A call refused its permission (here by the agent's policy), or a command that failed, does
+    not read as one that ran."""
     session = await (await client.agent("demo", permission_policy="deny")).session(work)
-    await session.asend("ask may I delete it?\nrun sh -c 'exit 3'\nrun true")
+    async with client.events(sessions=[session.id], kinds=["permission.answered"]) as events:
+        await session.asend("ask may I delete it?\nrun sh -c 'exit 3'\nrun true")
+        answered = await next_matching(events, kind("permission.answered"))
+    assert answered.data["decidedBy"] == "permissionPolicy deny"
+    assert answered.data["optionKind"] == "reject_once"
+    assert answered.data["toolCall"]["title"] == "may I delete it?"
     for transcript in (await session.atranscript(limit=50), await session.atranscript(offset=0)):
         assert [line.text for line in transcript.lines if line.role == "tool"] == [
-            "[other] may I delete it? (failed)",
+            "[other] may I delete it? (refused)",
             "[execute] Run sh -c 'exit 3' (failed)",
             "[execute] Run true",
         ]
