@@ -1176,8 +1176,21 @@ def _outcome(raw: Any) -> PromptOutcome:
             kept = {key: usage[key] for key in _USAGE_FIELDS if usage.get(key) is not None}  # (its order)
             return PromptOutcome(stop_reason=raw["stopReason"], usage=kept)
     response = s.PromptResponse.model_validate(raw)
-    usage = _dumped(response.usage) if response.usage is not None else None
+    usage = _dumped(response.usage) if response.usage is not None else _quota_usage(response.field_meta)
     return PromptOutcome(stop_reason=response.stop_reason, usage=usage)
+
+
+def _quota_usage(meta: Any) -> dict[str, int] | None:
+    """The turn's token counts where gemini-cli gives them: not as `usage`, but in the answer's
+    `_meta.quota.token_count` (its model calls' input and output tokens, added up)."""
+    quota = meta.get("quota") if isinstance(meta, dict) else None
+    counts = quota.get("token_count") if isinstance(quota, dict) else None
+    if not isinstance(counts, dict):
+        return None
+    given, made = counts.get("input_tokens"), counts.get("output_tokens")
+    if type(given) is not int or type(made) is not int or given < 0 or made < 0:
+        return None
+    return {"totalTokens": given + made, "inputTokens": given, "outputTokens": made}
 
 
 _SETUPS: OrderedDict[bytes, bytes] = OrderedDict()  # a setup as JSON, by the answer it was read from

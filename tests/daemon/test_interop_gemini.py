@@ -5,8 +5,9 @@ with it set it uses its "gateway" auth and needs no ACP `authenticate`. It
 asks the client's permission for each tool (the daemon's `allow` policy picks
 "Allow", once: "Allow for this session" is refused in a folder it does not
 trust). It sends no `plan` for its write_todos tool and no `usage_update`
-(the prompt's answer carries token counts in `_meta.quota` only), so a
-session's plan stays empty and its context fill is estimated. Its shell tool
+(the prompt's answer carries token counts in `_meta.quota`, which the daemon
+takes as the turn's usage), so a session's plan stays empty and its context
+fill is estimated. Its shell tool
 runs commands in its own process (never through ACP terminals), in the
 session's root: a worktree's, and a sandbox's unconfined. It retries a 5xx or
 an unreachable API for minutes unless its settings say `general.maxAttempts`.
@@ -114,6 +115,9 @@ async def test_gemini_streams_text_writes_edits_and_runs_a_command_at_the_placem
     info = await session.aget()
     # No usage_update from gemini-cli: the fill is the daemon's estimate.
     assert info.context is None or info.context.estimated
+    # Its token counts come in the answer's _meta.quota: its four model calls, added up.
+    assert info.usage is not None
+    assert (info.usage.input_tokens, info.usage.output_tokens, info.usage.total_tokens) == (480, 120, 600)
 
     # A second turn carries the first one's exchange.
     standin.push("It says hello world.")
