@@ -536,6 +536,7 @@ class Core:
                 host,
                 self.version,
                 session_timeout=spec.options.session_timeout,
+                max_opening_sessions=spec.options.max_opening_sessions,
             )
             slot.process = process
             try:

@@ -196,6 +196,14 @@ class AgentOptions(Params):
         description="Seconds the agent may take to open, load, resume or fork a session before the "
         "turn that needed it fails (the session stays; its next turn asks again).",
     )
+    max_opening_sessions: int | None = Field(
+        None,
+        ge=1,
+        description="Sessions each of its processes is asked to open (new, load, resume, fork) at "
+        "once; the rest wait their turn, and session_timeout counts from when one is asked. None: "
+        "no cap, but gemini-cli is asked one at a time (each session/new takes a lock whose "
+        "retries back off exponentially: 15 at once took minutes).",
+    )
     plan_stall_seconds: float = Field(
         600.0, gt=0, description="A plan entry in progress for longer than this flags the session."
     )

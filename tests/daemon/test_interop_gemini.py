@@ -15,6 +15,7 @@ an unreachable API for minutes unless its settings say `general.maxAttempts`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -283,3 +284,18 @@ async def test_gemini_fails_fast_when_its_model_api_refuses_breaks_or_is_gone(
     assert "fetch failed" in message
     assert "could not reach its model API" in message
     await gone.aremove()
+
+
+@pytest.mark.timeout(300)  # gemini-cli starts in ~5-10 s, more under load
+async def test_gemini_opens_many_sessions_at_once_one_after_another(
+    gemini: AsyncAgent, standin: GeminiStandIn, work: Path
+) -> None:
+    """gemini-cli 0.61.0 takes a lock on ~/.gemini/projects.json in each session/new, and its waiters
+    retry after 0.1, 0.2, 0.4 ... s: of 15 asked at once, 5 were still unanswered a minute later
+    (the last after ~7 minutes). The daemon asks it one at a time: 15 first turns at once all end."""
+    sessions = await gemini.sessions(15, work)
+    replies = await asyncio.wait_for(
+        asyncio.gather(*(session.asend(f"say {n}") for n, session in enumerate(sessions))), 90
+    )
+    assert [reply.stop_reason for reply in replies] == ["end_turn"] * 15
+    assert all(reply.text == "done" for reply in replies)  # (the stand-in's default answer)
