@@ -138,19 +138,26 @@ class Choices:
 
 
 # What agents call a mode in which they change no files: Codex's "read-only" approval preset,
-# Claude Code's and opencode's "plan" (opencode's as a config option of category `mode`).
-READ_ONLY_MODES = ("read-only", "plan")
+# taken wherever offered; "plan" only where it was tested to write nothing: opencode's (a config
+# option of category `mode`). In claude-agent-acp's `plan`, Claude Code wrote a file unasked,
+# where in its default mode it asks first and the daemon says no.
+READ_ONLY_MODE = "read-only"
+PLAN_WRITES_NOTHING = frozenset({"OpenCode"})  # by the name the agent's initialize answer gives
 
 
-def read_only(choices: Choices | None, offer: Offer) -> Choices | None:
-    """`choices` with the agent's read-only mode, where it offers one and no mode was chosen: a side
-    chat that may not write files opens in it (Codex and opencode write files and run commands in
-    their own process, unasked, where the daemon cannot refuse them)."""
+def read_only_modes(agent_name: object) -> tuple[str, ...]:
+    return (READ_ONLY_MODE, "plan") if agent_name in PLAN_WRITES_NOTHING else (READ_ONLY_MODE,)
+
+
+def read_only(choices: Choices | None, offer: Offer, modes: tuple[str, ...]) -> Choices | None:
+    """`choices` with the agent's read-only mode (the first of `modes` it offers), where no mode was
+    chosen: a side chat that may not write files opens in it (Codex and opencode write files and
+    run commands in their own process, unasked, where the daemon cannot refuse them)."""
     chosen = choices if choices is not None else Choices()
     mode_options = [o for o in offer.options if o.get("category") == "mode" and o.get("id")]
     if chosen.mode is not None or any(str(o["id"]) in chosen.config for o in mode_options):
         return choices
-    for name in READ_ONLY_MODES:
+    for name in modes:
         if name in offer.mode_ids():
             chosen.mode = name
             return chosen

@@ -34,7 +34,7 @@ from sessiond.daemon.agent_spawn import kill, ray_request, spawn_agent
 from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, PromptOverdue, SessionSetup
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.around import Around
-from sessiond.daemon.controls import Offer, offer_of, read_only, value_problem
+from sessiond.daemon.controls import Offer, offer_of, read_only, read_only_modes, value_problem
 from sessiond.daemon.events import EventLog
 from sessiond.daemon.insight import ending_lines, recap_of
 from sessiond.daemon.insight_feed import InsightFeed
@@ -1666,7 +1666,8 @@ class Core:
             offer.take_options(await process.set_config_option(agent_session_id, config_id, value))
         agent.offer = offer.copy()  # what a new session of the agent starts with, shown for lazy ones
         if side and not self.around.may_write(session):
-            session.choices = read_only(session.choices, offer)
+            modes = read_only_modes((process.agent_info or {}).get("name"))
+            session.choices = read_only(session.choices, offer, modes)
         await self._apply_choices(process, session, agent_session_id, offer)
 
     async def _apply_choices(

@@ -462,3 +462,30 @@ async def test_a_daemon_with_live_claude_sessions_stops_cleanly(
     said = "\n".join(own.stderr)
     assert "Traceback" not in said, said
     assert " ERROR " not in said, said
+
+
+async def test_a_claude_side_chat_that_may_not_write_answers_and_writes_nothing(
+    claude: MakeAgent, standin: AnthropicStandIn, work: Path
+) -> None:
+    """Claude Code asks before a Write in its default mode, and the daemon refuses a side chat that
+    may not write: the reply comes, no file is made, and the transcript names the refused call. (In
+    its `plan` mode Claude Code wrote the file unasked: the side chat stays in the default mode.)"""
+    agent = await claude(permission_policy="allow")
+    main = await agent.session(work)
+    standin.push("Main here.")
+    assert (await main.asend("hello")).text == "Main here."
+    standin.push(Reply.write(str(work / "side_wrote.txt"), "no\n"), Reply.text("Could not write it."))
+    side = await main.aside("please write side_wrote.txt")
+    assert side.reply is not None
+    assert side.reply.text.endswith("Could not write it.")
+    assert not (work / "side_wrote.txt").exists()
+    assert (await side.acontrols()).mode == "default"
+    transcript = await side.atranscript()
+    tools = [line.text for line in transcript.lines if line.role == "tool"]
+    assert tools == ["[edit] Write side_wrote.txt (refused)"]
+    # A writable one writes.
+    standin.push(Reply.write(str(work / "side_may.txt"), "yes\n"), Reply.text("Wrote it."))
+    writable = await main.aside("write side_may.txt", writable=True)
+    assert writable.reply is not None
+    assert writable.reply.text.endswith("Wrote it.")
+    assert (work / "side_may.txt").read_text() == "yes\n"
