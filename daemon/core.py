@@ -1648,10 +1648,17 @@ class Core:
         the session (which wins)."""
         options = agent.spec.options
         offer = offer_of(setup)
-        if options.mode is not None:
+        # A side chat that may not write keeps out of the agent's mode (acceptEdits, say, where
+        # Claude Code writes unasked): it opens in the agent's default or read-only mode.
+        held = side and not self.around.may_write(session)
+        if options.mode is not None and not held:
             await process.set_mode(agent_session_id, options.mode)
             offer.mode = options.mode
-        config: dict[str, str | bool] = dict(options.config)
+        config: dict[str, str | bool] = {
+            config_id: value
+            for config_id, value in options.config.items()
+            if not (held and setup.config.get(config_id, {}).get("category") == "mode")
+        }
         model = options.side_model if side and options.side_model else options.model
         if model is not None:
             model_option = next(
@@ -1664,10 +1671,11 @@ class Core:
             config[model_option] = model
         for config_id, value in config.items():
             offer.take_options(await process.set_config_option(agent_session_id, config_id, value))
-        agent.offer = offer.copy()  # what a new session of the agent starts with, shown for lazy ones
-        if side and not self.around.may_write(session):
+        if held:
             modes = read_only_modes((process.agent_info or {}).get("name"))
             session.choices = read_only(session.choices, offer, modes)
+        else:
+            agent.offer = offer.copy()  # what a new session of the agent starts with, shown for lazy ones
         await self._apply_choices(process, session, agent_session_id, offer)
 
     async def _apply_choices(

@@ -469,8 +469,9 @@ async def test_a_claude_side_chat_that_may_not_write_answers_and_writes_nothing(
 ) -> None:
     """Claude Code asks before a Write in its default mode, and the daemon refuses a side chat that
     may not write: the reply comes, no file is made, and the transcript names the refused call. (In
-    its `plan` mode Claude Code wrote the file unasked: the side chat stays in the default mode.)"""
-    agent = await claude(permission_policy="allow")
+    its `plan` mode Claude Code wrote the file unasked, as in `acceptEdits`, the agent's mode here:
+    the side chat keeps to the default mode.)"""
+    agent = await claude(permission_policy="allow", mode="acceptEdits")
     main = await agent.session(work)
     standin.push("Main here.")
     assert (await main.asend("hello")).text == "Main here."
