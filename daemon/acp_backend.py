@@ -708,6 +708,7 @@ class AgentProcess:
         self.session_timeout = session_timeout
         self._max_opening = max_opening_sessions
         self._opening: asyncio.Semaphore | None = None  # (set once initialize says who it is)
+        self._closing: set[asyncio.Task[None]] = set()  # sessions opened after they were given up
         self.command = list(command)
         self.env = dict(env)
         self.log_path = log_path
@@ -1038,8 +1039,32 @@ class AgentProcess:
         """A session/new, load, resume or fork (its MCP servers already in ACP's `McpServer`
         shapes, as `Around.mcp_servers` gives them): the session's id (new and fork name one)
         and its setup."""
-        raw = await self._session_call(lambda: self._requests().request(method, params), method)
+        late = self._close_late if method in ("session/new", "session/fork") else None
+        raw = await self._session_call(lambda: self._requests().request(method, params, late=late), method)
         return _opened(raw, answer)
+
+    def _close_late(self, result: Any) -> None:
+        """A session the agent opened after the daemon stopped waiting (past session_timeout, or
+        its turn cancelled): nobody will use it, and claude-agent-acp keeps a Claude Code process
+        (~170 MiB) for each. Closed where the agent can close sessions."""
+        session_id = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(session_id, str):
+            return
+        if not self.capabilities.close:
+            log.info(
+                "agent %r opened session %s after it was given up; it cannot close it", self.name, session_id
+            )
+            return
+
+        async def close() -> None:
+            try:
+                await self.close_session(session_id)
+            except (AgentRequestFailed, AgentExited, TimeoutError) as exc:
+                log.info("closing session %s, opened after it was given up, failed: %s", session_id, exc)
+
+        task = asyncio.get_running_loop().create_task(close(), name=f"close-late-{session_id}")
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def _requests(self) -> DirectRequests:
         assert self._direct is not None, "the agent was not started"

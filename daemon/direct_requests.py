@@ -39,16 +39,21 @@ class DirectRequests:
         self._refused = refused
         self._next = FIRST_ID
         self._waiting: dict[int, asyncio.Future[Any]] = {}
+        # Requests whose caller stopped waiting (a deadline, a cancel): what takes a late result.
+        self._late: dict[int, Callable[[Any], None]] = {}
         self._gone: str | None = None
 
     @property
     def waiting(self) -> bool:
         """Whether an answer is awaited (the reader need look for one only then)."""
-        return bool(self._waiting)
+        return bool(self._waiting or self._late)
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
+    async def request(
+        self, method: str, params: dict[str, Any], *, late: Callable[[Any], None] | None = None
+    ) -> Any:
         """The answer's `result`; raises `refused(...)` for an `error`, ConnectionError once the
-        agent's output has ended."""
+        agent's output has ended. If the caller stops waiting first, `late` gets the result should
+        it come (a session the agent opened after all, to close)."""
         if self._gone is not None:
             raise ConnectionError(self._gone)
         request_id = self._next
@@ -60,6 +65,8 @@ class DirectRequests:
             return await future
         finally:
             self._waiting.pop(request_id, None)
+            if late is not None and (future.cancelled() or not future.done()) and self._gone is None:
+                self._late[request_id] = late
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if self._gone is not None:
@@ -77,7 +84,10 @@ class DirectRequests:
         request_id = message.get("id")
         future = self._waiting.get(request_id) if isinstance(request_id, int) else None
         if future is None:
-            return False
+            late = self._late.pop(request_id, None) if isinstance(request_id, int) else None
+            if late is not None and message.get("error") is None:
+                late(message.get("result"))
+            return late is not None
         if future.done():
             return True
         error = message.get("error")
@@ -93,6 +103,7 @@ class DirectRequests:
     def ended(self, why: str) -> None:
         """The agent's output ended: every request waiting fails with ConnectionError, and later ones."""
         self._gone = why
+        self._late.clear()
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(ConnectionError(why))

@@ -7,7 +7,9 @@ what the demo agent never does, as its one argument (its mode) says:
 - "obeys", "errs", "ignores", "talks": works on a prompt until told to stop (`session/cancel`),
   then answers it cancelled, or fails it, or goes on; "talks" answers a request of the SDK's
   (`session/set_mode`) while its prompt waits, with a stray answer, in one write;
-- "works-on": says "on it" (an `agent_message_chunk`) on a prompt, then goes on whatever it is told.
+- "works-on": says "on it" (an `agent_message_chunk`) on a prompt, then goes on whatever it is told;
+- "opens-late": answers `session/new` 1.5 s late, and notes each `session/close` in `closed.txt`
+  beside its script.
 """
 
 from __future__ import annotations
@@ -16,17 +18,28 @@ import sys
 from pathlib import Path
 
 SCRIPT = r"""
-import json, sys
+import json, os, sys, threading
 mode = sys.argv[1]
 prompt = None
 opened = 0
+said = threading.Lock()
 def answer(id, result):
-    print(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}), flush=True)
+    with said:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + "\n")
+        sys.stdout.flush()
 for line in sys.stdin:
     message = json.loads(line)
     method = message.get("method")
     if method == "initialize":
-        answer(message["id"], {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []})
+        caps = {"sessionCapabilities": {"close": {}}} if mode == "opens-late" else {}
+        answer(message["id"], {"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []})
+    elif method == "session/close":
+        with open(os.path.join(os.path.dirname(__file__), "closed.txt"), "a") as closed:
+            closed.write(message["params"]["sessionId"] + "\n")
+        answer(message["id"], {})
+    elif method == "session/new" and mode == "opens-late":
+        opened += 1
+        threading.Timer(1.5, answer, (message["id"], {"sessionId": f"s{opened}"})).start()
     elif method == "session/new":
         opened += 1
         if mode == "exit":

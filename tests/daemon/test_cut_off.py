@@ -18,6 +18,7 @@ from scripted_agent import scripted_agent
 from bench.harness import Daemon
 from sessiond.client import AgentUnavailable, AsyncAgent, AsyncDaemon
 from sessiond.daemon.core import CANCEL_GRACE
+from tests.daemon.test_interop_claude import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -79,3 +80,22 @@ async def test_a_session_the_agent_does_not_open_in_time_fails_its_turn_saying_s
     info = await stuck.aget()
     assert (info.turns, info.status) == (1, "failed")
     assert (await first.asend("again")).stop_reason == "end_turn"  # the agent goes on
+
+
+async def test_a_session_the_agent_opens_after_it_was_given_up_is_closed_there(
+    client: AsyncDaemon, tmp_path: Path, work: Path
+) -> None:
+    """claude-agent-acp keeps a Claude Code process for each session it opens: one it opened after
+    the daemon gave up on it (past session_timeout) would be held until the agent stops."""
+    agent = await client.agent(
+        "late-opener", command=scripted_agent(tmp_path, "opens-late"), session_timeout=0.5
+    )
+    session = await agent.session(work)
+    with pytest.raises(AgentUnavailable, match=r"did not answer session/new within 0\.5 s"):
+        await asyncio.wait_for(session.asend("hello"), 60)
+    closed = tmp_path / "closed.txt"
+
+    async def closed_at_the_agent() -> bool:
+        return closed.exists() and closed.read_text().split() == ["s1"]
+
+    await eventually(closed_at_the_agent, what="session/close of the session opened late")
