@@ -54,11 +54,17 @@ INITIALIZE_TIMEOUT = 60.0
 STRAY_GRACE = 3.0
 AUTH_REQUIRED = -32000
 SESSION_SETUP_TIMEOUT = 120.0  # the agent option session_timeout's default
-# Agents (by the name their initialize answer gives) asked to open one session at a time unless
-# max_opening_sessions says otherwise: gemini-cli locks ~/.gemini/projects.json in each
-# session/new, and its waiters retry after 0.1, 0.2, 0.4 ... s, so of 15 at once the last were
-# answered minutes later; one at a time, 30 took 2.7 s.
-ONE_AT_A_TIME = frozenset({"gemini-cli"})
+# Sessions asked of an agent at once (by the name its initialize answer gives) where
+# max_opening_sessions does not say: gemini-cli locks ~/.gemini/projects.json in each session/new,
+# and its waiters retry after 0.1, 0.2, 0.4 ... s, so of 15 at once the last were answered minutes
+# later (one at a time, 30 took 2.7 s); claude-agent-acp starts a Claude Code process for each
+# session, and 100 at once on two cores missed the 120 s session_timeout, half or all of them
+# (four at once, all 100 opened).
+OPENING_AT_ONCE = {
+    "gemini-cli": 1,
+    "@zed-industries/claude-agent-acp": 4,
+    "@agentclientprotocol/claude-agent-acp": 4,
+}
 
 
 def _update_kind(update: Any) -> str:
@@ -807,8 +813,8 @@ class AgentProcess:
         if response.agent_info is not None:
             self.agent_info = response.agent_info.model_dump(mode="json", exclude_none=True)
         at_once = self._max_opening
-        if at_once is None and (self.agent_info or {}).get("name") in ONE_AT_A_TIME:
-            at_once = 1
+        if at_once is None:
+            at_once = OPENING_AT_ONCE.get(str((self.agent_info or {}).get("name")))
         if at_once is not None:
             self._opening = asyncio.Semaphore(at_once)
         self.auth_methods = [_auth_method(method, self._spawn_env) for method in response.auth_methods or []]
@@ -997,8 +1003,10 @@ class AgentProcess:
                 return await self._call(request(), timeout=self.session_timeout, what=what)
         except TimeoutError as exc:
             raise TimeoutError(
-                f"{exc} (its session_timeout): the turn failed, the session is kept; send again, "
-                f"or raise session_timeout with agent/update if the agent is slow to open sessions"
+                f"{exc} (its session_timeout): the turn failed; the session is kept. An agent asked "
+                f"to open many sessions at once may need fewer at a time (max_opening_sessions in "
+                f"agents.toml, or `sessiond batch --max-concurrency N`); a slow one, a longer "
+                f"session_timeout"
             ) from None
         except AgentRequestFailed as exc:
             if exc.code == AUTH_REQUIRED and self.auth_methods:

@@ -201,8 +201,8 @@ class AgentOptions(Params):
         ge=1,
         description="Sessions each of its processes is asked to open (new, load, resume, fork) at "
         "once; the rest wait their turn, and session_timeout counts from when one is asked. None: "
-        "no cap, but gemini-cli is asked one at a time (each session/new takes a lock whose "
-        "retries back off exponentially: 15 at once took minutes).",
+        "no cap, but gemini-cli is asked one at a time and claude-agent-acp four at a time "
+        "(docs/agents.md says why).",
     )
     plan_stall_seconds: float = Field(
         600.0, gt=0, description="A plan entry in progress for longer than this flags the session."

@@ -9,7 +9,9 @@ what the demo agent never does, as its one argument (its mode) says:
   (`session/set_mode`) while its prompt waits, with a stray answer, in one write;
 - "works-on": says "on it" (an `agent_message_chunk`) on a prompt, then goes on whatever it is told;
 - "opens-late": answers `session/new` 1.5 s late, and notes each `session/close` in `closed.txt`
-  beside its script.
+  beside its script;
+- "opens-slowly": answers each `session/new` 0.5 s after it came, noting in `opening.txt` beside
+  its script how many it was asked at once at most, and a prompt at once.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ SCRIPT = r"""
 import json, os, sys, threading
 mode = sys.argv[1]
 prompt = None
-opened = 0
-said = threading.Lock()
+opened = opening = most = 0
+said = threading.RLock()
 def answer(id, result):
     with said:
         sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + "\n")
@@ -40,6 +42,19 @@ for line in sys.stdin:
     elif method == "session/new" and mode == "opens-late":
         opened += 1
         threading.Timer(1.5, answer, (message["id"], {"sessionId": f"s{opened}"})).start()
+    elif method == "session/new" and mode == "opens-slowly":
+        opened += 1
+        with said:
+            opening += 1
+            most = max(most, opening)
+            with open(os.path.join(os.path.dirname(__file__), "opening.txt"), "w") as noted:
+                noted.write(str(most))
+        def opened_now(id, result):
+            global opening
+            with said:
+                opening -= 1
+            answer(id, result)
+        threading.Timer(0.5, opened_now, (message["id"], {"sessionId": f"s{opened}"})).start()
     elif method == "session/new":
         opened += 1
         if mode == "exit":
@@ -51,7 +66,7 @@ for line in sys.stdin:
         if mode != "hang" and (mode != "opens-once" or opened == 1):
             answer(message["id"], {"sessionId": f"s{opened}"})
     elif method == "session/prompt":
-        if mode in ("answers", "opens-once"):
+        if mode in ("answers", "opens-once", "opens-slowly"):
             answer(message["id"], {"stopReason": "end_turn"})
         elif mode == "works-on":
             update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "on it"}}

@@ -75,7 +75,8 @@ async def test_a_session_the_agent_does_not_open_in_time_fails_its_turn_saying_s
         await asyncio.wait_for(stuck.asend("never opened"), 60)
     said = str(failed.value)
     assert "did not answer session/new within 1 s" in said
-    assert "raise session_timeout with agent/update" in said
+    assert "max_opening_sessions in agents.toml, or `sessiond batch --max-concurrency N`" in said
+    assert "a longer session_timeout" in said
     assert "the daemon failed" not in said  # (it was the agent's silence, not the daemon's fault)
     info = await stuck.aget()
     assert (info.turns, info.status) == (1, "failed")
@@ -99,3 +100,15 @@ async def test_a_session_the_agent_opens_after_it_was_given_up_is_closed_there(
         return closed.exists() and closed.read_text().split() == ["s1"]
 
     await eventually(closed_at_the_agent, what="session/close of the session opened late")
+
+
+async def test_an_agent_is_asked_to_open_at_most_max_opening_sessions_at_once(
+    client: AsyncDaemon, tmp_path: Path, work: Path
+) -> None:
+    agent = await client.agent(
+        "opens-slowly", command=scripted_agent(tmp_path, "opens-slowly"), max_opening_sessions=2
+    )
+    sessions = await agent.sessions(5, work)
+    replies = await asyncio.wait_for(asyncio.gather(*(s.asend("hello") for s in sessions)), 60)
+    assert [reply.stop_reason for reply in replies] == ["end_turn"] * 5
+    assert int((tmp_path / "opening.txt").read_text()) <= 2

@@ -206,7 +206,7 @@ export interface AgentOptions {
    */
   maxLiveSessions?: number | null;
   /**
-   * Sessions each of its processes is asked to open (new, load, resume, fork) at once; the rest wait their turn, and session_timeout counts from when one is asked. None: no cap, but gemini-cli is asked one at a time (each session/new takes a lock whose retries back off exponentially: 15 at once took minutes).
+   * Sessions each of its processes is asked to open (new, load, resume, fork) at once; the rest wait their turn, and session_timeout counts from when one is asked. None: no cap, but gemini-cli is asked one at a time and claude-agent-acp four at a time (docs/agents.md says why).
    */
   maxOpeningSessions?: number | null;
   /**
