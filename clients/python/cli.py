@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -1268,50 +1269,90 @@ ASKING_HINT = (
 
 
 class ProgressBar:
-    """Counts by status on stderr: redrawn in place on a terminal, a last line otherwise."""
+    """Counts by status on stderr: redrawn in place on a terminal, a last line otherwise.
+
+    On a terminal it is redrawn at most every `interval` as counts change, and every `tick` by a
+    thread of its own, so that counts a burst left undrawn show and the clock moves while nothing
+    lands (a batch of slow turns sat at "0/100 ... 0.0 s" for two minutes)."""
 
     WIDTH = 24
 
-    def __init__(self, stream: TextIO, *, interval: float = 0.1) -> None:
+    def __init__(self, stream: TextIO, *, interval: float = 0.1, tick: float = 0.5) -> None:
         self._stream = stream
         self._live = stream.isatty()
         self._interval = interval
+        self._tick = tick
         self._shown_at = 0.0
         self._last: BatchProgress | None = None
+        self._last_at = 0.0  # when _last came (the clock shown moves on from its elapsed)
         self._told_asking = False
+        self._lock = threading.RLock()  # (the bar, and the answers written above it)
+        self._ticker: threading.Thread | None = None
+        self._stopped = threading.Event()
 
     def update(self, progress: BatchProgress) -> None:
-        self._last = progress
-        if progress.asking and not self._told_asking:  # said once: a batch's turns may wait on a person
-            self._told_asking = True
-            self._stream.write(("\r\033[K" if self._live else "") + ASKING_HINT + "\n")
-            self._stream.flush()
-            self._shown_at = 0.0  # the bar again, at once
-        now = time.monotonic()
-        if self._live and (now - self._shown_at >= self._interval or progress.landed == progress.total):
-            self._shown_at = now
-            self._stream.write("\r\033[K" + self.text(progress))
-            self._stream.flush()
+        with self._lock:
+            self._last, self._last_at = progress, time.monotonic()
+            if progress.asking and not self._told_asking:  # said once: a batch's turns may wait on a person
+                self._told_asking = True
+                self._stream.write(("\r\033[K" if self._live else "") + ASKING_HINT + "\n")
+                self._stream.flush()
+                self._shown_at = 0.0  # the bar again, at once
+            if not self._live:
+                return
+            if self._ticker is None:
+                self._ticker = threading.Thread(target=self._ticking, name="progress-bar", daemon=True)
+                self._ticker.start()
+            if self._last_at - self._shown_at >= self._interval or progress.landed == progress.total:
+                self._draw()
+
+    def _ticking(self) -> None:
+        while not self._stopped.wait(self._tick):
+            with self._lock:
+                if not self._stopped.is_set():
+                    self._draw()
+
+    def _draw(self) -> None:
+        if self._last is None:
+            return
+        self._shown_at = time.monotonic()
+        self._stream.write("\r\033[K" + self.text(self._now(self._last)))
+        self._stream.flush()
+
+    def _now(self, progress: BatchProgress) -> BatchProgress:
+        """The counts last told, their clock moved on to now (until every prompt has landed)."""
+        if progress.landed == progress.total:
+            return progress
+        return dataclasses.replace(progress, elapsed=progress.elapsed + time.monotonic() - self._last_at)
 
     @contextlib.contextmanager
     def above(self) -> Iterator[None]:
         """Lines written to the terminal meanwhile (the answers) go above the bar, not through it."""
-        if self._live and self._last is not None:
-            self._stream.write("\r\033[K")
-            self._stream.flush()
-        yield
-        if self._live and self._last is not None:
-            self._stream.write(self.text(self._last))
-            self._stream.flush()
+        with self._lock:
+            if self._live and self._last is not None:
+                self._stream.write("\r\033[K")
+                self._stream.flush()
+            yield
+            if self._live and self._last is not None:
+                self._stream.write(self.text(self._now(self._last)))
+                self._stream.flush()
+
+    def stop(self) -> None:
+        """No more redraws (the batch is over, or went wrong)."""
+        self._stopped.set()
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join()
 
     def finish(self, note: str = "") -> bool:
         """Show the last counts for good, with a note; False when there were none to show."""
-        if self._last is None:
-            return False
-        text = self.text(self._last) + (f"  {note}" if note else "")
-        self._stream.write(("\r\033[K" if self._live else "") + text + "\n")
-        self._stream.flush()
-        return True
+        self.stop()
+        with self._lock:
+            if self._last is None:
+                return False
+            text = self.text(self._now(self._last)) + (f"  {note}" if note else "")
+            self._stream.write(("\r\033[K" if self._live else "") + text + "\n")
+            self._stream.flush()
+            return True
 
     @classmethod
     def text(cls, p: BatchProgress) -> str:
@@ -1372,7 +1413,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     answers = _Answers(prompts, bar, as_json=args.json)
     name = f"batch {'stdin' if args.file == '-' else os.path.basename(args.file)}"
     try:
-        with connect(args.socket, start=True, run=name) as daemon:
+        with connect(args.socket, start=True, run=name) as daemon, _stopping(bar):
             answers.run_id = daemon.run.id if daemon.run else "?"
             daemon.agent(args.agent).batch(
                 prompts,
@@ -1413,6 +1454,16 @@ def cmd_batch(args: argparse.Namespace) -> int:
             )
         return EXIT_FAILED
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _stopping(bar: ProgressBar) -> Iterator[None]:
+    """The bar stops redrawing once the batch is over, however it ends (an error said after it
+    is not drawn over)."""
+    try:
+        yield
+    finally:
+        bar.stop()
 
 
 def _run_sessions(daemon: Daemon, run_id: str) -> list[str]:

@@ -621,3 +621,22 @@ def test_the_command_line_says_in_its_own_words_what_it_checks_itself(real: Daem
     assert drawn.returncode == 0, drawn.stderr
     assert f"wrote {page} (" in drawn.stderr
     assert "KiB): 1 session, 1 turn" in drawn.stderr
+
+
+def test_a_cli_batch_at_a_terminal_shows_its_turns_running_and_its_clock_moving(
+    real: Daemon, work: Path
+) -> None:
+    """A batch's bar shows what a burst of updates left undrawn, and its clock moves while no turn
+    lands: a batch of slow turns sat at "0/N ... running 0 · waiting N  0.0 s" for minutes."""
+    prompts = work / "prompts.txt"
+    prompts.write_text("say one\nhang\nhang\n")
+    command = shlex.join([*SESSIOND, "batch", "--root", str(work), str(prompts)])
+    tmux = Tmux(["sh", "-c", f"{command}; sleep 60"], real.env)
+    try:
+        running = re.compile(r"1/3 .* running 2 · waiting 0  (\d+\.\d) s")
+        seen = running.search(tmux.wait_for(lambda s: running.search(s) is not None))
+        assert seen is not None
+        later = float(seen.group(1)) + 1.0  # nothing lands meanwhile: the two hang
+        tmux.wait_for(lambda s: float(running.search(s).group(1)) >= later)  # type: ignore[union-attr]
+    finally:
+        tmux.kill()
