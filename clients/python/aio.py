@@ -34,8 +34,10 @@ from sessiond.client.errors import (
     AgentExists,
     AgentNotFound,
     ConnectionLost,
+    FolderGone,
     InvalidParams,
     ProtocolError,
+    current_folder,
 )
 from sessiond.protocol import methods as m
 from sessiond.protocol.errors import ErrorCode
@@ -123,9 +125,21 @@ def _params(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
+def _run_folder() -> str:
+    """Where a run says it ran: the current folder, or, deleted, the path the shell had for it."""
+    try:
+        return current_folder()
+    except FolderGone:
+        said = os.environ.get("PWD", "")
+        return said if os.path.isabs(said) else "/"
+
+
 def _absolute(root: StrPath | None) -> str | None:
     # Relative roots mean the caller's directory, not the daemon's.
-    return None if root is None else os.path.abspath(os.fspath(root))
+    if root is None:
+        return None
+    path = os.fspath(root)
+    return os.path.normpath(path if os.path.isabs(path) else os.path.join(current_folder(), path))
 
 
 def _new_turn_id() -> str:
@@ -880,7 +894,7 @@ class AsyncDaemon:
             RunInfo,
             name=name,
             argv=list(sys.argv if argv is None else argv),
-            cwd=os.path.abspath(os.fspath(cwd if cwd is not None else os.getcwd())),
+            cwd=_absolute(cwd) if cwd is not None else _run_folder(),
         )
         return self._run
 

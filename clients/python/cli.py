@@ -31,10 +31,12 @@ from sessiond.client.errors import (
     ConnectionLost,
     DaemonNotRunning,
     DaemonStartFailed,
+    FolderGone,
     InvalidParams,
     MethodNotFound,
     ProtocolError,
     SessiondError,
+    current_folder,
     sentence,
 )
 from sessiond.client.wording import (
@@ -439,7 +441,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     with _daemon(args, start=True) as daemon:
         agent = daemon.agent(args.agent)
         # A session with a repository works in a clone of it, not in a directory here.
-        root = args.root or (os.getcwd() if args.repository is None else None)
+        root = args.root or (current_folder() if args.repository is None else None)
         sessions = agent.sessions(
             args.count, root, placement=args.placement, title=args.title, repository=args.repository
         )
@@ -1417,7 +1419,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
             answers.run_id = daemon.run.id if daemon.run else "?"
             daemon.agent(args.agent).batch(
                 prompts,
-                args.root or os.getcwd(),
+                args.root or current_folder(),
                 placement=args.placement,
                 max_concurrency=args.max_concurrency,
                 suppress=True,
@@ -1994,6 +1996,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # second one when Python flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
+    except FolderGone as e:
+        _say(str(e))
+        return EXIT_USAGE
     except OSError as e:  # the socket is there but refuses us (permissions, not a socket, ...)
         _say(f"cannot reach the daemon: {e}")
         return EXIT_FAILED

@@ -11,10 +11,14 @@ Two families, kept apart on purpose:
   asked for), ``DaemonStartFailed`` (one was started and never accepted) and
   ``ConnectionLost`` (the connection closed, or the daemon broke the protocol,
   while requests were outstanding).
+
+Besides: ``FolderGone`` (a ``FileNotFoundError``), when a path was to be taken
+from a current folder that no longer exists.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, ClassVar
 
@@ -174,6 +178,22 @@ class ProtocolError(Exception):
     """The daemon sent something this client cannot read: a malformed frame or message
     (the connection is then closed, and this is the ``__cause__`` of ``ConnectionLost``),
     or a result that does not fit the method's model (a daemon of another version)."""
+
+
+class FolderGone(FileNotFoundError):
+    """The folder this process runs in was deleted or moved, and a path or root was to be taken
+    from it."""
+
+
+def current_folder() -> str:
+    """`os.getcwd()`, or `FolderGone` saying what to do when the folder no longer exists."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise FolderGone(
+            "the current folder no longer exists (deleted or moved): cd to one that does, or give "
+            "an absolute path (--root for a command)"
+        ) from None
 
 
 class SyncCallInEventLoop(RuntimeError):

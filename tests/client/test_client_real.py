@@ -640,3 +640,40 @@ def test_a_cli_batch_at_a_terminal_shows_its_turns_running_and_its_clock_moving(
         tmux.wait_for(lambda s: float(running.search(s).group(1)) >= later)  # type: ignore[union-attr]
     finally:
         tmux.kill()
+
+
+def test_a_command_run_in_a_deleted_folder_says_so(real: Daemon, work: Path) -> None:
+    """It said "cannot reach the daemon: [Errno 2] No such file or directory", the daemon running."""
+    prompts = work / "prompts.txt"
+    prompts.write_text("say one\n")
+    gone = work / "gone"
+    gone.mkdir()
+    for argv in (["batch", str(prompts)], ["new"]):
+        command = shlex.join([*SESSIOND, *argv])
+        ran = subprocess.run(
+            ["sh", "-c", f"cd {shlex.quote(str(gone))} && rmdir {shlex.quote(str(gone))} && {command}"],
+            env=real.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert ran.returncode == 2, ran.stderr
+        assert ran.stderr == (
+            "sessiond: the current folder no longer exists (deleted or moved): cd to one that does, "
+            "or give an absolute path (--root for a command)\n"
+        )
+        gone.mkdir()
+    # Given a root, a batch runs.
+    ran = subprocess.run(
+        [
+            "sh",
+            "-c",
+            f"cd {shlex.quote(str(gone))} && rmdir {shlex.quote(str(gone))} && "
+            + shlex.join([*SESSIOND, "batch", "--root", str(work), str(prompts)]),
+        ],
+        env=real.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (ran.returncode, ran.stdout) == (0, "one\n"), ran.stderr
