@@ -714,6 +714,7 @@ class AgentProcess:
         self.session_timeout = session_timeout
         self._max_opening = max_opening_sessions
         self._opening: asyncio.Semaphore | None = None  # (set once initialize says who it is)
+        self._opening_cap: int | None = None
         self._closing: set[asyncio.Task[None]] = set()  # sessions opened after they were given up
         self.command = list(command)
         self.env = dict(env)
@@ -816,7 +817,7 @@ class AgentProcess:
         if at_once is None:
             at_once = OPENING_AT_ONCE.get(str((self.agent_info or {}).get("name")))
         if at_once is not None:
-            self._opening = asyncio.Semaphore(at_once)
+            self._opening, self._opening_cap = asyncio.Semaphore(at_once), at_once
         self.auth_methods = [_auth_method(method, self._spawn_env) for method in response.auth_methods or []]
 
     @property
@@ -1050,6 +1051,15 @@ class AgentProcess:
         late = self._close_late if method in ("session/new", "session/fork") else None
         raw = await self._session_call(lambda: self._requests().request(method, params, late=late), method)
         return _opened(raw, answer)
+
+    @property
+    def opening_at_once(self) -> int | None:
+        """Sessions it is asked to open at once (None: no cap)."""
+        return self._max_opening if self._opening is None else self._opening_cap
+
+    def opening_full(self) -> bool:
+        """Whether a session asked to open now waits for others to be opened first."""
+        return self._opening is not None and self._opening.locked()
 
     def _close_late(self, result: Any) -> None:
         """A session the agent opened after the daemon stopped waiting (past session_timeout, or

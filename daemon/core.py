@@ -22,7 +22,7 @@ import sqlite3
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -1550,33 +1550,59 @@ class Core:
         async with lock:
             if cap:
                 await self._make_room(agent, slot, process, cap, session)
-            setup: SessionSetup
-            rt = session.runtime
-            assert rt is not None
             mcp = await self.around.mcp_servers(session, self.socket_path, http=process.capabilities.mcp_http)
-            if session.agent_session_id is None:
-                agent_session_id, setup = await self._open_at_agent(
-                    agent, process, session, rt.placement.root, mcp
-                )
-                self._known_at_agent(agent, process, session, agent_session_id)
-                await self._apply_options(
-                    agent, process, session, agent_session_id, setup, side=session.kind == "side"
-                )
-            elif (restored := await self._restore_at_agent(agent, process, session, mcp)) is not None:
-                # The agent kept its own settings: only what was chosen for the session is said again.
-                await self._apply_choices(process, session, session.agent_session_id, restored)
-            else:
-                # The agent cannot restore it: start afresh and say so.
-                old = session.agent_session_id
-                agent_session_id, setup = await process.new_session(rt.placement.root, mcp)
-                self.by_agent_session.pop((agent.name, old), None)
-                self._known_at_agent(agent, process, session, agent_session_id)
-                await self._apply_options(agent, process, session, agent_session_id, setup)
+            with self._opening(agent, process, session):
+                await self._open_or_restore(agent, process, session, mcp)
             agent.opened(session.id, slot)
             session.live = True
             self._save_session(session)
             assert session.agent_session_id is not None  # (named by the agent above)
             return session.agent_session_id
+
+    async def _open_or_restore(
+        self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, mcp: list[Any]
+    ) -> None:
+        """Open the session at the agent, or restore it there (a new conversation when it cannot),
+        with its options and choices said."""
+        rt = session.runtime
+        assert rt is not None
+        if session.agent_session_id is None:
+            agent_session_id, setup = await self._open_at_agent(
+                agent, process, session, rt.placement.root, mcp
+            )
+            self._known_at_agent(agent, process, session, agent_session_id)
+            await self._apply_options(
+                agent, process, session, agent_session_id, setup, side=session.kind == "side"
+            )
+        elif (restored := await self._restore_at_agent(agent, process, session, mcp)) is not None:
+            # The agent kept its own settings: only what was chosen for the session is said again.
+            await self._apply_choices(process, session, session.agent_session_id, restored)
+        else:
+            # The agent cannot restore it: start afresh and say so.
+            old = session.agent_session_id
+            agent_session_id, setup = await process.new_session(rt.placement.root, mcp)
+            self.by_agent_session.pop((agent.name, old), None)
+            self._known_at_agent(agent, process, session, agent_session_id)
+            await self._apply_options(agent, process, session, agent_session_id, setup)
+
+    @contextlib.contextmanager
+    def _opening(self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord) -> Iterator[None]:
+        """While the agent opens other sessions first (maxOpeningSessions), the session shows
+        queued, saying so, not working."""
+        turn = session.runtime.running if session.runtime is not None else None
+        if turn is None or turn.waiting_for is not None or not process.opening_full():
+            yield
+            return
+        turn.waiting_for = (
+            f"opening at agent {agent.name!r}, which is asked to open {process.opening_at_once} "
+            f"sessions at a time (maxOpeningSessions)"
+        )
+        self.set_status(session)
+        try:
+            yield
+        finally:
+            turn.waiting_for = None
+            self.set_status(session)
 
     def _known_at_agent(
         self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, agent_session_id: str

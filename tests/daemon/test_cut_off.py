@@ -109,6 +109,13 @@ async def test_an_agent_is_asked_to_open_at_most_max_opening_sessions_at_once(
         "opens-slowly", command=scripted_agent(tmp_path, "opens-slowly"), max_opening_sessions=2
     )
     sessions = await agent.sessions(5, work)
-    replies = await asyncio.wait_for(asyncio.gather(*(s.asend("hello") for s in sessions)), 60)
+    async with client.events(sessions=[s.id for s in sessions], kinds=["session.status"]) as events:
+        replies = await asyncio.wait_for(asyncio.gather(*(s.asend("hello") for s in sessions)), 60)
+        # The ones waiting for others to be opened first show queued, saying so.
+        waiting = await next_matching(events, lambda e: e.data.get("status") == "queued")
     assert [reply.stop_reason for reply in replies] == ["end_turn"] * 5
     assert int((tmp_path / "opening.txt").read_text()) <= 2
+    assert waiting.data["detail"] == (
+        "opening at agent 'opens-slowly', which is asked to open 2 sessions at a time (maxOpeningSessions)"
+    )
+    assert {(await s.aget()).status for s in sessions} == {"idle"}
