@@ -1463,9 +1463,7 @@ class Core:
             await self.feed.start_tracking(session)
             slot = agent.place(session.id, near=session.fork_from)
             try:
-                process = await self._process_for(agent, slot, session, turn)
-                await self._make_where_the_agent_runs(session, process)
-                agent_session_id = await self._ensure_live(agent, slot, process, session)
+                process, agent_session_id = await self._open_for_turn(agent, slot, session, turn)
             except BaseException:
                 if session.id not in slot.live:
                     agent.unplace(session.id)  # it opened nowhere: its next turn chooses again
@@ -1504,6 +1502,23 @@ class Core:
         finally:
             turn.prompting = False
             agent.active_turns -= 1
+
+    async def _open_for_turn(
+        self, agent: AgentRuntime, slot: ProcessRuntime, session: SessionRecord, turn: Turn
+    ) -> tuple[AgentProcess, str]:
+        """The process for the turn and the session's id there, opened or restored if need be. A
+        process that ends before the session is open there (killed while it waited its turn to be
+        opened, say) is started again, once: nothing of the turn but the opening was asked of it."""
+        for attempt in (1, 2):
+            process = await self._process_for(agent, slot, session, turn)
+            await self._make_where_the_agent_runs(session, process)
+            try:
+                return process, await self._ensure_live(agent, slot, process, session)
+            except AgentExited as exc:
+                if attempt == 2 or session.id in slot.live or turn.cancel_requested:
+                    raise
+                log.info("%s: its agent's process ended before it opened there (%s); again", session.id, exc)
+        raise AssertionError("unreachable")
 
     async def _process_for(
         self, agent: AgentRuntime, slot: ProcessRuntime, session: SessionRecord, turn: Turn

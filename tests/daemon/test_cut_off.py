@@ -9,6 +9,8 @@ ACP on its stdin and stdout), since the demo agent always obeys a cancel.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,24 @@ async def test_an_agent_is_asked_to_open_at_most_max_opening_sessions_at_once(
         "opening at agent 'opens-slowly', which is asked to open 2 sessions at a time (maxOpeningSessions)"
     )
     assert {(await s.aget()).status for s in sessions} == {"idle"}
+
+
+async def test_sessions_waiting_to_be_opened_outlive_their_agent_process(
+    client: AsyncDaemon, tmp_path: Path, work: Path
+) -> None:
+    """A process killed while sessions waited their turn to be opened there (and one was being
+    opened) is started again for them: nothing of their turns but the opening was asked of it.
+    (A batch on a four-process agent lost every prompt queued for the killed one.)"""
+    agent = await client.agent(
+        "opens-slowly", command=scripted_agent(tmp_path, "opens-slowly"), max_opening_sessions=1
+    )
+    sessions = await agent.sessions(3, work)
+    async with client.events(sessions=[s.id for s in sessions], kinds=["session.status"]) as events:
+        turns = asyncio.ensure_future(asyncio.gather(*(s.asend("hello") for s in sessions)))
+        await next_matching(events, lambda e: e.data.get("status") == "queued")  # one is being opened
+    pid = (await agent.aget()).process.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    replies = await asyncio.wait_for(turns, 60)
+    assert [reply.stop_reason for reply in replies] == ["end_turn"] * 3
+    assert (await agent.aget()).process.starts == 2
