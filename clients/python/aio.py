@@ -1285,7 +1285,7 @@ class AsyncAgent:
         if failures and not suppress:
             index, first = failures[0]
             first.add_note(
-                f"sessiond: prompt {index} of the batch failed"
+                f"sessiond: prompts[{index}] (prompt {index + 1} of {len(prompts)}) failed"
                 f" ({len(failures)} of {len(prompts)} prompts failed)"
             )
             raise first

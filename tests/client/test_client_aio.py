@@ -469,7 +469,9 @@ async def test_batch_raises_the_first_failure_in_prompt_order_after_every_turn_l
     with pytest.raises(AgentError) as raised:
         await agent.abatch(["say fine", "fail second", "sleep 0.2", "fail fourth"], "/")
     assert str(raised.value) == "second"
-    assert "prompt 1 of the batch failed (2 of 4 prompts failed)" in raised.value.__notes__[0]
+    assert raised.value.__notes__[0] == (
+        "sessiond: prompts[1] (prompt 2 of 4) failed (2 of 4 prompts failed)"
+    )
     assert [p["prompt"] for p in fake.params_of("session/prompt")].count("sleep 0.2") == 1
     assert fake.params_of("session/cancel") == []  # the slow turn was not cut short
     assert len(fake.params_of("session/close")) == 4
