@@ -638,7 +638,7 @@ def test_the_disconnected_view(workbench: Workbench) -> None:
         # Killed (a stop on purpose is another state: test_a_stopped_daemon_stays_stopped).
         os.kill(json.loads(wb.cli("status", "--json"))["pid"], signal.SIGKILL)
         wb.wait_status_text(r"^sessiond: not connected$", timeout=60)
-        wb.wait_description("demo", r"^disconnected · last known: \d+ open")
+        wb.wait_description("demo", r"^not connected · last known: \d+ open")  # as the status bar says
         stale = page.locator(
             ".pane-body .monaco-list-row .label-description", has_text=re.compile(r" · stale$")
         )
@@ -708,6 +708,10 @@ def test_an_interrupted_turn(workbench: Workbench) -> None:
     wb.shot("interrupted")
 
 
+# The notice of a stop (a command run while stopped says "the daemon was stopped, so …" too).
+STOP_NOTICE = "does not start it again by itself"
+
+
 def test_a_stopped_daemon_stays_stopped(workbench: Workbench) -> None:
     """`sessiond stop` (sessiond.startDaemon on): the extension starts no daemon again by itself;
     the status bar and a notification say it was stopped; New Session says so before asking
@@ -718,7 +722,10 @@ def test_a_stopped_daemon_stays_stopped(workbench: Workbench) -> None:
     wb.wait_status_text(r"open", timeout=60)
     wb.cli("stop")
     wb.wait_status_text(r"^sessiond: stopped$", timeout=60)
-    wb.toast("the daemon was stopped").wait_for(timeout=30_000)
+    stopped = wb.toast(STOP_NOTICE)
+    stopped.wait_for(timeout=30_000)
+    # The agent's row in the status bar's words ("disconnected" beside "stopped" before).
+    wb.wait_description("demo", r"^stopped · last known: \d+ open")
     time.sleep(4)  # several reconnect attempts
     status = subprocess.run([str(SESSIOND), "status"], env=wb.daemon.env, capture_output=True, timeout=60)
     assert status.returncode != 0, status.stdout
@@ -736,6 +743,31 @@ def test_a_stopped_daemon_stays_stopped(workbench: Workbench) -> None:
     wb.toast("sessiond: connected through").wait_for(timeout=60_000)
     wb.wait_status_text(r"open", timeout=60)
     assert json.loads(wb.cli("status", "--json"))["pid"]
+    # Started again: "the daemon was stopped" is withdrawn (it stayed, with its Start button).
+    stopped.wait_for(state="detached", timeout=30_000)
+    wb.assert_no_notification(STOP_NOTICE)
+
+
+def test_a_daemon_started_elsewhere_withdraws_the_stop_notice(workbench: Workbench) -> None:
+    """Stopped, then started from outside VS Code (`sessiond serve`): the extension connects to it
+    and the notice that the daemon was stopped goes, from the toasts and the notification centre."""
+    wb = workbench
+    wb.cli("new", "--root", str(wb.ws), "--title", "Open across a stop")
+    wb.open()  # (a row to show: the view has one when this test runs on its own)
+    wb.wait_status_text(r"open", timeout=60)
+    wb.cli("stop")
+    stopped = wb.toast(STOP_NOTICE)
+    stopped.wait_for(timeout=30_000)
+    assert "Start the Daemon" in stopped.inner_text(), stopped.inner_text()
+    wb.wait_status_text(r"^sessiond: stopped$", timeout=60)
+    wb.wait_description("demo", r"^stopped · last known: \d+ open")
+    wb.shot("stop-notice")
+    wb.daemon.start()
+    wb.wait_status_text(r"open", timeout=60)
+    stopped.wait_for(state="detached", timeout=30_000)
+    wb.assert_no_notification(STOP_NOTICE)
+    wb.wait_description("demo", r"^\d+ open")
+    wb.shot("stop-notice-withdrawn")
 
 
 def test_files_two_sessions_commands_may_both_have_made_say_so(workbench: Workbench) -> None:
@@ -824,3 +856,78 @@ def test_side_chats_of_one_session_read_apart_under_it(workbench: Workbench) -> 
     wb.shot("side-chats")
     sides = [s for s in wb.listed() if s.get("parent") == sid]
     assert sorted(s["title"] for s in sides) == sorted(questions)
+
+
+def test_a_draft_closed_unsent_is_discarded_without_a_question(workbench: Workbench) -> None:
+    """A compose editor closed without sending: no "Do you want to save?" dialog, nothing sent, and
+    the next compose editor for that session starts empty (the draft went with its editor)."""
+    wb = workbench
+    page = wb.page
+    title = "Draft thrown away"
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
+    wb.open()  # (a row to show: the view has one when this test runs on its own)
+    wb.wait_row(title, "idle")
+    wb.command_and_pick("sessiond: Send Prompt…", title)
+    tab = page.locator(".tabs-container .tab.active", has_text=f"Prompt for {title} ({sid}).md")
+    tab.wait_for()
+    wb.type_lines(["say not this after all"])
+    # Kept as typed: the tab shows no unsaved mark, as a person sees it before closing.
+    page.locator(".tabs-container .tab.active.dirty").wait_for(state="detached", timeout=15_000)
+    wb.shot("draft-before-close")
+    page.keyboard.press("Control+W")
+    tab.wait_for(state="detached", timeout=15_000)
+    time.sleep(1)
+    assert not page.locator(".monaco-dialog-box").count(), wb.seen()
+    assert wb.turns(sid) == 0
+    wb.shot("draft-closed")
+    wb.command_and_pick("sessiond: Send Prompt…", title)
+    tab.wait_for()
+    time.sleep(0.5)
+    assert "not this after all" not in wb.editor_text(), wb.editor_text()
+    page.keyboard.press("Control+W")
+    tab.wait_for(state="detached", timeout=15_000)
+    wb.cli("close", sid)
+
+
+def test_closing_the_selected_session_says_no_error(workbench: Workbench) -> None:
+    """A session selected in the view (gone to with "Go to Session…", which reveals it), whose side
+    chat asks permission as it opens, closed from the palette, then reopened (which selects it again):
+    its row goes and comes back, and nothing fails on the way, neither an error notification nor
+    the extension host's "Cannot resolve tree item" (a reveal right after a change looked among
+    the rows drawn before it: the reopened session was not among its agent's)."""
+    wb = workbench
+    page = wb.page
+    title = "Closed while selected"
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
+    wb.open()  # (a row to show: the view has one when this test runs on its own)
+    wb.cli("send", sid, "say here")
+    wb.wait_row(title, rf"^{sid} · idle")
+    wb.command_and_pick("sessiond: Go to Session…", title)
+    page.locator(".pane-body .monaco-list-row.selected", has_text=title).wait_for(timeout=15_000)
+    failures = ("Cannot resolve tree item", "Failed to resolve tree node")
+    before = [wb.host_log().count(failure) for failure in failures]
+    side = subprocess.Popen(
+        [str(SESSIOND), "side", sid, "ask Delete the cache?"],
+        env=wb.daemon.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wb.senders.append(side)
+    wb.wait_row(title, r"side chat s\d+ needs you", timeout=60)
+    wb.command_and_pick("sessiond: Close Session", title)
+    dialog = page.locator(".monaco-dialog-box")
+    dialog.wait_for(timeout=15_000)  # asked first: from the palette, which session is said
+    dialog.locator(".monaco-button", has_text="Close").first.click()
+    wb.row(title).wait_for(state="detached", timeout=30_000)
+    time.sleep(1)
+    wb.command_and_pick("sessiond: Reopen Session…", title)
+    page.locator(".pane-body .monaco-list-row.selected", has_text=title).wait_for(timeout=30_000)
+    time.sleep(3)  # what comes after: the view redrawn, reveals, the status bar
+    errors = page.locator(".notification-toast").filter(has=page.locator(".codicon-error"))
+    assert not errors.count(), wb.seen()
+    log = wb.host_log()
+    assert [log.count(failure) for failure in failures] == before, log[-3000:]
+    wb.shot("closed-while-selected")
+    for child in (s["id"] for s in wb.listed() if s.get("parent") == sid and s["status"] != "closed"):
+        wb.cli("close", child)
+    wb.cli("close", sid)

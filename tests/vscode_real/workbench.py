@@ -170,6 +170,25 @@ class Workbench:
         )
         return logs[-1].read_text() if logs else ""
 
+    def host_log(self) -> str:
+        """The extension hosts' logs (where VS Code writes a tree view's failures and the promises
+        an extension left rejected), all of them, oldest first."""
+        logs = sorted(
+            (self.base / "user-data" / "logs").rglob("*exthost*.log"), key=lambda f: f.stat().st_mtime
+        )
+        return "".join(log.read_text(errors="replace") for log in logs)
+
+    def assert_no_notification(self, text: str) -> None:
+        """No notification says `text`, in the toasts nor in the notification centre."""
+        assert not self.toast(text).count(), self.seen()
+        self.run_command("Notifications: Show Notifications")
+        center = self.page.locator(".notifications-center")
+        center.wait_for(timeout=15_000)
+        time.sleep(0.5)
+        shown = center.inner_text()
+        self.page.keyboard.press("Escape")
+        assert text not in shown, shown
+
     def hover_text(self, target: Any, expect: str = "", timeout: float = 30) -> str:
         """Hover `target` until a hover opens (with `expect` in it) and return its text. A hover
         keeps the text it opened with: the mouse leaves and comes back to open it afresh."""

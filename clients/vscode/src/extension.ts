@@ -20,6 +20,7 @@ import { StatusBar } from './editor/statusBar';
 import { Transcripts } from './editor/transcripts';
 import { BASE_SCHEME } from './ui/diff';
 import { TRANSCRIPT_SCHEME } from './ui/transcript';
+import type { TreeNode } from './ui/tree';
 
 export function activate(context: vscode.ExtensionContext): void {
   const output = vscode.window.createOutputChannel('sessiond', { log: true });
@@ -31,14 +32,13 @@ export function activate(context: vscode.ExtensionContext): void {
   const transcripts = new Transcripts(sessiond);
   const permissions = new Permissions(sessiond);
   const tree = new SessionsTree(sessiond);
-  const compose = new Compose(sessiond);
+  const compose = new Compose(sessiond, context.workspaceState);
   const mergeOutput = new MergeOutput(sessiond);
   const treeView = vscode.window.createTreeView('sessiond.sessions', { treeDataProvider: tree, showCollapseAll: true });
-  const reveal = (session: string): void => {
-    if (treeView.visible) treeView.reveal(tree.intern({ type: 'session', session }), { select: true, focus: false }).then(undefined, () => undefined);
-  };
+  const reveal = (session: string): void => void tree.reveal(treeView, { type: 'session', session }, { select: true, focus: false });
   // A request that starts waiting is shown in the view: its row's parents expand (VS Code keeps a
   // row collapsed that was drawn collapsed, however its session changes). Not selected, not focused.
+  // One whose session is not known yet (a side chat asks at once) is revealed once it is.
   const revealed = new Set<string>();
   const revealWaiting = (): void => {
     const pending = sessiond.model.permissions;
@@ -46,9 +46,8 @@ export function activate(context: vscode.ExtensionContext): void {
     if (!treeView.visible) return;
     for (const permission of pending.values()) {
       if (revealed.has(permission.id)) continue;
-      revealed.add(permission.id);
-      const node = tree.intern({ type: 'permission', session: permission.session, permission: permission.id });
-      treeView.reveal(node, { select: false, focus: false, expand: false }).then(undefined, () => undefined);
+      const node: TreeNode = { type: 'permission', session: permission.session, permission: permission.id };
+      if (tree.reveal(treeView, node, { select: false, focus: false, expand: false })) revealed.add(permission.id);
     }
   };
   context.subscriptions.push(
@@ -71,7 +70,7 @@ export function activate(context: vscode.ExtensionContext): void {
         output.info(state === 'connected' ? `connected through ${sessiond.connection?.description}` : `${state}${sessiond.lastError ? `: ${sessiond.lastError}` : ''}`),
       ),
     ),
-    toDisposable(sessiond.model.onDidChange((change) => (change.permissions || change.reset) && revealWaiting())),
+    toDisposable(sessiond.model.onDidChange((change) => (change.permissions || change.reset || change.sessions.size > 0) && revealWaiting())),
     treeView.onDidChangeVisibility((event) => event.visible && revealWaiting()),
     vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration('sessiond') && sessiond.started && void sessiond.reconnect().catch(() => undefined)),
     ...registerCommands({ sessiond, statusBar, transcripts, permissions, compose, mergeOutput, state: context.globalState, storage: context.globalStorageUri.fsPath, output, reveal }),

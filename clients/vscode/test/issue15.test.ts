@@ -66,11 +66,11 @@ test('disconnected: the status bar names a command that exists and says since wh
   // Not started (no daemon, startDaemon off): says what it waits for, not "connecting".
   assert.match(statusBar(model, 'idle', undefined, { socket: '/run/s.sock' }).tooltip, /No sessiond daemon runs at \/run\/s\.sock/);
 
-  const row = describe(model, { type: 'session', session: 's2' }, { stale: true });
+  const row = describe(model, { type: 'session', session: 's2' }, { offline: 'notConnected' });
   assert.equal(row.description, 'working · stale');
   assert.equal(row.icon?.id, 'question');
   assert.match(row.tooltip ?? '', /not connected to sessiond: as last known/);
-  assert.match(describe(model, { type: 'agent', agent: 'demo' }, { stale: true }).description ?? '', /^disconnected · last known: 2 open/);
+  assert.match(describe(model, { type: 'agent', agent: 'demo' }, { offline: 'notConnected' }).description ?? '', /^not connected · last known: 2 open/);
 });
 
 test('a turn\'s progress says "needs you: …" while its session waits for a permission', () => {

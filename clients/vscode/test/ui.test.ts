@@ -4,14 +4,14 @@ import { test } from 'node:test';
 import type { TranscriptLine } from '../src/protocol/types';
 import { appendEventLines } from '../src/protocol/transcripts';
 import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../src/ui/around';
-import { restartedMessage, restartFailedMessage, restartWarning } from '../src/ui/daemon';
+import { restartedMessage, restartFailedMessage, restartWarning, stoppedMessage, stoppedNotice } from '../src/ui/daemon';
 import { diffTarget } from '../src/ui/diff';
 import { renamePrompt, titleProblem } from '../src/ui/format';
 import { permissionPrompt } from '../src/ui/permissions';
 import { pickItem, sessionPickItems, step } from '../src/ui/quickpick';
-import { statusBar } from '../src/ui/status';
+import { offlineOf, statusBar } from '../src/ui/status';
 import { renderTranscript, sessionOfTranscriptPath, transcriptPath, TURN_SEPARATOR } from '../src/ui/transcript';
-import { children, describe, parent } from '../src/ui/tree';
+import { children, describe, parent, shown } from '../src/ui/tree';
 import { event, modelWith, session, task } from './helpers/fixtures';
 
 const busy = () =>
@@ -151,11 +151,28 @@ test('a transcript renders with a header that says how much is shown and whether
   // Turns apart by a rule; the request the session waits on marked at the end.
   assert.equal(
     text,
-    `# x (s1) · demo · idle\n# the last 4 of 5000 lines, following live\n\n> say hi\nhi\n\n${TURN_SEPARATOR}\n> ask ok?\n  ⚙ ok?\n\n` +
+    `# x (s1) · demo · idle\n# following live; the 4996 lines before these are not shown\n\n> say hi\nhi\n\n${TURN_SEPARATOR}\n> ask ok?\n  ⚙ ok?\n\n` +
       '⏸ waiting for you: ok? (answer from its notification or its row in the Sessions view)\n',
   );
   assert.match(renderTranscript([], { session: undefined, sessionId: 's9', total: 0, shown: 0, live: false }), /no longer following/);
   assert.equal(sessionOfTranscriptPath(transcriptPath('s1', 'a/b')), 's1');
+});
+
+test('a transcript header counts no lines it shows: its count never matched the editor\'s lines', () => {
+  const lines: TranscriptLine[] = [
+    { n: 0, role: 'user', turn: 't1', text: 'say hi' },
+    { n: 1, role: 'agent', turn: 't1', text: 'hi' },
+    { n: 2, role: 'user', turn: 't2', text: 'say bye' },
+  ];
+  const whole = renderTranscript(lines, { session: session('s1', { title: 'x' }), sessionId: 's1', total: 3, shown: 3, live: true });
+  // "# 3 lines" over a document of 9 (the header, the blank line, the rule between turns).
+  assert.equal(whole.split('\n')[1], '# following live');
+  assert.doesNotMatch(whole, /\d+ lines?\b/);
+  // An older daemon gives no total: "# 0 lines" was said over the lines seen live.
+  const unknown = renderTranscript(lines, { session: undefined, sessionId: 's1', total: 0, shown: 3, live: true, note: 'no session/transcript' });
+  assert.doesNotMatch(unknown, /\d+ lines?\b/);
+  const frozen = renderTranscript(lines, { session: undefined, sessionId: 's1', total: 4, shown: 3, live: false });
+  assert.match(frozen, /^# the line before these is not shown\n# no longer following/m);
 });
 
 test('transcript lines from events, for daemons without session/transcript', () => {
@@ -351,4 +368,41 @@ test('restarting the daemon: the message after, the warning before, the error fo
   });
   assert.match(gone, /^sessiond: stopped the daemon \(pid 41; 3 running or queued turns were cancelled\), but could not connect to a new one: no daemon answered within 60 s: /);
   assert.match(gone, /The extension keeps trying\. Check the settings sessiond\.path and sessiond\.startDaemon .*`sessiond serve`; "sessiond: Show Log" has the details\.$/);
+});
+
+test('not connected, the agent row says what the status bar says: "stopped" for a stop on purpose', () => {
+  const model = modelWith([session('s1')]);
+  for (const [state, word] of [
+    ['stopped', 'stopped'],
+    ['disconnected', 'not connected'],
+  ] as const) {
+    const offline = offlineOf(state);
+    const agent = describe(model, { type: 'agent', agent: 'demo' }, { offline });
+    assert.match(agent.description ?? '', new RegExp(`^${word} · last known: 1 open`), state);
+    assert.match(statusBar(model, state, undefined).text, new RegExp(`sessiond: ${word}$`), state);
+    assert.match(describe(model, { type: 'session', session: 's1' }, { offline }).description ?? '', / · stale$/, state);
+  }
+  assert.match(describe(model, { type: 'agent', agent: 'demo' }, { offline: 'stopped' }).tooltip ?? '', /daemon was stopped.*Start the Daemon/);
+  assert.equal(offlineOf('connected'), undefined);
+  assert.equal(offlineOf('disconnected', false), undefined, 'not started yet: nothing is stale');
+});
+
+test('only rows the tree has are revealed: not a closed session, nor a request of a session not known yet', () => {
+  const model = modelWith([session('s1'), session('s2', { status: 'closed' }), session('s3', { parent: 's1', kind: 'side' })]);
+  assert.ok(shown(model, { type: 'session', session: 's1' }));
+  assert.ok(shown(model, { type: 'session', session: 's3' }), 'a side chat under its open parent');
+  assert.ok(!shown(model, { type: 'session', session: 's2' }), 'closed: its row went');
+  assert.ok(!shown(model, { type: 'session', session: 's9' }), 'not known: VS Code would look among the top rows');
+  // A side chat asks at once: its request arrives before the side chat's own info.
+  model.apply(event('permission.asked', { session: 's9', data: { permission: 'p-1', toolCall: { title: 'ok?' }, options: [] } }));
+  assert.ok(!shown(model, { type: 'permission', session: 's9', permission: 'p-1' }));
+  model.apply(event('session.status', { session: 's1', data: { status: 'closed' } }));
+  assert.ok(!shown(model, { type: 'session', session: 's1' }), 'closed while selected');
+});
+
+test('the stop notice shows its Start link first: a notification shows one line of it', () => {
+  const { title, message } = stoppedNotice('sessiond.startDaemon');
+  assert.equal(title, 'sessiond: the daemon was stopped');
+  assert.match(message, /^\[Start the Daemon\]\(command:sessiond\.startDaemon\) · The extension does not start it again by itself/);
+  assert.equal(stoppedMessage(), 'sessiond: the daemon was stopped. The extension does not start it again by itself; it connects when one runs.');
 });

@@ -1,11 +1,13 @@
 import * as vscode from 'vscode';
 import type { Sessiond } from '../protocol/live';
 import { EventKinds } from '../protocol/methods';
-import { daemonLostMessage, stoppedMessage } from '../ui/daemon';
+import { daemonLostMessage, stoppedMessage, stoppedNotice } from '../ui/daemon';
 import { toDisposable } from './sessionsTree';
 
 /** How long after a reconnect the replayed `turn.ended … interrupted` events are gathered into one notice. */
 const GATHER_MS = 1500;
+/** The command the stop notice's link runs. */
+const START_COMMAND_ID = 'sessiond.startDaemon';
 
 /**
  * Says once what happened to the daemon, besides the status bar: stopped on purpose (offering to
@@ -16,8 +18,8 @@ export class DaemonNotices implements vscode.Disposable {
   private interrupted: string[] = [];
   private replaced = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
-  /** The stop was said since the last connection. */
-  private stopSaid = false;
+  /** Withdraws the notification that the daemon was stopped; set while it shows. */
+  private withdrawStopped: (() => void) | undefined;
 
   constructor(
     private readonly sessiond: Sessiond,
@@ -38,19 +40,39 @@ export class DaemonNotices implements vscode.Disposable {
   private onState(): void {
     const { state, connection } = this.sessiond;
     if (state === 'connected') {
-      this.stopSaid = false;
+      this.withdrawStopped?.();
       if (connection?.replacedDeadDaemon) {
         this.replaced = true;
         this.sayLostSoon();
       }
-    } else if (state === 'stopped' && !this.stopSaid) {
-      this.stopSaid = true;
-      const message = stoppedMessage();
-      this.output.info(message);
-      void vscode.window.showInformationMessage(message, 'Start the Daemon').then((answer) => {
-        if (answer) void vscode.commands.executeCommand('sessiond.startDaemon');
-      });
+    } else if (state === 'stopped' && !this.withdrawStopped) {
+      this.sayStopped();
     }
+  }
+
+  /**
+   * Once per stop, until a daemon is connected again (started here or elsewhere): a progress
+   * notification, so it can be withdrawn then (a message notification cannot, and kept saying
+   * "stopped" with a Start button beside a connected status bar).
+   */
+  private sayStopped(): void {
+    this.output.info(stoppedMessage());
+    const { title, message } = stoppedNotice(START_COMMAND_ID);
+    // Set at once: VS Code may run the task a moment later, after a connection came back.
+    let withdrawn = false;
+    let endTask: (() => void) | undefined;
+    this.withdrawStopped = () => {
+      this.withdrawStopped = undefined;
+      withdrawn = true;
+      endTask?.();
+    };
+    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, (progress) =>
+      new Promise<void>((resolve) => {
+        if (withdrawn) return resolve();
+        endTask = resolve;
+        progress.report({ message });
+      }),
+    );
   }
 
   /** One notice for a reconnect: the interrupted turns come as replayed events, a moment after. */
@@ -67,6 +89,7 @@ export class DaemonNotices implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.withdrawStopped?.();
     if (this.timer) clearTimeout(this.timer);
     for (const subscription of this.subscriptions) subscription.dispose();
   }

@@ -1,7 +1,8 @@
 import * as vscode from 'vscode';
 import type { Sessiond } from '../protocol/live';
 import { Coalescer } from '../protocol/coalesce';
-import { children, describe, gone, nodeKey, parent, TreeRefresh, type DescribeOptions, type TreeNode } from '../ui/tree';
+import { offlineOf } from '../ui/status';
+import { children, describe, gone, nodeKey, parent, shown, TreeRefresh, type DescribeOptions, type TreeNode } from '../ui/tree';
 
 // Long enough for the first refresh to have been drawn on a busy machine, short enough to go unseen.
 const REDRAW_AGAIN_MS = 500;
@@ -47,7 +48,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
   }
 
   private get options(): DescribeOptions {
-    return { stale: this.sessiond.started && this.sessiond.state !== 'connected' };
+    return { offline: offlineOf(this.sessiond.state, this.sessiond.started) };
   }
 
   private update(): void {
@@ -147,6 +148,22 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode>, vscode.D
     const model = this.sessiond.model;
     const rows = [...nodes].filter((node): node is TreeNode => node !== undefined && !gone(model, node));
     if (rows.length) this.changed.fire(rows);
+  }
+
+  /**
+   * Select or show a row, once the model's last changes are handed to VS Code, and only a row the
+   * tree has now; false when there is none to show. VS Code looks for the row among the children
+   * it has of the row above it, and waits only for refreshes already fired: a reveal right after
+   * a change (a session reopened or opened, a side chat asking as it opens, a session closed)
+   * looked among the children drawn before it, or for a row that is gone, and failed
+   * ("Cannot resolve tree item").
+   */
+  reveal(view: vscode.TreeView<TreeNode>, node: TreeNode, options: { select: boolean; focus: boolean; expand?: boolean }): boolean {
+    this.sessiond.model.flushChanges();
+    this.redraws.flushNow();
+    if (!view.visible || !shown(this.sessiond.model, node)) return false;
+    view.reveal(this.intern(node), options).then(undefined, () => undefined);
+    return true;
   }
 
   /** The one object of this node's key (VS Code knows a tree's elements by identity: reveal needs it). */

@@ -80,8 +80,19 @@ export const START_COMMAND = 'sessiond: Start the Daemon';
 
 /** Said once when the daemon was stopped on purpose: the extension leaves it stopped. */
 export function stoppedMessage(): string {
-  return 'sessiond: the daemon was stopped. The extension does not start it again by itself; it connects when one runs.';
+  return `${STOPPED_TITLE}. ${STOPPED_DETAIL}`;
 }
+
+/**
+ * The same as a notification: the title, then a link that starts the daemon, then the rest (a
+ * notification shows one line of it: the link first, where it is seen).
+ */
+export function stoppedNotice(startCommand: string): { title: string; message: string } {
+  return { title: STOPPED_TITLE, message: `[Start the Daemon](command:${startCommand}) · ${STOPPED_DETAIL}` };
+}
+
+const STOPPED_TITLE = 'sessiond: the daemon was stopped';
+const STOPPED_DETAIL = 'The extension does not start it again by itself; it connects when one runs.';
 
 /** Said when a command needs the daemon and is not connected; its buttons start or reconnect. */
 export function notConnectedMessage(what: string, stopped: boolean, reason?: string): string {

@@ -12,6 +12,21 @@ export interface StatusBarView {
   warning: boolean;
 }
 
+/**
+ * Why the extension shows only the last known state: the daemon was stopped on purpose, or the
+ * connection is lost (the daemon died, or cannot be reached).
+ */
+export type Offline = 'stopped' | 'notConnected';
+
+/** The word for each, the same in the status bar and on the Sessions view's agent rows. */
+export const OFFLINE_LABELS: Record<Offline, string> = { stopped: 'stopped', notConnected: 'not connected' };
+
+/** Which `Offline` a connection state is; undefined while connected, or before it was started. */
+export function offlineOf(state: ConnectionState, started = true): Offline | undefined {
+  if (!started || state === 'connected') return undefined;
+  return state === 'stopped' ? 'stopped' : 'notConnected';
+}
+
 /** The palette title of the command that reconnects now (contributed in package.json). */
 export const RECONNECT_COMMAND = 'sessiond: Reconnect to the Daemon';
 
@@ -50,7 +65,7 @@ export function statusBar(
     const stale = model.sessions.size ? ` The Sessions view shows the last known state of ${plural(open, 'open session')}, marked stale.` : '';
     if (state === 'stopped') {
       return {
-        text: '$(debug-stop) sessiond: stopped',
+        text: `$(debug-stop) sessiond: ${OFFLINE_LABELS.stopped}`,
         tooltip:
           `The sessiond daemon was stopped${since} (\`sessiond stop\`, or by another editor). The extension does not ` +
           `start it again by itself: click to start it, or start one with \`sessiond serve\` (it connects when one runs).${stale}`,
@@ -58,7 +73,7 @@ export function statusBar(
       };
     }
     return {
-      text: '$(debug-disconnect) sessiond: not connected',
+      text: `$(debug-disconnect) sessiond: ${OFFLINE_LABELS.notConnected}`,
       tooltip:
         `Not connected to sessiond${since}${lastError ? `: ${lastError}` : ''}.${stale} ` +
         `Retrying; run "${RECONNECT_COMMAND}" to try now, or click for more.`,

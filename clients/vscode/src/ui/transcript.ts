@@ -28,7 +28,9 @@ const PREFIX: Record<string, string> = {
 export interface TranscriptHeader {
   session: SessionInfo | undefined;
   sessionId: string;
+  /** Lines in the whole transcript (0: not known, as from a daemon without session/transcript). */
   total: number;
+  /** Lines passed to be shown (the last ones of the transcript). */
   shown: number;
   live: boolean;
   note?: string;
@@ -36,18 +38,26 @@ export interface TranscriptHeader {
   waiting?: string[];
 }
 
+/**
+ * "the 500 lines before these are not shown", or '' when the whole transcript is. Only what is left
+ * out is counted: a count of the lines shown never matched the editor's (the header, the rules
+ * between turns and the marks are lines too), and an older daemon gives no total at all.
+ */
+function leftOut(header: TranscriptHeader): string {
+  const hidden = header.total - header.shown;
+  if (hidden <= 0) return '';
+  return hidden === 1 ? 'the line before these is not shown' : `the ${hidden} lines before these are not shown`;
+}
+
 /** The line between two turns. */
 export const TURN_SEPARATOR = '─'.repeat(40);
 
 export function renderTranscript(lines: TranscriptLine[], header: TranscriptHeader): string {
   const { session } = header;
-  const head = [
-    `# ${session ? sessionName(session) : header.sessionId}${session ? ` · ${session.agent} · ${STATUS_LABELS[session.status]}` : ''}`,
-    header.total > header.shown
-      ? `# the last ${header.shown} of ${header.total} lines${header.live ? ', following live' : ''}`
-      : `# ${header.total} lines${header.live ? ', following live' : ''}`,
-  ];
-  if (!header.live) head.push('# no longer following: run "sessiond: Open Transcript" again to catch up');
+  const head = [`# ${session ? sessionName(session) : header.sessionId}${session ? ` · ${session.agent} · ${STATUS_LABELS[session.status]}` : ''}`];
+  const left = leftOut(header);
+  if (header.live) head.push(left ? `# following live; ${left}` : '# following live');
+  else head.push(...(left ? [`# ${left}`] : []), '# no longer following: run "sessiond: Open Transcript" again to catch up');
   if (header.note) head.push(`# ${header.note}`);
   const body: string[] = [];
   let turn: string | null | undefined;

@@ -26,7 +26,8 @@ import {
 } from './format';
 import { taskDescription, taskTooltip } from './around';
 import { MERGE_ICONS, mergeEntryDescription, mergeQueueDescription, mergeRowLabel, mergeTooltip } from './merge';
-import { RECONNECT_COMMAND } from './status';
+import { START_COMMAND } from './daemon';
+import { OFFLINE_LABELS, RECONNECT_COMMAND, type Offline } from './status';
 import { queuedNote, turnsInHand, turnsLabel } from './turns';
 import type { ModelView } from './view';
 
@@ -117,19 +118,26 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
 
 /** How the view is drawn besides the model: stale while not connected; `now` for relative times. */
 export interface DescribeOptions {
-  /** Not connected: rows show the last known state, marked so. */
-  stale?: boolean;
+  /** Not connected (and why): rows show the last known state, marked so in the status bar's words. */
+  offline?: Offline;
   now?: number;
 }
 
+/** Why each row's state is only the last known one, and how to get the live one. */
+const OFFLINE_NOTES: Record<Offline, string> = {
+  stopped: `the sessiond daemon was stopped: as last known; run "${START_COMMAND}"`,
+  notConnected: `not connected to sessiond: as last known; run "${RECONNECT_COMMAND}"`,
+};
+
 export function describe(model: ModelView, node: TreeNode, options: DescribeOptions = {}): TreeNodeView {
   const view = describeNode(model, node, options.now);
-  if (!options.stale || (node.type !== 'agent' && node.type !== 'session')) return view;
+  const { offline } = options;
+  if (!offline || (node.type !== 'agent' && node.type !== 'session')) return view;
   // Not connected: say so on the rows whose state may have moved on since.
   return {
     ...view,
-    description: node.type === 'agent' ? `disconnected · last known: ${view.description ?? ''}` : `${view.description ?? ''} · stale`,
-    tooltip: `${view.tooltip ? `${view.tooltip}\n` : ''}(not connected to sessiond: as last known; run "${RECONNECT_COMMAND}")`,
+    description: node.type === 'agent' ? `${OFFLINE_LABELS[offline]} · last known: ${view.description ?? ''}` : `${view.description ?? ''} · stale`,
+    tooltip: `${view.tooltip ? `${view.tooltip}\n` : ''}(${OFFLINE_NOTES[offline]})`,
     icon: node.type === 'session' ? { id: 'question' } : view.icon,
   };
 }
@@ -419,6 +427,16 @@ export function gone(model: ModelView, node: TreeNode): boolean {
     if (node.type === 'permission') return !model.permissions.has(node.permission);
   }
   return false;
+}
+
+/**
+ * Whether the node is a row of the tree now: it and every row above it are there. TreeView.reveal
+ * of any other fails inside VS Code ("Cannot resolve tree item"): a session closed, or one whose
+ * info has not arrived yet (its parent unknown, VS Code looks for it among the top rows).
+ */
+export function shown(model: ModelView, node: TreeNode): boolean {
+  for (let at: TreeNode | undefined = node; at; at = parent(model, at)) if (gone(model, at)) return false;
+  return true;
 }
 
 function goneView(id: string): TreeNodeView {
