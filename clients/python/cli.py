@@ -1433,7 +1433,16 @@ def cmd_batch(args: argparse.Namespace) -> int:
             if failed:
                 daemon.close("failed")
     except KeyboardInterrupt:  # (the answers in order so far are printed already)
-        note = f"stopped: every outstanding turn was cancelled; run {answers.run_id} recorded as stopped"
+        unanswered = [
+            str(n + 1)
+            for n, outcome in enumerate(answers.outcomes)
+            if outcome is None or (not isinstance(outcome, Exception) and outcome.stop_reason == "cancelled")
+        ]
+        which = f"prompt{'s' if len(unanswered) > 1 else ''} {id_spans(unanswered)} unanswered; "
+        note = (
+            f"stopped: every outstanding turn was cancelled; {which if unanswered else ''}"
+            f"run {answers.run_id} recorded as stopped"
+        )
         if not bar.finish(note):
             _say(f"interrupted; {note}")
         return EXIT_INTERRUPTED

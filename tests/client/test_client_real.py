@@ -115,7 +115,8 @@ def test_ctrl_c_stops_a_cli_batch_and_the_run_reads_stopped(real: Daemon, work: 
         assert batch.returncode == 130, err
         assert out == ""
         assert err.splitlines()[-1].endswith(
-            f"stopped: every outstanding turn was cancelled; run {watcher.runs()[-1].id} recorded as stopped"
+            "stopped: every outstanding turn was cancelled; prompts 2…5 unanswered; "
+            f"run {watcher.runs()[-1].id} recorded as stopped"
         )
         run = watcher.runs()[-1]
         assert (run.name, run.outcome, run.sessions) == ("batch prompts.txt", "stopped", 5)
@@ -502,6 +503,7 @@ def test_a_cli_batch_prints_each_answer_once_those_before_it_are_in(real: Daemon
             batch.kill()
     assert batch.returncode == 130, err
     assert out == ""  # the third is in, but not the second before it
+    assert err.rstrip().endswith("prompt 2 unanswered; run " + err.rstrip().rsplit("run ", 1)[1])
     assert err.rstrip().endswith("recorded as stopped")
 
 
