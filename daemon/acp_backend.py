@@ -1055,7 +1055,7 @@ class AgentProcess:
     @property
     def opening_at_once(self) -> int | None:
         """Sessions it is asked to open at once (None: no cap)."""
-        return self._max_opening if self._opening is None else self._opening_cap
+        return self._opening_cap
 
     def opening_full(self) -> bool:
         """Whether a session asked to open now waits for others to be opened first."""
