@@ -185,6 +185,11 @@ class WatchModel:
         self.transcript: Transcript | None = None
         self.scroll = 0  # first line shown of the open view
         self.missing: set[str] = set()  # sessions heard of and not yet read (session/get)
+        # Those being read, and those of them an event came for meanwhile: the answer may have been
+        # made before that event (a turn cancelled as it started read "working" for good), so they
+        # are read again.
+        self.reading: set[str] = set()
+        self.heard_while_reading: set[str] = set()
         self.tails: set[str] = set()  # working sessions whose reply so far was said before we looked
         self.transcript_stale = False
         # The permission requests waiting, by session, oldest first (from permission/list, then
@@ -226,6 +231,16 @@ class WatchModel:
         for asked in asks:
             self.asks.setdefault(asked.session, []).append(asked)
         self.changed = True
+
+    def read(self) -> set[str]:
+        """The sessions to read now (those heard of by events alone); `done_reading` after."""
+        self.reading, self.missing = self.missing, set()
+        return set(self.reading)
+
+    def done_reading(self) -> None:
+        """What was read is added; a session an event came for meanwhile is read again."""
+        self.missing |= self.heard_while_reading
+        self.reading, self.heard_while_reading = set(), set()
 
     def add(self, info: SessionInfo) -> None:
         """A session read with session/get (after its ``session.opened``, or to catch up)."""
@@ -271,6 +286,8 @@ class WatchModel:
             return
         info = self.sessions.get(sid)
         if info is None:
+            if sid in self.reading:
+                self.heard_while_reading.add(sid)
             return
         try:
             self._apply_to(info, event)
@@ -843,16 +860,19 @@ async def _send_answers(daemon: AsyncDaemon, model: WatchModel) -> None:
 
 async def _read_missing(daemon: AsyncDaemon, model: WatchModel) -> None:
     """Read the sessions heard of by events alone: one by one, or all at once when many."""
-    missing, model.missing = set(model.missing), set()
-    if len(missing) > 20:
-        with contextlib.suppress(Exception):
-            for session in await daemon.sessions(agent=model.agent):
-                if session.id in missing:
-                    model.add(session.info)
-        return
-    for sid in missing:
-        with contextlib.suppress(Exception):
-            model.add((await daemon.session(sid)).info)
+    missing = model.read()
+    try:
+        if len(missing) > 20:
+            with contextlib.suppress(Exception):
+                for session in await daemon.sessions(agent=model.agent):
+                    if session.id in missing:
+                        model.add(session.info)
+            return
+        for sid in missing:
+            with contextlib.suppress(Exception):
+                model.add((await daemon.session(sid)).info)
+    finally:
+        model.done_reading()
 
 
 def watch(socket: StrPath | None = None, *, agent: str | None = None) -> int:

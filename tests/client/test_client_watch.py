@@ -217,6 +217,24 @@ def test_sessions_come_and_go_with_their_events(model: WatchModel) -> None:
     assert list(model.sessions) == ["s9"]
 
 
+def test_a_session_an_event_came_for_while_it_was_read_is_read_again(model: WatchModel) -> None:
+    """Its answer may have been made before that event: a turn cancelled as it started read
+    "working" for good, while the header counted it stopped."""
+    event = Log()
+    model.apply(event(m.EventKind.SESSION_OPENED, "s5"))
+    model.apply(event(m.EventKind.SESSION_OPENED, "s6"))
+    assert model.read() == {"s5", "s6"}
+    model.apply(event(m.EventKind.SESSION_STATUS, "s5", status="stopped"))  # before its answer is taken
+    model.add(info("s5", m.SessionStatus.WORKING))
+    model.add(info("s6"))
+    model.done_reading()
+    assert model.missing == {"s5"}  # read again; s6 heard nothing meanwhile
+    assert model.read() == {"s5"}
+    model.add(info("s5", m.SessionStatus.STOPPED))
+    model.done_reading()
+    assert (model.missing, model.sessions["s5"].status) == (set(), m.SessionStatus.STOPPED)
+
+
 def test_a_view_of_one_agent_says_its_count_apart_from_the_fleets() -> None:
     """`watch --agent A`: the fleet line is every agent's, so the header says A's count beside it,
     and an empty list says which agent it shows (not that no session is open)."""
