@@ -21,13 +21,14 @@ from typing import Any, Literal
 
 from sessiond.protocol.models import Event, RunInfo
 
-WaitKind = Literal["agent", "live", "person"]
+WaitKind = Literal["agent", "live", "opening", "person"]
 Outcome = Literal["completed", "failed", "cancelled", "interrupted", "running", "queued"]
 
 OUTCOMES: tuple[Outcome, ...] = ("completed", "failed", "cancelled", "interrupted", "running", "queued")
 WAIT_NAMES: dict[WaitKind, str] = {
     "agent": "waiting for an agent slot (maxActiveTurns)",
     "live": "waiting for a live-session slot (maxLiveSessions)",
+    "opening": "waiting for the agent to open others first (maxOpeningSessions)",
     "person": "waiting for a person (permission)",
 }
 
@@ -331,6 +332,9 @@ class _Builder:
             turn = self.current(row, started=False)
         elif "live-session slot" in detail:
             kind = "live"
+            turn = self.current(row, started=True)
+        elif "(maxOpeningSessions)" in detail:
+            kind = "opening"
             turn = self.current(row, started=True)
         else:
             kind, turn = None, None

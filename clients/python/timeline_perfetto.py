@@ -18,7 +18,12 @@ from typing import Any
 
 from sessiond.client.timeline import WAIT_NAMES, Timeline, TurnSpan
 
-WAIT_SLICE = {"agent": "wait: agent slot", "live": "wait: live-session slot", "person": "wait: permission"}
+WAIT_SLICE = {
+    "agent": "wait: agent slot",
+    "live": "wait: live-session slot",
+    "opening": "wait: opening at the agent",
+    "person": "wait: permission",
+}
 
 
 @dataclass

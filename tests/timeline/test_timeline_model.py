@@ -77,6 +77,23 @@ def test_waits_outcomes_and_an_interrupted_turn() -> None:
     assert picture.counts()["failed"] == 1
 
 
+def test_a_wait_for_the_agent_to_open_others_first() -> None:
+    opening = "opening at agent 'claude', which is asked to open 4 sessions at a time (maxOpeningSessions)"
+    events = [
+        ev(1, 100.0, "session.opened", placement="here", title="t", sessionKind="main"),
+        ev(2, 100.0, "turn.queued", turn="t1", prompt="go"),
+        ev(3, 100.0, "turn.started", turn="t1"),
+        ev(4, 100.0, "session.status", status="queued", detail=opening),
+        ev(5, 101.5, "session.status", status="working"),
+        ev(6, 102.0, "turn.ended", turn="t1", outcome="completed"),
+    ]
+    ((turn,),) = [row.turns for row in timeline.build(events).sessions]
+    assert [(w.kind, w.start, w.end, w.what) for w in turn.waits] == [("opening", 100.0, 101.5, opening)]
+    assert timeline.WAIT_NAMES["opening"].endswith("(maxOpeningSessions)")
+    perfetto = json.dumps(timeline_perfetto.trace_events(timeline.build(events)))
+    assert "wait: opening at the agent" in perfetto
+
+
 def test_a_selection_that_starts_mid_turn_and_the_last_hour() -> None:
     events = [
         ev(1, 10.0, "session.opened", placement="here"),
