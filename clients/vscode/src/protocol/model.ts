@@ -85,10 +85,78 @@ export const ACTIVE_STATUSES: ReadonlySet<SessionStatus> = new Set<SessionStatus
 
 const ALL_STATUSES: SessionStatus[] = ['idle', 'queued', 'working', 'needs_you', 'failed', 'stopped', 'closed'];
 
+/**
+ * A Map that also files its values under one or more fields of theirs (a session under its
+ * parent and its agent, a permission under its session), kept in step on set, delete and clear:
+ * who is under what is read without going through every value. Within a group, values keep
+ * the Map's order as long as a value set again stays in its group (else it goes last in its new one).
+ * An indexed field must not be changed in place (the model only changes a session's status so):
+ * set the value again.
+ */
+export class IndexedMap<V, I extends string> extends Map<string, V> {
+  private readonly groups = new Map<I, Map<string, Map<string, V>>>();
+
+  constructor(private readonly fields: Record<I, (value: V) => string | null | undefined>) {
+    super();
+  }
+
+  /** The values whose `index` field is `group`, in the Map's order. */
+  under(index: I, group: string): V[] {
+    const values = this.groups.get(index)?.get(group)?.values();
+    return values ? [...values] : [];
+  }
+
+  override set(key: string, value: V): this {
+    const old = super.get(key);
+    for (const index of Object.keys(this.fields) as I[]) {
+      const field = this.fields[index];
+      const from = old === undefined ? undefined : field(old);
+      const to = field(value);
+      let byGroup = this.groups.get(index);
+      if (!byGroup) this.groups.set(index, (byGroup = new Map<string, Map<string, V>>()));
+      if (from !== undefined && from !== null && from !== to) this.ungroup(byGroup, from, key);
+      if (to === undefined || to === null) continue;
+      let group = byGroup.get(to);
+      if (!group) byGroup.set(to, (group = new Map<string, V>()));
+      group.set(key, value);
+    }
+    return super.set(key, value);
+  }
+
+  override delete(key: string): boolean {
+    const old = super.get(key);
+    if (old !== undefined) {
+      for (const index of Object.keys(this.fields) as I[]) {
+        const from = this.fields[index](old);
+        const byGroup = this.groups.get(index);
+        if (byGroup && from !== undefined && from !== null) this.ungroup(byGroup, from, key);
+      }
+    }
+    return super.delete(key);
+  }
+
+  override clear(): void {
+    this.groups.clear();
+    super.clear();
+  }
+
+  private ungroup(byGroup: Map<string, Map<string, V>>, from: string, key: string): void {
+    const group = byGroup.get(from);
+    if (!group) return;
+    group.delete(key);
+    if (!group.size) byGroup.delete(from);
+  }
+}
+
 export class FleetModel {
   readonly agents = new Map<string, AgentInfo>();
-  readonly sessions = new Map<string, SessionInfo>();
-  readonly permissions = new Map<string, PendingPermission>();
+  /** Every session, filed under its parent and its agent (see childSessions, agentSessions). */
+  readonly sessions = new IndexedMap<SessionInfo, 'parent' | 'agent'>({
+    parent: (session) => session.parent,
+    agent: (session) => session.agent,
+  });
+  /** Pending permission requests, filed under their session (see permissionsOf). */
+  readonly permissions = new IndexedMap<PendingPermission, 'session'>({ session: (permission) => permission.session });
   /** Every task the daemon told of (task/list, task.changed), by id: suggested, running, done or dismissed. */
   readonly tasks = new Map<string, TaskInfo>();
   /** The last merge asked for, per session (merge/list, merge.step, merge/request answers). */
@@ -272,8 +340,9 @@ export class FleetModel {
     return removed;
   }
 
+  /** The requests pending in `session`, in the order they came. */
   permissionsOf(session: string): PendingPermission[] {
-    return [...this.permissions.values()].filter((permission) => permission.session === session);
+    return this.permissions.under('session', session);
   }
 
   // ---------------------------------------------------------------- events
@@ -455,9 +524,19 @@ export class FleetModel {
 
   /** The open side chats, tasks and threads started from `session`, oldest first. */
   childSessions(session: string): SessionInfo[] {
-    return [...this.sessions.values()]
-      .filter((child) => child.parent === session && child.status !== 'closed')
+    return this.sessionsUnder(session)
+      .filter((child) => child.status !== 'closed')
       .sort(byCreation);
+  }
+
+  /** Every session whose `parent` is `session`, closed ones too, in no particular order. */
+  sessionsUnder(session: string): SessionInfo[] {
+    return this.sessions.under('parent', session);
+  }
+
+  /** Every session of `agent`, closed ones too, in no particular order. */
+  agentSessions(agent: string): SessionInfo[] {
+    return this.sessions.under('agent', agent);
   }
 
   /** Tasks waiting in an inbox (`suggested`), newest first, as task/list gives them. */
@@ -547,9 +626,7 @@ export class FleetModel {
   }
 
   private dropPermissionsOf(session: string): void {
-    for (const permission of [...this.permissions.values()]) {
-      if (permission.session === session) this.removePermission(permission.id);
-    }
+    for (const permission of this.permissionsOf(session)) this.removePermission(permission.id);
   }
 
   private touch(key: string): void {

@@ -139,6 +139,9 @@ export function ago(time: string | number | null | undefined, now = Date.now()):
   return `${Math.round(hours / 24)} days ago`;
 }
 
+/** One formatter for every row: `toLocaleString` with options makes a new one each call (most of a redraw's time). */
+const MONTH = new Intl.DateTimeFormat('en', { month: 'short' });
+
 /**
  * A moment as a clock shows it, in local time: "14:02:07" today, "Nov 29 14:02" another day. A
  * tooltip is made when its row is drawn and shown much later: "17 s ago" would be wrong by then.
@@ -150,6 +153,6 @@ export function clockTime(time: string | number | null | undefined, now = Date.n
   const two = (n: number): string => String(n).padStart(2, '0');
   const today = new Date(now).toDateString() === at.toDateString();
   if (today) return `${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())}`;
-  const month = at.toLocaleString('en', { month: 'short' });
+  const month = MONTH.format(at);
   return `${month} ${at.getDate()} ${two(at.getHours())}:${two(at.getMinutes())}`;
 }

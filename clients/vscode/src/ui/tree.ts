@@ -66,8 +66,9 @@ export const TreeCommands = {
 
 export function children(model: ModelView, node?: TreeNode): TreeNode[] {
   if (!node) {
+    const open = model.openSessions();
     const names = new Set(model.agents.keys());
-    for (const session of model.openSessions()) names.add(session.agent);
+    for (const session of open) names.add(session.agent);
     const agents: TreeNode[] = [...names]
       .sort((a, b) => (a === 'demo' ? -1 : b === 'demo' ? 1 : a.localeCompare(b)))
       .map((agent) => ({ type: 'agent', agent }));
@@ -75,7 +76,7 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
     if (model.suggestedTasks().length) top.push({ type: 'tasks' });
     if (model.merges.size) top.push({ type: 'merges' });
     // Nothing open anywhere: no rows, so the view's welcome says so (and offers New Session…).
-    if (!top.length && !model.openSessions().length) return [];
+    if (!top.length && !open.length) return [];
     return [...top, ...agents];
   }
   switch (node.type) {
@@ -86,7 +87,7 @@ export function children(model: ModelView, node?: TreeNode): TreeNode[] {
     case 'agent':
       return needsYouFirst(
         model,
-        [...model.sessions.values()].filter((session) => session.agent === node.agent && session.status !== 'closed' && !parentSession(model, session)),
+        model.agentSessions(node.agent).filter((session) => session.status !== 'closed' && !parentSession(model, session)),
       ).map((session) => ({ type: 'session', session: session.id }));
     case 'session': {
       const session = model.sessions.get(node.session);
@@ -198,7 +199,7 @@ function describeNode(model: ModelView, node: TreeNode, now?: number): TreeNodeV
     }
     case 'agent': {
       const agent = model.agents.get(node.agent);
-      const open = [...model.sessions.values()].filter((s) => s.agent === node.agent && s.status !== 'closed');
+      const open = model.agentSessions(node.agent).filter((s) => s.status !== 'closed');
       const working = open.filter((s) => s.status === 'working').length;
       const state = agent?.process.state;
       return {
@@ -363,27 +364,21 @@ function sharedLabel(file: ChangedFile): string {
 }
 
 /**
- * The sessions that wait for a person, and every session each was started from: one pass over
- * the sessions, then up each waiting one's parents (a sort asking each row's children would scan
- * every session for each row).
+ * Whether `session` waits for a person, or any session started from it at any depth does (closed
+ * ones in between too): only its own sessions are looked at, through the model's index of
+ * sessions by parent (going through every session for each row made a redraw O(rows × sessions)).
  */
-function waitingOrAbove(model: ModelView): Set<string> {
-  const out = new Set<string>();
-  for (const session of model.sessions.values()) {
-    let at: SessionInfo | undefined = session.status === 'needs_you' ? session : undefined;
-    while (at && !out.has(at.id)) {
-      out.add(at.id);
-      at = at.parent ? model.sessions.get(at.parent) : undefined;
-    }
-  }
-  return out;
+function waitingAtOrBelow(model: ModelView, session: SessionInfo, seen = new Set<string>()): boolean {
+  if (seen.has(session.id)) return false;
+  seen.add(session.id);
+  if (session.status === 'needs_you') return true;
+  return model.sessionsUnder(session.id).some((child) => waitingAtOrBelow(model, child, seen));
 }
 
 /** Sessions that wait for a person (or have one below that does) first; creation order otherwise. */
 function needsYouFirst(model: ModelView, sessions: SessionInfo[]): SessionInfo[] {
-  const waiting = waitingOrAbove(model);
-  const rank = (session: SessionInfo): number => (waiting.has(session.id) ? 0 : 1);
-  return [...sessions].sort((a, b) => rank(a) - rank(b) || byCreation(a, b));
+  const rank = new Map(sessions.map((session) => [session.id, waitingAtOrBelow(model, session) ? 0 : 1]));
+  return [...sessions].sort((a, b) => rank.get(a.id)! - rank.get(b.id)! || byCreation(a, b));
 }
 
 /** The open sessions started from `session`, at any depth, that wait for a person. */
