@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { describe, it, test } from 'node:test';
 import { SessiondClient } from '../src/protocol/client';
-import { Sessiond, withTimeout, type ConnectionState } from '../src/protocol/live';
+import { Sessiond, type ConnectionState } from '../src/protocol/live';
 import { Methods } from '../src/protocol/methods';
 import { connectSocket, DaemonStoppedError, openTransport } from '../src/protocol/transport';
 import { daemonLostMessage } from '../src/ui/daemon';
@@ -17,9 +17,9 @@ import { answerLinks } from '../src/ui/permissions';
 import { sessionPickItems } from '../src/ui/quickpick';
 import { children, describe as describeNode } from '../src/ui/tree';
 import { cancelledMessage, cancelQuestion, closeQuestion, turnsLabel } from '../src/ui/turns';
-import { SESSIOND, startDaemon, tempHome, whenRemoved, type Daemon } from './helpers/daemon';
+import { SESSIOND, startDaemon, tempHome, type Daemon } from './helpers/daemon';
 import { event, modelWith, session } from './helpers/fixtures';
-import { gitRepo } from './helpers/live';
+import { destroyAll, gitRepo } from './helpers/live';
 import { nextOf } from './helpers/wait';
 
 const LONG = 60_000;
@@ -122,21 +122,6 @@ test('after a drop, no daemon is started where one was stopped (no socket); one 
   await assert.rejects(openTransport({ ...options, startDaemon: false }), /sessiond\.startDaemon/);
 });
 
-/** Stop whatever daemon serves the socket (one `sessiond stdio` started is not our child), then remove the home. */
-async function stopAll(daemon: Daemon): Promise<void> {
-  if (existsSync(daemon.socket)) {
-    try {
-      const client = await SessiondClient.connect(await connectSocket(daemon.socket), { clientName: 'cleanup' });
-      await client.stopDaemon();
-      await withTimeout(client.whenClosed, LONG, () => 'the daemon did not close the connection');
-    } catch {
-      // gone already
-    }
-    await whenRemoved(daemon.socket, LONG).catch(() => undefined);
-  }
-  await daemon.destroy();
-}
-
 function extensionLike(daemon: Daemon): Sessiond {
   const sessiond = new Sessiond({
     openTransport: (start) => openTransport({ sessiondPath: SESSIOND, socket: daemon.socket, startDaemon: true, env: daemon.env, start }),
@@ -170,7 +155,7 @@ describe('a daemon stopped stays stopped; one that died is replaced', () => {
       assert.equal(client.replacedDeadDaemon, false);
     } finally {
       await sessiond.dispose();
-      await stopAll(daemon);
+      await destroyAll(daemon);
     }
   });
 
@@ -191,7 +176,7 @@ describe('a daemon stopped stays stopped; one that died is replaced', () => {
       assert.equal(sessiond.connection?.replacedDeadDaemon, true);
     } finally {
       await sessiond.dispose();
-      await stopAll(daemon);
+      await destroyAll(daemon);
     }
   });
 });

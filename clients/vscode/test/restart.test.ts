@@ -15,8 +15,8 @@ import { Methods } from '../src/protocol/methods';
 import { connectSocket, openTransport, spawnStdio, type TransportOptions } from '../src/protocol/transport';
 import type { TurnResult } from '../src/protocol/types';
 import { restartedMessage, restartFailedMessage } from '../src/ui/daemon';
-import { SESSIOND, startDaemon, whenRemoved, type Daemon } from './helpers/daemon';
-import { gitRepo, liveClient } from './helpers/live';
+import { SESSIOND, startDaemon, type Daemon } from './helpers/daemon';
+import { destroyAll, gitRepo, liveClient } from './helpers/live';
 import { nextOf, waitFor } from './helpers/wait';
 
 const LONG = 60_000;
@@ -42,24 +42,6 @@ async function hangingTurn(sessiond: Sessiond, daemon: Daemon): Promise<{ sessio
   const turn = sessiond.prompt(session, 'say going\nhang');
   await going;
   return { session, turn };
-}
-
-/**
- * Stop whatever daemon serves `daemon.socket` (one `sessiond stdio` started is not our child),
- * wait until it has removed its socket, then remove the home.
- */
-async function destroyAll(daemon: Daemon): Promise<void> {
-  if (existsSync(daemon.socket)) {
-    try {
-      const client = await SessiondClient.connect(await connectSocket(daemon.socket), { clientName: 'cleanup' });
-      await client.stopDaemon();
-      await withTimeout(client.whenClosed, LONG, () => 'the daemon did not close the connection after daemon/stop');
-    } catch (error) {
-      if (!['ENOENT', 'ECONNREFUSED'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error;
-    }
-    await whenRemoved(daemon.socket, LONG);
-  }
-  await daemon.destroy();
 }
 
 /** A fake `sessiond stdio`: reads one whole LSP-framed message from stdin, says it failed, exits 1. */

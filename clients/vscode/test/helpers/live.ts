@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { Sessiond, type SessiondOptions } from '../../src/protocol/live';
+import { SessiondClient } from '../../src/protocol/client';
+import { Sessiond, withTimeout, type SessiondOptions } from '../../src/protocol/live';
 import { connectSocket } from '../../src/protocol/transport';
-import type { Daemon } from './daemon';
+import { whenRemoved, type Daemon } from './daemon';
 
 /** A started Sessiond on the daemon's socket, with short delays so tests run fast. */
 export function liveClient(daemon: Daemon, options: Partial<SessiondOptions> = {}, name = 'test'): Sessiond {
@@ -31,4 +32,22 @@ export function gitRepo(parent: string, name = 'repo'): string {
   git('add', 'a.txt');
   git('commit', '-q', '-m', 'base');
   return root;
+}
+
+/**
+ * Stop whatever daemon serves `daemon.socket` (one `sessiond stdio` started is not our child),
+ * wait until it has removed its socket, then remove the home.
+ */
+export async function destroyAll(daemon: Daemon, timeoutMs = 60_000): Promise<void> {
+  if (existsSync(daemon.socket)) {
+    try {
+      const client = await SessiondClient.connect(await connectSocket(daemon.socket), { clientName: 'cleanup' });
+      await client.stopDaemon();
+      await withTimeout(client.whenClosed, timeoutMs, () => 'the daemon did not close the connection after daemon/stop');
+    } catch (error) {
+      if (!['ENOENT', 'ECONNREFUSED'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error;
+    }
+    await whenRemoved(daemon.socket, timeoutMs);
+  }
+  await daemon.destroy();
 }
