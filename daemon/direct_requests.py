@@ -23,6 +23,9 @@ from typing import Any, Protocol
 from sessiond.protocol import fast_json
 
 FIRST_ID = 1_000_000_000
+# Requests given up on whose late answer is still taken (a session opened late, to close): an
+# agent that answers none of them holds no more than these; past them the oldest is let go.
+LATE_KEPT = 256
 
 
 class Writer(Protocol):
@@ -67,6 +70,8 @@ class DirectRequests:
             self._waiting.pop(request_id, None)
             if late is not None and (future.cancelled() or not future.done()) and self._gone is None:
                 self._late[request_id] = late
+                if len(self._late) > LATE_KEPT:
+                    del self._late[next(iter(self._late))]
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if self._gone is not None:
