@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 # Plain types, kept apart so the core need not import ACP; imported from here too.
 from sessiond.daemon.agent_spawn import STDOUT_LIMIT, AgentProc, Spawned, spawn_agent
 from sessiond.daemon.agent_types import (
+    OPENING_WAIT,
     AgentExited,
     AgentRequestFailed,
     BackendHost,
@@ -1000,8 +1001,11 @@ class AgentProcess:
         try:
             if self._opening is None:
                 return await self._call(request(), timeout=self.session_timeout, what=what)
-            async with self._opening:  # (its deadline counts from when it is asked)
+            await self._wait_to_open(self._opening)
+            try:  # (its deadline counts from when it is asked)
                 return await self._call(request(), timeout=self.session_timeout, what=what)
+            finally:
+                self._opening.release()
         except TimeoutError as exc:
             raise TimeoutError(
                 f"{exc} (its session_timeout): the turn failed; the session is kept. An agent asked "
@@ -1057,9 +1061,18 @@ class AgentProcess:
         """Sessions it is asked to open at once (None: no cap)."""
         return self._opening_cap
 
-    def opening_full(self) -> bool:
-        """Whether a session asked to open now waits for others to be opened first."""
-        return self._opening is not None and self._opening.locked()
+    @staticmethod
+    async def _wait_to_open(opening: asyncio.Semaphore) -> None:
+        """A turn at opening; whoever listens (OPENING_WAIT) is told while it waits for others."""
+        told = OPENING_WAIT.get() if opening.locked() else None
+        if told is None:
+            await opening.acquire()
+            return
+        told(True)
+        try:
+            await opening.acquire()
+        finally:
+            told(False)
 
     def _close_late(self, result: Any) -> None:
         """A session the agent opened after the daemon stopped waiting (past session_timeout, or

@@ -6,9 +6,15 @@ has not imported the ACP SDK (its models take most of a cold start).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+# Told, in the task that asks the agent to open a session (new, load, resume, fork), when that
+# request waits for others to be opened first (max_opening_sessions): True as it starts waiting,
+# False once it is asked. Set by the core around its opening of a session; None: nobody listens.
+OPENING_WAIT: ContextVar[Callable[[bool], None] | None] = ContextVar("opening_wait", default=None)
 
 
 class ClientError(Exception):

@@ -31,7 +31,13 @@ from sessiond.daemon import importer, titles
 from sessiond.daemon import store as st
 from sessiond.daemon.agent_host import AgentHost
 from sessiond.daemon.agent_spawn import kill, ray_request, spawn_agent
-from sessiond.daemon.agent_types import AgentExited, AgentRequestFailed, PromptOverdue, SessionSetup
+from sessiond.daemon.agent_types import (
+    OPENING_WAIT,
+    AgentExited,
+    AgentRequestFailed,
+    PromptOverdue,
+    SessionSetup,
+)
 from sessiond.daemon.agents_config import DEMO
 from sessiond.daemon.around import Around
 from sessiond.daemon.controls import Offer, offer_of, read_only, read_only_modes, value_problem
@@ -1602,22 +1608,32 @@ class Core:
 
     @contextlib.contextmanager
     def _opening(self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord) -> Iterator[None]:
-        """While the agent opens other sessions first (maxOpeningSessions), the session shows
-        queued, saying so, not working."""
+        """While the session's opening at the agent waits for others to be opened first
+        (maxOpeningSessions; the agent's process says when: OPENING_WAIT), it shows queued, saying
+        so, not working."""
         turn = session.runtime.running if session.runtime is not None else None
-        if turn is None or turn.waiting_for is not None or not process.opening_full():
+        if turn is None or process.opening_at_once is None:
             yield
             return
-        turn.waiting_for = (
+        why = (
             f"opening at agent {agent.name!r}, which is asked to open {process.opening_at_once} "
             f"sessions at a time (maxOpeningSessions)"
         )
-        self.set_status(session)
+
+        def waiting(now: bool) -> None:
+            if now and turn.waiting_for is None:
+                turn.waiting_for = why
+            elif not now and turn.waiting_for == why:
+                turn.waiting_for = None
+            else:
+                return
+            self.set_status(session)
+
+        told = OPENING_WAIT.set(waiting)
         try:
             yield
         finally:
-            turn.waiting_for = None
-            self.set_status(session)
+            OPENING_WAIT.reset(told)
 
     def _known_at_agent(
         self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, agent_session_id: str

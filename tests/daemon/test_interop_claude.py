@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from events import next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AgentError, AsyncAgent, AsyncDaemon, aconnect
@@ -490,3 +491,21 @@ async def test_a_claude_side_chat_that_may_not_write_answers_and_writes_nothing(
     assert writable.reply is not None
     assert writable.reply.text.endswith("Wrote it.")
     assert (work / "side_may.txt").read_text() == "yes\n"
+
+
+@pytest.mark.timeout(300)  # six Claude Code processes start, four at a time
+async def test_claude_is_asked_to_open_four_sessions_at_a_time(
+    client: AsyncDaemon, work: Path, claude: MakeAgent
+) -> None:
+    """claude-agent-acp starts a Claude Code process for each session: 100 asked at once on two
+    cores missed the 120 s session_timeout. The daemon asks it four at a time (by the name its
+    initialize gives), and the ones that wait show queued, saying so."""
+    agent = await claude()
+    sessions = await agent.sessions(6, work)
+    async with client.events(sessions=[s.id for s in sessions], kinds=["session.status"]) as events:
+        replies = await asyncio.wait_for(asyncio.gather(*(s.asend("hello") for s in sessions)), 240)
+        waited = await next_matching(events, lambda e: e.data.get("status") == "queued", timeout=30)
+    assert [reply.text for reply in replies] == ["done"] * 6  # (the stand-in's answer by default)
+    assert waited.data["detail"] == (
+        f"opening at agent {agent.name!r}, which is asked to open 4 sessions at a time (maxOpeningSessions)"
+    )
