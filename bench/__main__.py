@@ -467,7 +467,7 @@ async def batch(count: int) -> list[tuple[str, str, str]]:
         (
             f"the run of those {BATCH_ROUNDS} batches ({run.outcome})",
             f"{run.wall_seconds:.3f} s wall",
-            f"{run.serial_seconds:.1f} s if one after another; {run.sessions} sessions "
+            f"turns ran {run.serial_seconds:.1f} s in all; {run.sessions} sessions "
             "(its wall time spans the direct rounds between)",
         ),
         (
