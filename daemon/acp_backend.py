@@ -13,6 +13,7 @@ import inspect
 import json
 import logging
 import math
+import os
 import re
 import signal
 from collections import OrderedDict
@@ -697,6 +698,36 @@ def _auth_method(method: Any, env: Mapping[str, str]) -> dict[str, Any]:
     return info
 
 
+# Memory one open session holds at an agent, where that is large enough to bound by default (by
+# the name its initialize answer gives): claude-agent-acp starts a Claude Code process for each
+# session (170-250 MB measured). Where max_live_sessions does not say, a process keeps open as many
+# as fit in LIVE_MEMORY_SHARE of this machine's memory, at least LIVE_AT_LEAST (a batch of 100 held
+# 10-17 GB).
+SESSION_MEMORY = {
+    "@zed-industries/claude-agent-acp": 256 * 2**20,
+    "@agentclientprotocol/claude-agent-acp": 256 * 2**20,
+}
+LIVE_MEMORY_SHARE = 0.5
+LIVE_AT_LEAST = 4
+
+
+def machine_memory() -> int | None:
+    """Bytes of physical memory on this machine; None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+def live_by_memory(agent_name: str, memory: int | None) -> int | None:
+    """The sessions an agent keeps open at once by default: None (no cap) unless its sessions are
+    known to be large (SESSION_MEMORY)."""
+    per_session = SESSION_MEMORY.get(agent_name)
+    if per_session is None or not memory:
+        return None
+    return max(LIVE_AT_LEAST, int(memory * LIVE_MEMORY_SHARE) // per_session)
+
+
 class AgentProcess:
     """One agent process: started once, holds every session of its agent."""
 
@@ -710,10 +741,14 @@ class AgentProcess:
         client_version: str,
         session_timeout: float = SESSION_SETUP_TIMEOUT,
         max_opening_sessions: int | None = None,
+        max_live_sessions: int | None = None,
     ) -> None:
         self.name = name
         self.session_timeout = session_timeout
         self._max_opening = max_opening_sessions
+        # Sessions kept open here at once (the least recently used idle one is closed past it);
+        # max_live_sessions, else the agent's default once initialize says who it is.
+        self.live_cap = max_live_sessions
         self._opening: asyncio.Semaphore | None = None  # (set once initialize says who it is)
         self._opening_cap: int | None = None
         self._closing: set[asyncio.Task[None]] = set()  # sessions opened after they were given up
@@ -819,6 +854,8 @@ class AgentProcess:
             at_once = OPENING_AT_ONCE.get(str((self.agent_info or {}).get("name")))
         if at_once is not None:
             self._opening, self._opening_cap = asyncio.Semaphore(at_once), at_once
+        if self.live_cap is None:
+            self.live_cap = live_by_memory(str((self.agent_info or {}).get("name")), machine_memory())
         self.auth_methods = [_auth_method(method, self._spawn_env) for method in response.auth_methods or []]
 
     @property

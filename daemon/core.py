@@ -141,6 +141,7 @@ def _together(each: list[m.AgentProcessInfo], active_turns: int) -> m.AgentProce
         else m.AgentProcessState.STOPPED
     )
     memory = [p.memory for p in each if p.memory is not None]
+    caps = [p.live_cap for p in each if p.live_cap is not None]
     return first.model_copy(
         update={
             "index": None,
@@ -149,6 +150,7 @@ def _together(each: list[m.AgentProcessInfo], active_turns: int) -> m.AgentProce
             "starts": sum(p.starts for p in each),
             "last_error": next((p.last_error for p in each if p.last_error), None),
             "live_sessions": sum(p.live_sessions for p in each),
+            "live_cap": sum(caps) if caps else None,  # (of the processes started)
             "active_turns": active_turns,
             "malformed_updates": sum(p.malformed_updates for p in each),
         }
@@ -384,7 +386,7 @@ class Core:
                 note = (
                     "this agent cannot close and restore sessions (no session/close with "
                     "session/resume or session/load): its sessions stay open at the agent"
-                    + (", over max_live_sessions" if runtime.spec.options.max_live_sessions else "")
+                    + (", over max_live_sessions" if process.live_cap else "")
                 )
         alive = process is not None and process.alive
         return m.AgentProcessInfo(
@@ -400,6 +402,7 @@ class Core:
             capabilities=caps,
             agent_info=process.agent_info if process is not None else None,
             live_sessions=len(slot.live),
+            live_cap=process.live_cap if process is not None and process.started_at is not None else None,
             active_turns=sum(1 for sid in slot.live if self._prompting(sid)),
             note=note,
             log_path=str(self._log_path(runtime.name)),
@@ -543,6 +546,7 @@ class Core:
                 self.version,
                 session_timeout=spec.options.session_timeout,
                 max_opening_sessions=spec.options.max_opening_sessions,
+                max_live_sessions=spec.options.max_live_sessions,
             )
             slot.process = process
             try:
@@ -1566,19 +1570,27 @@ class Core:
             raise RpcError(ErrorCode.PLACEMENT_FAILED, problem)
         if placement is not None and (terminals := process.terminals()) is not None:
             await placement.run_commands_with(terminals)  # where the process runs, where the placement allows
-        cap = agent.spec.options.max_live_sessions
-        lock = slot.room_lock if cap else contextlib.nullcontext()
-        async with lock:
-            if cap:
+        if cap := process.live_cap:
+            # Room is made, and the place taken, one session at a time; the openings themselves
+            # go on side by side (as many as the agent is asked at once).
+            async with slot.room_lock:
                 await self._make_room(agent, slot, process, cap, session)
+                slot.opening.add(session.id)
+        try:
             mcp = await self.around.mcp_servers(session, self.socket_path, http=process.capabilities.mcp_http)
             with self._opening(agent, process, session):
                 await self._open_or_restore(agent, process, session, mcp)
             agent.opened(session.id, slot)
-            session.live = True
-            self._save_session(session)
-            assert session.agent_session_id is not None  # (named by the agent above)
-            return session.agent_session_id
+        finally:
+            if cap:
+                slot.opening.discard(session.id)
+                if session.id not in slot.live:  # (it failed: its place is free again)
+                    async with agent.turn_ended:
+                        agent.turn_ended.notify_all()
+        session.live = True
+        self._save_session(session)
+        assert session.agent_session_id is not None  # (named by the agent above)
+        return session.agent_session_id
 
     async def _open_or_restore(
         self, agent: AgentRuntime, process: AgentProcess, session: SessionRecord, mcp: list[Any]
@@ -1821,7 +1833,7 @@ class Core:
         """Close the least recently used idle sessions at the process until one more fits under the cap."""
         if not self._can_evict(process):
             return
-        while len(slot.live) >= cap:
+        while len(slot.live) + len(slot.opening) >= cap:
             victim = next(
                 (
                     self.sessions[sid]

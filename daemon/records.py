@@ -270,6 +270,8 @@ class ProcessRuntime:
     room_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Sessions open at this process now, least recently used first.
     live: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    # Sessions being opened here under a live cap: each holds its place (room_lock made it).
+    opening: set[str] = field(default_factory=set)
     placed: int = 0  # sessions placed here: open, or opening (what "least loaded" counts)
     starts: int = 0
     last_error: str | None = None

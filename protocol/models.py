@@ -174,7 +174,9 @@ class AgentOptions(Params):
         None,
         ge=1,
         description="Sessions open at the agent at once (at each of its processes); past it the least "
-        "recently used idle one is closed there and resumed on its next turn. None: no cap.",
+        "recently used idle one is closed there and resumed on its next turn. None: no cap, but "
+        "claude-agent-acp keeps as many as fit in half this machine's memory, 256 MiB each, at least 4 "
+        "(each of its sessions is a Claude Code process).",
     )
     processes: int = Field(
         1,
@@ -320,6 +322,12 @@ class AgentProcessInfo(Result):
     )
     agent_info: dict[str, Any] | None = Field(None, description="The agent's name and version.")
     live_sessions: int = Field(0, description="Sessions currently open at the agent.")
+    live_cap: int | None = Field(
+        None,
+        description="Sessions kept open at the agent at once, past which the least recently used idle "
+        "one is closed there: the agent's max_live_sessions, or its default (claude-agent-acp: as many "
+        "as fit in half this machine's memory, 256 MiB each); None: no cap, or not started yet.",
+    )
     active_turns: int = 0
     note: str | None = Field(None, description="Something a person should know about this agent.")
     log_path: str | None = Field(None, description="Where the agent's stderr goes.")

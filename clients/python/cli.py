@@ -215,12 +215,14 @@ def _session_table(sessions: Sequence[dict[str, Any]], width: int | None) -> Non
 
 
 def _process_text(process: dict[str, Any], *, live: bool = False) -> str:
-    """ "running (pid 4242 on Ray node 6f47a253bcfe (10.0.0.7), 3 open, 212 MiB)"."""
+    """ "running (pid 4242 on Ray node 6f47a253bcfe (10.0.0.7), 3 of 48 open, 212 MiB)": sessions
+    open at the process, of at most (liveCap), for one of several processes or under a cap."""
     details = []
     if pid := process.get("pid"):
         details.append(f"pid {pid}" + (f" on {process['node']}" if process.get("node") else ""))
-    if live and pid:
-        details.append(f"{process.get('liveSessions', 0)} open")
+    cap = process.get("liveCap")
+    if (live or cap) and pid:  # (SESSIONS counts those open at the daemon, some closed at the agent)
+        details.append(f"{process.get('liveSessions', 0)}{f' of {cap}' if cap else ''} open")
     if process.get("memory") is not None:
         details.append(f"{process['memory'] / 2**20:.0f} MiB")
     return str(process["state"]) + (f" ({', '.join(details)})" if details else "")

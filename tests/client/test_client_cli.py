@@ -120,6 +120,12 @@ def test_agents_table_and_json(fake: FakeDaemon, capsys: pytest.CaptureFixture[s
     code, out, _ = run(capsys, "agents", "--json")
     assert code == 0
     assert [a["name"] for a in json_lines(out)] == ["demo"]
+    # Under a cap of sessions open at the agent (maxLiveSessions, or claude's default), how full.
+    process = fake.agents["demo"].process
+    process.state, process.pid = m.AgentProcessState.RUNNING, 42
+    process.live_sessions, process.live_cap = 3, 48
+    _, out, _ = run(capsys, "agents")
+    assert "running (pid 42, 3 of 48 open)" in out.splitlines()[1]
 
 
 def test_agents_auth_says_what_was_used_in_a_word_and_fits_the_terminal(

@@ -123,6 +123,24 @@ async def test_an_agent_is_asked_to_open_at_most_max_opening_sessions_at_once(
     assert {(await s.aget()).status for s in sessions} == {"idle"}
 
 
+async def test_a_live_cap_does_not_make_sessions_open_one_at_a_time(
+    client: AsyncDaemon, tmp_path: Path, work: Path
+) -> None:
+    """Under maxLiveSessions, room is made one session at a time, but the openings go on side by
+    side (claude-agent-acp has a cap by default, and was opened one at a time)."""
+    agent = await client.agent(
+        "opens-slowly",
+        command=scripted_agent(tmp_path, "opens-slowly"),
+        max_opening_sessions=3,
+        max_live_sessions=4,
+    )
+    sessions = await agent.sessions(4, work)
+    replies = await asyncio.wait_for(asyncio.gather(*(s.asend("hello") for s in sessions)), 60)
+    assert [reply.stop_reason for reply in replies] == ["end_turn"] * 4
+    assert int((tmp_path / "opening.txt").read_text()) == 3  # (each opening takes 0.5 s)
+    assert (await agent.aget()).process.live_cap == 4
+
+
 async def test_sessions_waiting_to_be_opened_outlive_their_agent_process(
     client: AsyncDaemon, tmp_path: Path, work: Path
 ) -> None:

@@ -509,3 +509,9 @@ async def test_claude_is_asked_to_open_four_sessions_at_a_time(
     assert waited.data["detail"] == (
         f"opening at agent {agent.name!r}, which is asked to open 4 sessions at a time (maxOpeningSessions)"
     )
+    # Each open session is a Claude Code process: by default as many stay open as fit in half the
+    # machine's memory at 256 MiB each (the least recently used idle one closed past it).
+    with open("/proc/meminfo") as meminfo:
+        total = int(meminfo.readline().split()[1]) * 1024  # MemTotal, in KiB
+    process = (await agent.aget()).process
+    assert (process.live_sessions, process.live_cap) == (6, max(4, total // 2 // 2**28))

@@ -202,7 +202,7 @@ export interface AgentOptions {
    */
   maxActiveTurns?: number | null;
   /**
-   * Sessions open at the agent at once (at each of its processes); past it the least recently used idle one is closed there and resumed on its next turn. None: no cap.
+   * Sessions open at the agent at once (at each of its processes); past it the least recently used idle one is closed there and resumed on its next turn. None: no cap, but claude-agent-acp keeps as many as fit in half this machine's memory, 256 MiB each, at least 4 (each of its sessions is a Claude Code process).
    */
   maxLiveSessions?: number | null;
   /**
@@ -384,6 +384,10 @@ export interface AgentProcessInfo {
   index?: number | null;
   lastError?: string | null;
   /**
+   * Sessions kept open at the agent at once, past which the least recently used idle one is closed there: the agent's max_live_sessions, or its default (claude-agent-acp: as many as fit in half this machine's memory, 256 MiB each); None: no cap, or not started yet.
+   */
+  liveCap?: number | null;
+  /**
    * Sessions currently open at the agent.
    */
   liveSessions?: number;
@@ -446,6 +450,10 @@ export interface AgentProcessInfo1 {
    */
   index?: number | null;
   lastError?: string | null;
+  /**
+   * Sessions kept open at the agent at once, past which the least recently used idle one is closed there: the agent's max_live_sessions, or its default (claude-agent-acp: as many as fit in half this machine's memory, 256 MiB each); None: no cap, or not started yet.
+   */
+  liveCap?: number | null;
   /**
    * Sessions currently open at the agent.
    */
