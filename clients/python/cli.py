@@ -1254,6 +1254,46 @@ def read_prompts(text: str, name: str) -> list[str]:
     return prompts
 
 
+def prompt_numbers(text: str, total: int) -> list[int]:
+    """The indices of the prompts `--only` names by number, counting from 1 as the CLI does
+    ("2-5,9"; "2…5" as its notes write spans), in file order."""
+    chosen: set[int] = set()
+    for part in text.replace("…", "-").replace(" ", "").split(","):
+        first, _, last = part.partition("-")
+        if not (first.isdigit() and (not last or last.isdigit())):
+            raise UsageError(f"--only {text}: not prompt numbers; name them as 2-5,9 (counting from 1)")
+        low, high = int(first), int(last or first)
+        if not 1 <= low <= high <= total:
+            raise UsageError(f"--only {text}: {part} is not among the {total} prompts (1 to {total})")
+        chosen.update(range(low - 1, high))
+    return sorted(chosen)
+
+
+def number_spans(indices: Sequence[int]) -> str:
+    """Prompt indices as `--only` takes them: [1, 2, 3, 4, 8] → "2-5,9"."""
+    spans: list[list[int]] = []
+    for index in indices:
+        if spans and spans[-1][-1] + 1 == index:
+            spans[-1].append(index)
+        else:
+            spans.append([index])
+    return ",".join(str(s[0] + 1) if len(s) == 1 else f"{s[0] + 1}-{s[-1] + 1}" for s in spans)
+
+
+def _again(args: argparse.Namespace, indices: Sequence[int]) -> str:
+    """The command that runs these prompts of the batch again, as it was run."""
+    words = ["sessiond"] + (["--socket", args.socket] if args.socket else []) + ["batch", args.file]
+    if args.agent != "demo":
+        words += ["--agent", args.agent]
+    for flag, value in (("--root", args.root), ("--placement", args.placement)):
+        if value is not None:
+            words += [flag, value]
+    if args.max_concurrency is not None:
+        words += ["--max-concurrency", str(args.max_concurrency)]
+    words += ["--json"] * args.json + ["--suppress"] * args.suppress + ["--only", number_spans(indices)]
+    return shlex.join(words) + (" (the same prompts on stdin)" if args.file == "-" else "")
+
+
 def _read_all(path: str) -> str:
     """The whole of a file named on the command line, or of stdin for `-`, as UTF-8 text: a file
     that cannot be read, or is not UTF-8, is said before anything is sent."""
@@ -1373,8 +1413,9 @@ class _Answers:
     """A batch's answers, printed in prompt order, each as soon as it and every one before it are
     in (flushed, for a reader at the other end of a pipe); `outcomes` holds the ones in."""
 
-    def __init__(self, prompts: list[str], bar: ProgressBar, *, as_json: bool) -> None:
+    def __init__(self, prompts: list[str], numbers: list[int], bar: ProgressBar, *, as_json: bool) -> None:
         self.prompts = prompts
+        self.numbers = numbers  # each prompt's index in the file (--only runs some)
         self.outcomes: list[Reply | Exception | None] = [None] * len(prompts)
         self.printed = 0
         self.run_id = "?"
@@ -1396,7 +1437,7 @@ class _Answers:
     def _line(self, index: int, outcome: Reply | Exception) -> str:
         if not self._as_json:
             return f"error: {outcome}" if isinstance(outcome, Exception) else outcome.text
-        item: dict[str, Any] = {"index": index, "prompt": self.prompts[index]}
+        item: dict[str, Any] = {"index": self.numbers[index], "prompt": self.prompts[index]}
         if isinstance(outcome, Exception):
             item["error"] = str(outcome)
             if (code := getattr(outcome, "code", None)) is not None:
@@ -1410,11 +1451,13 @@ def cmd_batch(args: argparse.Namespace) -> int:
     if args.max_concurrency is not None and args.max_concurrency < 1:
         raise UsageError(f"--max-concurrency must be at least 1, got {args.max_concurrency}")
     source = "stdin" if args.file == "-" else args.file
-    prompts = read_prompts(_read_all(args.file), source)
-    if not prompts:
+    in_file = read_prompts(_read_all(args.file), source)
+    if not in_file:
         raise UsageError(f"no prompts in {source}")
+    numbers = prompt_numbers(args.only, len(in_file)) if args.only else list(range(len(in_file)))
+    prompts = [in_file[n] for n in numbers]
     bar = ProgressBar(sys.stderr)
-    answers = _Answers(prompts, bar, as_json=args.json)
+    answers = _Answers(prompts, numbers, bar, as_json=args.json)
     name = f"batch {'stdin' if args.file == '-' else os.path.basename(args.file)}"
     try:
         with connect(args.socket, start=True, run=name) as daemon, _stopping(bar):
@@ -1436,28 +1479,31 @@ def cmd_batch(args: argparse.Namespace) -> int:
                 daemon.close("failed")
     except KeyboardInterrupt:  # (the answers in order so far are printed already)
         unanswered = [
-            str(n + 1)
+            numbers[n]
             for n, outcome in enumerate(answers.outcomes)
             if outcome is None or (not isinstance(outcome, Exception) and outcome.stop_reason == "cancelled")
         ]
-        which = f"prompt{'s' if len(unanswered) > 1 else ''} {id_spans(unanswered)} unanswered; "
+        spans = id_spans([str(n + 1) for n in unanswered])
+        which = f"prompt{'s' if len(unanswered) > 1 else ''} {spans} unanswered; "
         note = (
             f"stopped: every outstanding turn was cancelled; {which if unanswered else ''}"
             f"run {answers.run_id} recorded as stopped"
         )
         if not bar.finish(note):
             _say(f"interrupted; {note}")
+        if unanswered:
+            _say(f"to run {'them' if len(unanswered) > 1 else 'it'} again: {_again(args, unanswered)}")
         return EXIT_INTERRUPTED
     run_id = answers.run_id
     bar.finish(f"run {run_id} failed" if failed else f"run {run_id}")
     results = [outcome for outcome in answers.outcomes if outcome is not None]
     if not args.json:  # (JSON lines name each answer's session)
-        _say(_batch_summary(results, ran, run_id))
-    failures = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
+        _say(_batch_summary(results, numbers, ran, run_id))
+    failures = [(numbers[i], r) for i, r in enumerate(results) if isinstance(r, Exception)]
     if failed:  # every answer is printed all the same, each failure in its place
         index, first = failures[0]
         _say(
-            f"prompt {index + 1} of {len(prompts)} failed: {first} ({len(failures)} of {len(prompts)} "
+            f"prompt {index + 1} of {len(in_file)} failed: {first} ({len(failures)} of {len(prompts)} "
             "failed, each in its place above); --suppress exits 0 when prompts fail"
         )
         if any(isinstance(r, ConnectionLost) for _, r in failures):
@@ -1465,6 +1511,17 @@ def cmd_batch(args: argparse.Namespace) -> int:
                 "the daemon went away during the batch; once one runs again (`sessiond serve`), "
                 f"`sessiond ls --all --run {run_id}` shows how each of its sessions ended"
             )
+    stopped = [
+        numbers[i]
+        for i, r in enumerate(results)
+        if not isinstance(r, Exception) and r.stop_reason == "cancelled"
+    ]
+    if again := sorted([n for n, _ in failures] + stopped):
+        what = " and ".join(
+            f"{len(some)} {word}" for some, word in ((failures, "failed"), (stopped, "stopped")) if some
+        )
+        _say(f"to run the {what} again: {_again(args, again)}")
+    if failed:
         return EXIT_FAILED
     return EXIT_OK
 
@@ -1487,11 +1544,14 @@ def _run_sessions(daemon: Daemon, run_id: str) -> list[str]:
         return []
 
 
-def _batch_summary(results: Sequence[Reply | Exception], ran: Sequence[str], run_id: str) -> str:
+def _batch_summary(
+    results: Sequence[Reply | Exception], numbers: Sequence[int], ran: Sequence[str], run_id: str
+) -> str:
     """Which sessions answered and which failed, as they did ("answered by s38, s40…s51; failed:
-    prompts 2, 15 (s39, s52)"), and where to find them."""
+    prompts 2, 15 (s39, s52)"), and where to find them; `numbers`: each result's prompt's index in
+    the file."""
     answered = [r.session for r in results if not isinstance(r, Exception)]
-    failed = [i + 1 for i, r in enumerate(results) if isinstance(r, Exception)]
+    failed = [numbers[i] + 1 for i, r in enumerate(results) if isinstance(r, Exception)]
     parts = [f"answered by {id_spans(answered)}"] if answered else []
     if failed:
         done = set(answered)
@@ -1866,6 +1926,12 @@ def build_parser(*, only_daemon: bool = False) -> argparse.ArgumentParser:
         "--suppress",
         action="store_true",
         help="exit 0 when prompts fail (each is printed in its place)",
+    )
+    batch.add_argument(
+        "--only",
+        metavar="N",
+        help="run only these prompts, by number from 1: 2-5,9 (a batch that failed or was stopped "
+        "prints the command that runs the rest again); --json keeps each one's index in the file",
     )
 
     merge = command(

@@ -17,7 +17,7 @@ from fake_sessiond import FakeDaemon
 
 from sessiond.client import cli as cli_module
 from sessiond.client import connect
-from sessiond.client.cli import main, relay
+from sessiond.client.cli import main, number_spans, relay
 from sessiond.client.wording import id_spans, money
 from sessiond.protocol import models as m
 from sessiond.protocol import paths
@@ -471,6 +471,8 @@ def test_batch_failures_print_in_place_and_exit_1_unless_suppressed(
     assert err.endswith(
         "sessiond: prompt 2 of 2 failed: broke (1 of 2 failed, each in its place above); "
         "--suppress exits 0 when prompts fail\n"
+        "sessiond: to run the 1 failed again: sessiond batch - --root / --only 2 "
+        "(the same prompts on stdin)\n"
     )
     assert "answered by " in err
     assert [r.outcome for r in fake.runs.values()] == ["failed"]
@@ -481,6 +483,22 @@ def test_batch_failures_print_in_place_and_exit_1_unless_suppressed(
     ids = [s.id for s in fake.sessions.values() if s.run == list(fake.runs)[-1]]  # (in prompt order)
     said = f"answered by {ids[0]}, {ids[2]}, {ids[3]}; failed: prompts 2, 5 ({ids[1]}, {ids[4]}); closed"
     assert f"sessiond: {said}" in err
+    assert err.endswith(f"the 2 failed again: sessiond batch {prompts} --root / --suppress --only 2,5\n")
+    # --only runs those: by their numbers in the file, as the notes above and --json name them.
+    code, out, err = run(capsys, "batch", "--root", "/", "--suppress", "--only", "2,4-5", str(prompts))
+    assert (code, out) == (0, "error: broke\nfine\nerror: broke\n")
+    assert "failed: prompts 2, 5 (" in err
+    assert err.endswith("--only 2,5\n")
+    code, out, _ = run(capsys, "batch", "--root", "/", "--json", "--only", "3…4", str(prompts))
+    assert [(a["index"], a["text"]) for a in json_lines(out)] == [(2, "fine"), (3, "fine")]
+    assert number_spans([1, 2, 3, 4, 8]) == "2-5,9"
+    for only, told in (
+        ("6", "6 is not among the 5 prompts (1 to 5)"),
+        ("3-2", "3-2 is not among the 5 prompts (1 to 5)"),
+        ("two", "not prompt numbers; name them as 2-5,9 (counting from 1)"),
+    ):
+        code, _, err = run(capsys, "batch", "--only", only, str(prompts))
+        assert (code, err) == (2, f"sessiond: --only {only}: {told}\n")
     assert id_spans(["s38", *(f"s{n}" for n in range(40, 52))]) == "s38, s40…s51"  # the daemon's ids
     assert id_spans(["s1", "s2", "s4", "s6", "s8", "s9", "s11"]) == "s1…s2, s4, s6, s8…s9 +1"
     prompts = write_prompts(home, "say fine\nfail broke\n")

@@ -114,10 +114,12 @@ def test_ctrl_c_stops_a_cli_batch_and_the_run_reads_stopped(real: Daemon, work: 
         out, err = batch.communicate(timeout=60)
         assert batch.returncode == 130, err
         assert out == ""
-        assert err.splitlines()[-1].endswith(
+        note, again = err.splitlines()[-2:]
+        assert note.endswith(
             "stopped: every outstanding turn was cancelled; prompts 2…5 unanswered; "
             f"run {watcher.runs()[-1].id} recorded as stopped"
         )
+        assert again == f"sessiond: to run them again: sessiond batch {prompts} --root {work} --only 2-5"
         run = watcher.runs()[-1]
         assert (run.name, run.outcome, run.sessions) == ("batch prompts.txt", "stopped", 5)
         sessions = [s.info for s in watcher.sessions(run=run.id, include_closed=True)]
@@ -126,6 +128,16 @@ def test_ctrl_c_stops_a_cli_batch_and_the_run_reads_stopped(real: Daemon, work: 
         assert watcher.agent("demo").get().process.active_turns == 0
         ended = [e for e in watcher.trace(run=run.id, kinds=[EventKind.TURN_ENDED])]
         assert sorted(e.data.get("stopReason") for e in ended) == ["cancelled"] * 4 + ["end_turn"]
+    # The command it printed runs those four again, and only those (the file now says what to do).
+    prompts.write_text("say quick\n" + "".join(f"say again {n}\n" for n in range(2, 6)))
+    rerun = subprocess.run(
+        [*SESSIOND, *shlex.split(again.removeprefix("sessiond: to run them again: "))[1:]],
+        env=real.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (rerun.returncode, rerun.stdout) == (0, "again 2\nagain 3\nagain 4\nagain 5\n"), rerun.stderr
 
 
 async def test_cancelling_an_async_flow_stops_its_run_and_every_turn(real: Daemon, work: Path) -> None:
@@ -505,9 +517,12 @@ def test_a_cli_batch_prints_each_answer_once_those_before_it_are_in(real: Daemon
     assert out == ""  # the third is in, but not the second before it
     # The third ended at the daemon; its answer may still be on its way to the CLI at the Ctrl-C,
     # and then the CLI names it unanswered too. The first, printed, is never named.
-    run = err.rstrip().rsplit("run ", 1)[1]
-    assert err.rstrip().endswith((f"prompt 2 unanswered; run {run}", f"prompts 2…3 unanswered; run {run}"))
-    assert err.rstrip().endswith("recorded as stopped")
+    note, again = err.splitlines()[-2:]
+    run = note.rsplit("run ", 1)[1]
+    assert note.endswith((f"prompt 2 unanswered; run {run}", f"prompts 2…3 unanswered; run {run}"))
+    assert note.endswith("recorded as stopped")
+    told = f"again: sessiond batch {prompts} --root {work} --json --only "
+    assert again.endswith((f"{told}2", f"{told}2-3"))
 
 
 def test_a_batch_file_not_in_utf8_is_refused_before_anything_runs(real: Daemon, work: Path) -> None:
