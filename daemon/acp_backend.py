@@ -709,6 +709,10 @@ SESSION_MEMORY = {
 }
 LIVE_MEMORY_SHARE = 0.5
 LIVE_AT_LEAST = 4
+# The context window of an agent that never says it (no `usage_update` with a size), by the name
+# its initialize answer gives, for the fill the daemon estimates: gemini-cli runs Gemini models,
+# whose windows are 1,048,576 tokens (against the 200,000 assumed otherwise).
+WINDOW_BY_AGENT = {"gemini-cli": 1_048_576}
 
 
 def machine_memory() -> int | None:
@@ -1092,6 +1096,12 @@ class AgentProcess:
         late = self._close_late if method in ("session/new", "session/fork") else None
         raw = await self._session_call(lambda: self._requests().request(method, params, late=late), method)
         return _opened(raw, answer)
+
+    @property
+    def context_window(self) -> int | None:
+        """Its sessions' context window where the agent is known never to say it (None: it says,
+        or it is not known)."""
+        return WINDOW_BY_AGENT.get(str((self.agent_info or {}).get("name")))
 
     @property
     def opening_at_once(self) -> int | None:

@@ -1581,6 +1581,8 @@ class Core:
             with self._opening(agent, process, session):
                 await self._open_or_restore(agent, process, session, mcp)
             agent.opened(session.id, slot)
+            if (window := process.context_window) is not None:
+                self.feed.of(session).assume_window(window)
         finally:
             if cap:
                 slot.opening.discard(session.id)

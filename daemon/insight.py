@@ -271,6 +271,11 @@ class Insight:
         if isinstance(payload.get("size"), int) and payload["size"] > 0:
             self.window = payload["size"]
 
+    def assume_window(self, size: int) -> None:
+        """The window an estimated fill counts against, where the agent never says its own."""
+        if not self.context_reported:
+            self.window = size
+
     def reopened_at_agent(self) -> None:
         """The session was opened at the agent again (resumed, loaded, or new in a new process):
         its next cost may be a new count (see `cost_counted`)."""

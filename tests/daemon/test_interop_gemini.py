@@ -114,8 +114,9 @@ async def test_gemini_streams_text_writes_edits_and_runs_a_command_at_the_placem
     headers = {k.lower(): v for k, v in main[0].headers.items()}
     assert headers["x-goog-api-key"] == "standin-key"
     info = await session.aget()
-    # No usage_update from gemini-cli: the fill is the daemon's estimate.
-    assert info.context is None or info.context.estimated
+    # No usage_update from gemini-cli: the fill is the daemon's estimate, against a Gemini window.
+    assert info.context is not None
+    assert (info.context.estimated, info.context.size) == (True, 1_048_576)
     # Its token counts come in the answer's _meta.quota: its four model calls, added up.
     assert info.usage is not None
     assert (info.usage.input_tokens, info.usage.output_tokens, info.usage.total_tokens) == (480, 120, 600)
