@@ -218,10 +218,16 @@ H.eq("Renamed from the panel", asked_default, "blanks for a title: asked, not bl
 -- Reopening: a closed session leaves the model; :Sessiond reopen {id} brings it back as it was
 -- (its turns, its title) and shows it; with no id it offers those closed last to pick from.
 local before = H.session(ids[2]).turns
+local notes_before_close = #H.notes
 vim.cmd("Sessiond close " .. ids[2])
 H.wait("the close", function()
   return H.session(ids[2]) == nil
 end)
+-- Said, with the way back (`C` in the panel is one key).
+H.wait_note(
+  ("closed Renamed from the panel (%s) (:Sessiond reopen %s brings it back)"):format(ids[2], ids[2]),
+  notes_before_close + 1
+)
 vim.cmd("Sessiond reopen " .. ids[2])
 H.wait("the reopen", function()
   return H.session(ids[2]) ~= nil

@@ -362,6 +362,12 @@ def test_a_request_while_typing_takes_no_key_with_the_real_notify(daemon: Daemon
     assert "ok hit-enter" in run_script("test_hit_enter.lua", daemon, work)
 
 
+def test_a_hit_enter_prompt_longer_than_the_connect_timeout_loses_no_connection(
+    daemon: Daemon, work: Path
+) -> None:
+    assert "ok hit-enter connect" in run_script("test_hit_enter_connect.lua", daemon, work)
+
+
 def test_a_file_two_sessions_commands_may_have_made_is_shown_shared(daemon: Daemon, work: Path) -> None:
     out = run_script("test_shared.lua", daemon, work)
     assert "ok shared" in out

@@ -423,7 +423,14 @@ function M.close(session, opts)
       return
     end
   end
-  client.request("session/close", { session = id }, report("could not close " .. id))
+  local name = info and status_name(info) or id
+  client.request("session/close", { session = id }, function(err)
+    if err then
+      return report("could not close " .. id)(err)
+    end
+    -- Said, with the way back: `C` in the panel is one key.
+    notify(("closed %s (:Sessiond reopen %s brings it back)"):format(name, id))
+  end)
 end
 
 --- Open closed session `session` again, as it was, and show it; with none,

@@ -16,6 +16,8 @@ M.NOT_CONNECTED = NOT_CONNECTED
 local CONNECT_TIMEOUT_MS = 15000
 -- After daemon/stop closed the connection: how long a new daemon may take to answer.
 local RESTART_TIMEOUT_MS = 30000
+-- A timeout's callback this late ran after the editor was blocked (see defer_timeout).
+local LATE_MS = 1000
 
 --- @class sessiond.ConnectionState
 local state = {
@@ -197,6 +199,21 @@ local function probe(path, callback)
   end
 end
 
+--- `fn` after `ms` in which the editor could run callbacks. While a prompt blocks Neovim (a
+--- hit-enter prompt, a confirm()) the daemon's answers wait in the same queue as this
+--- timeout's callback, so a callback that runs late would give up on answers that came in
+--- time: it waits `ms` again instead, for the held answers and the requests they lead to.
+local function defer_timeout(fn, ms)
+  local due = vim.uv.now() + ms
+  vim.defer_fn(function()
+    if vim.uv.now() - due > LATE_MS then
+      defer_timeout(fn, ms)
+    else
+      fn()
+    end
+  end, ms)
+end
+
 -- ------------------------------------------------------------------ restart
 
 --- The restart is over: tell whoever asked for it, once.
@@ -226,7 +243,7 @@ end
 --- the restart if none answers in time.
 local function reconnect_after_stop()
   local restart = state.restart
-  vim.defer_fn(function()
+  defer_timeout(function()
     if state.restart == restart then
       end_restart({
         stage = "start",
@@ -425,7 +442,7 @@ local function start_lsp(cmd, transport)
   state.transport = transport
   -- A connection that never gets to a subscription (a socket that accepted and
   -- went silent) is given up on, so the retry loop carries on.
-  vim.defer_fn(function()
+  defer_timeout(function()
     if generation == state.generation and state.client_id == client_id and not state.subscription then
       state.last_error = "the daemon did not answer within " .. CONNECT_TIMEOUT_MS .. " ms"
       stop_client(M.lsp_client(), true)
