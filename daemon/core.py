@@ -1064,6 +1064,11 @@ class Core:
             session=session.id,
             kept=kept,  # (what the placement kept: not the last turn's error)
         )
+        # A side chat answers questions about its session alone: it goes with it (its tasks and
+        # threads are work of their own, and stay).
+        for child in list(self.children.get(session.id, ())):
+            if child.kind == "side" and not child.closed:
+                await self.close_session(child.id)
         return session
 
     def reopen_session(self, session_id: str) -> SessionRecord:

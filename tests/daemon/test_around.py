@@ -40,6 +40,11 @@ async def test_a_side_chat_forks_and_leaves_the_main_session_untouched(
     assert await record_of(client, main.id) == before  # byte for byte
     listed = await call(client, "session/list", m.SessionPage, kind=["side"])
     assert [s.id for s in listed.sessions] == [side.session.id]
+    # It goes with its session: a side chat is about that session alone.
+    async with client.events(sessions=[side.session.id], kinds=["session.closed"]) as closed:
+        await main.aclose()
+        assert (await next_matching(closed, lambda e: True)).session == side.session.id
+    assert (await (await client.session(side.session.id)).aget()).status == "closed"
 
 
 async def test_without_fork_a_side_chat_gets_an_account_and_cannot_write(

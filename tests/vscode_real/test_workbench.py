@@ -717,7 +717,8 @@ def test_a_stopped_daemon_stays_stopped(workbench: Workbench) -> None:
     the status bar and a notification say it was stopped; New Session says so before asking
     anything; a click on the status bar offers to start it, which connects."""
     wb = workbench
-    wb.open()
+    wb.cli("new", "--root", str(wb.ws), "--title", "Open across a stop")
+    wb.open()  # (a row to show: the view has one when this test runs on its own)
     page = wb.page
     wb.wait_status_text(r"open", timeout=60)
     wb.cli("stop")
@@ -741,11 +742,17 @@ def test_a_stopped_daemon_stays_stopped(workbench: Workbench) -> None:
     wb.shot("status-click-while-stopped")
     wb.pick("Start the Daemon")
     wb.toast("sessiond: connected through").wait_for(timeout=60_000)
+    # Asked to start the daemon while New Session waited on it: New Session goes on.
+    wb.quick_pick_row("Another folder")
+    wb.shot("new-session-goes-on-once-started")
+    wb.dismiss()
     wb.wait_status_text(r"open", timeout=60)
     assert json.loads(wb.cli("status", "--json"))["pid"]
     # Started again: "the daemon was stopped" is withdrawn (it stayed, with its Start button).
     stopped.wait_for(state="detached", timeout=30_000)
     wb.assert_no_notification(STOP_NOTICE)
+    # So is New Session's "no session can be opened".
+    wb.assert_no_notification("no session can be opened")
 
 
 def test_a_daemon_started_elsewhere_withdraws_the_stop_notice(workbench: Workbench) -> None:
@@ -931,3 +938,92 @@ def test_closing_the_selected_session_says_no_error(workbench: Workbench) -> Non
     for child in (s["id"] for s in wb.listed() if s.get("parent") == sid and s["status"] != "closed"):
         wb.cli("close", child)
     wb.cli("close", sid)
+
+
+def test_a_side_chat_closes_with_its_parent(workbench: Workbench) -> None:
+    """A side chat asked from a session's row, its transcript open; the session closed from its row:
+    the side chat is closed too and its transcript's tab goes (it stayed open, the side chat at the
+    top of the view, ready for prompts about a session that was gone)."""
+    wb = workbench
+    page = wb.page
+    title = "Parent closed with its side chat"
+    question = "what does app.py do?"
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
+    wb.open()
+    assert wb.send(sid, "say the main work").wait(timeout=60) == 0
+    wb.wait_row(title, rf"^{sid} · idle")
+    prompt = page.locator(".quick-input-widget", has_text=f"Side chat beside {title}")
+    wb.context_menu(title, "Open Side Chat…", then=prompt)
+    wb.answer(f"Side chat beside {title}", question)
+    tab = page.locator(".tabs-container .tab", has_text=question)
+    tab.wait_for(timeout=60_000)
+    side = next(s["id"] for s in wb.listed() if s.get("parent") == sid)
+    wb.wait_status(side, "idle", turns=1, timeout=60)
+    wb.shot("side-chat-before-its-parent-closes")
+    wb.context_menu(title, "Close Session")  # idle, from its row: closed without a question
+    wb.row(title).wait_for(state="detached", timeout=30_000)
+    tab.wait_for(state="detached", timeout=30_000)
+    statuses = {s["id"]: s["status"] for s in wb.listed()}
+    assert statuses[sid] == "closed", statuses
+    deadline = time.monotonic() + 30
+    while statuses[side] != "closed" and time.monotonic() < deadline:
+        time.sleep(0.3)
+        statuses = {s["id"]: s["status"] for s in wb.listed()}
+    assert statuses[side] == "closed", statuses
+    assert not wb.rows(question).count(), wb.seen()  # not left at the top of the view
+    wb.shot("side-chat-closed-with-its-parent")
+
+
+NOT_CONNECTED_NOTICE = "no session can be opened"
+
+
+def test_the_not_connected_notice_goes_once_a_daemon_is_back(workbench: Workbench) -> None:
+    """New Session while the daemon is stopped says "… so no session can be opened"; a daemon
+    started elsewhere connects, and the notice goes, from the toasts and the notification centre
+    (it stayed, with its Start button, beside a connected status bar). Nobody asked for that
+    connection here, so New Session does not go on by itself."""
+    wb = workbench
+    wb.cli("new", "--root", str(wb.ws), "--title", "Open across the notice")
+    wb.open()  # (a row to show: the view has one when this test runs on its own)
+    wb.wait_status_text(r"open", timeout=60)
+    wb.cli("stop")
+    wb.wait_status_text(r"^sessiond: stopped$", timeout=60)
+    wb.run_command("sessiond: New Session…")
+    notice = wb.toast(NOT_CONNECTED_NOTICE)
+    notice.wait_for(timeout=30_000)
+    wb.shot("not-connected-notice")
+    wb.daemon.start()
+    wb.wait_status_text(r"open", timeout=60)
+    notice.wait_for(state="detached", timeout=30_000)
+    time.sleep(1)
+    # (before the notification centre is looked at: opening it dismisses a quick pick)
+    assert not wb.page.locator(".quick-input-widget").is_visible(), wb.seen()
+    wb.shot("not-connected-notice-withdrawn")
+    wb.assert_no_notification(NOT_CONNECTED_NOTICE)
+
+
+def test_a_rows_close_whose_row_went_says_so_and_asks_nothing(workbench: Workbench) -> None:
+    """Close Session chosen in a row's context menu after the row went (its session closed
+    elsewhere as the menu was open): VS Code hands the command no session. It says so, and asks
+    nothing: it asked "Close which session?", as if run from the palette."""
+    wb = workbench
+    page = wb.page
+    title = "Closed under its menu"
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
+    wb.open()
+    wb.wait_row(title, rf"^{sid} · idle")
+    wb.dismiss()
+    wb.row(title).click(button="right")
+    entry = page.locator(".monaco-menu .action-item", has_text="Close Session").first
+    entry.wait_for(timeout=15_000)
+    wb.cli("close", sid)
+    wb.row(title).wait_for(state="detached", timeout=30_000)
+    time.sleep(1)  # VS Code has read the agent's rows again (the closed one's handle is gone)
+    assert entry.is_visible(), "the menu closed as the row went"
+    entry.click()
+    said = wb.toast("is no longer in the Sessions view")
+    said.wait_for(timeout=30_000)
+    assert "Close Session" in said.inner_text(), said.inner_text()
+    assert not page.locator(".quick-input-widget").is_visible(), wb.seen()  # no "Close which session?"
+    assert not page.locator(".monaco-dialog-box").count(), wb.seen()
+    wb.shot("row-close-after-the-row-went")

@@ -16,6 +16,7 @@ import { Permissions } from './editor/permissions';
 import { TurnProgress } from './editor/progress';
 import { DaemonNotices } from './editor/daemonNotices';
 import { SessionsTree, toDisposable } from './editor/sessionsTree';
+import { SideChatEditors } from './editor/sideChatEditors';
 import { StatusBar } from './editor/statusBar';
 import { Transcripts } from './editor/transcripts';
 import { BASE_SCHEME } from './ui/diff';
@@ -60,6 +61,7 @@ export function activate(context: vscode.ExtensionContext): void {
     tree,
     new TurnProgress(sessiond),
     new DaemonNotices(sessiond, output),
+    new SideChatEditors(sessiond),
     treeView,
     vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, transcripts),
     vscode.workspace.registerTextDocumentContentProvider(BASE_SCHEME, new BaseContent()),

@@ -2,11 +2,12 @@ import * as vscode from 'vscode';
 import { describeError, errorSentence } from '../protocol/errors';
 import { DaemonRestartError, type Sessiond } from '../protocol/live';
 import { Methods } from '../protocol/methods';
-import { acceptedMessage, dismissPrompt, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../ui/around';
+import { acceptedMessage, closedMessage, dismissPrompt, openSideChats, sideAnswerMessage, sideChatPrompt, taskPickItems } from '../ui/around';
+import { rowLost, rowLostMessage } from '../ui/rows';
 import { randomUUID } from 'node:crypto';
 import { lastPromptOf, placementItems, sentMessage, turnEndedMessage } from '../ui/compose';
 import {
-  notConnectedMessage,
+  notConnectedNotice,
   reconnectedMessage,
   reconnectFailedMessage,
   restartedMessage,
@@ -305,6 +306,8 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       return true;
     }
     output.info(`${start ? 'starting the daemon' : 'reconnecting now'}, as asked (${command})`);
+    // A command waiting on a connection (its notice showing) goes on once this one is made.
+    if (waiting) waiting.asked = true;
     try {
       const client = await (start ? sessiond.startDaemon() : sessiond.reconnect());
       const message = reconnectedMessage(client.description);
@@ -334,16 +337,46 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
     if (choice) await choice.run();
   }
 
+  /** The notice a command waits on while not connected (one at a time), and whether a connection was asked for since. */
+  let waiting: { asked: boolean; done: Promise<boolean> } | undefined;
+
   /**
    * True when connected (a first attempt under way is waited for a moment); else says so before
-   * anything is asked, offering to start or reconnect, and is true once that connected.
+   * anything is asked, in a notification whose links start the daemon or reconnect. The
+   * notification goes as soon as a daemon is connected, however (started here or elsewhere); the
+   * command goes on (true) only when the person asked for that connection meanwhile (its links,
+   * the status bar's menu, the palette), not when a daemon came back by itself, maybe much later.
    */
   async function ensureConnected(what: string): Promise<boolean> {
     if (sessiond.state === 'starting') await sessiond.whenConnected(3000).catch(() => undefined);
     if (sessiond.state === 'connected') return true;
-    const message = notConnectedMessage(what, sessiond.state === 'stopped', sessiond.lastError);
-    const answer = await vscode.window.showWarningMessage(message, 'Start the Daemon', 'Reconnect');
-    return answer ? connect(answer === 'Start the Daemon') : false;
+    if (waiting) return waiting.done;
+    const { title, message } = notConnectedNotice(what, sessiond.state === 'stopped', sessiond.lastError, {
+      start: 'sessiond.startDaemon',
+      reconnect: 'sessiond.reconnect',
+    });
+    output.info(`${title}; waiting for a connection`);
+    const notice: { asked: boolean; done: Promise<boolean> } = { asked: false, done: Promise.resolve(false) };
+    notice.done = new Promise<boolean>((resolve) => {
+      void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: true }, (progress, token) =>
+        new Promise<void>((end) => {
+          const finish = (goOn: boolean): void => {
+            connected.dispose();
+            cancelled.dispose();
+            if (waiting === notice) waiting = undefined;
+            end();
+            resolve(goOn);
+          };
+          const connected = sessiond.onDidChangeState((state) => state === 'connected' && finish(notice.asked));
+          const cancelled = token.onCancellationRequested(() => finish(false));
+          // Connected before VS Code ran this (it may run it a moment later): gone at once.
+          if (sessiond.state === 'connected') finish(notice.asked);
+          else progress.report({ message });
+        }),
+      );
+    });
+    waiting = notice;
+    return notice.done;
   }
 
   /** A merge row's click: the gate output of a failed gate, else the session's transcript. */
@@ -489,10 +522,12 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       const info = model.sessions.get(session);
       const question = info && closeQuestion(info, arg === undefined);
       if (question && (await vscode.window.showWarningMessage(question, { modal: true }, 'Close')) !== 'Close') return;
+      const sideChats = openSideChats(model, session);
       const closed = await run(Methods.sessionClose, () => sessiond.request(Methods.sessionClose, { session }));
       if (!closed) return;
       model.upsertSession(closed);
-      vscode.window.setStatusBarMessage(`sessiond: closed ${sessionName(closed)}`, 8000);
+      // Its open side chats went with it, closed by the daemon (their editors close: SideChatEditors).
+      vscode.window.setStatusBarMessage(closedMessage(closed, sideChats.length), 8000);
     },
     'sessiond.nextWorking': () => stepTo(1),
     'sessiond.previousWorking': () => stepTo(-1),
@@ -540,11 +575,36 @@ export function registerCommands(parts: Parts): vscode.Disposable[] {
       }
     },
   };
-  // Any command connects first (the extension may have activated without connecting).
+  // Any command connects first (the extension may have activated without connecting). A row's
+  // command whose row VS Code no longer finds says so, and does nothing (see ui/rows).
   return Object.entries(commands).map(([id, handler]) =>
     vscode.commands.registerCommand(id, (...args: never[]) => {
       sessiond.start();
+      const title = ROW_COMMANDS[id];
+      if (title && rowLost(args)) {
+        output.warn(`${id} ran from a row VS Code no longer has (${args.length} arguments, the first ${String(args[0])})`);
+        void vscode.window.showWarningMessage(rowLostMessage(title));
+        return undefined;
+      }
       return handler(...args);
     }),
   );
 }
+
+/** The commands of the Sessions view's rows (package.json's view/item/context), by their titles. */
+const ROW_COMMANDS: Record<string, string> = {
+  'sessiond.newSession': 'New Session…',
+  'sessiond.sendPrompt': 'Send Prompt…',
+  'sessiond.cancel': 'Cancel Turns',
+  'sessiond.sideChat': 'Open Side Chat…',
+  'sessiond.merge': 'Merge Session…',
+  'sessiond.openTranscript': 'Open Transcript',
+  'sessiond.rename': 'Rename Session…',
+  'sessiond.close': 'Close Session',
+  'sessiond.answerPermission': 'Answer Permission Request',
+  'sessiond.openChangedFile': 'Open Changes',
+  'sessiond.acceptTask': 'Accept Suggested Task…',
+  'sessiond.dismissTask': 'Dismiss Suggested Task…',
+  'sessiond.showMergeOutcome': "Show the Merge's Outcome",
+  'sessiond.openTimeline': "Open the Run's Timeline",
+};

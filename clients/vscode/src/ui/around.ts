@@ -101,3 +101,27 @@ export function acceptedMessage(task: TaskInfo): string {
 function firstLine(text: string): string {
   return text.trim().split('\n')[0] ?? '';
 }
+
+/** The open side chats of `session` (closed with it: they answer questions about it alone). */
+export function openSideChats(model: ModelView, session: string): SessionInfo[] {
+  return model.childSessions(session).filter((child) => child.kind === 'side');
+}
+
+/**
+ * Whether the editors of `session` (its transcript, a prompt being written to it) go: a side chat
+ * that is closed, or whose parent session is (a side chat is about its parent, and kept showing
+ * beside a closed one, ready for prompts). Other sessions' transcripts stay to be read.
+ */
+export function editorsGo(model: ModelView, session: string): boolean {
+  const info = model.sessions.get(session);
+  if (info?.kind !== 'side') return false;
+  if (info.status === 'closed') return true;
+  const parent = info.parent ? model.sessions.get(info.parent) : undefined;
+  return parent?.status === 'closed';
+}
+
+/** After Close Session: "sessiond: closed Fix tests (s3) and its 2 side chats". */
+export function closedMessage(session: SessionInfo, sideChats: number): string {
+  const sides = sideChats ? ` and its ${sideChats === 1 ? 'side chat' : `${sideChats} side chats`}` : '';
+  return `sessiond: closed ${sessionName(session)}${sides}`;
+}

@@ -94,10 +94,22 @@ export function stoppedNotice(startCommand: string): { title: string; message: s
 const STOPPED_TITLE = 'sessiond: the daemon was stopped';
 const STOPPED_DETAIL = 'The extension does not start it again by itself; it connects when one runs.';
 
-/** Said when a command needs the daemon and is not connected; its buttons start or reconnect. */
-export function notConnectedMessage(what: string, stopped: boolean, reason?: string): string {
+/**
+ * Said when a command needs the daemon and is not connected, as a notification that is withdrawn
+ * once a daemon is connected (a message notification cannot be: "no session can be opened" stayed
+ * beside a connected status bar). The title says why; the message's links start or reconnect.
+ */
+export function notConnectedNotice(
+  what: string,
+  stopped: boolean,
+  reason: string | undefined,
+  commands: { start: string; reconnect: string },
+): { title: string; message: string } {
   const why = stopped ? 'the daemon was stopped' : `not connected to the sessiond daemon${reason ? ` (${reason.replace(/\.$/, '')})` : ''}`;
-  return `sessiond: ${why}, so ${what}. Start the daemon, or reconnect to one that runs.`;
+  return {
+    title: `sessiond: ${why}, so ${what}`,
+    message: `[Start the Daemon](command:${commands.start}) · [Reconnect](command:${commands.reconnect}), then it goes on`,
+  };
 }
 
 /**
