@@ -713,6 +713,9 @@ LIVE_AT_LEAST = 4
 # its initialize answer gives, for the fill the daemon estimates: gemini-cli runs Gemini models,
 # whose windows are 1,048,576 tokens (against the 200,000 assumed otherwise).
 WINDOW_BY_AGENT = {"gemini-cli": 1_048_576}
+# Agents that replay a loaded session's history after they answered session/load, not before (by
+# the name their initialize gives): gemini-cli starts its replay without waiting for it.
+REPLAYS_AFTER_LOAD = {"gemini-cli"}
 
 
 def machine_memory() -> int | None:
@@ -1096,6 +1099,11 @@ class AgentProcess:
         late = self._close_late if method in ("session/new", "session/fork") else None
         raw = await self._session_call(lambda: self._requests().request(method, params, late=late), method)
         return _opened(raw, answer)
+
+    @property
+    def replays_after_load(self) -> bool:
+        """Whether what it replays of a loaded session may still come after its answer to the load."""
+        return str((self.agent_info or {}).get("name")) in REPLAYS_AFTER_LOAD
 
     @property
     def context_window(self) -> int | None:

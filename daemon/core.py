@@ -86,6 +86,11 @@ log = logging.getLogger("sessiond.core")
 # How long an agent has to end a turn after being told to cancel it, before
 # the daemon stops waiting and ends the turn as cancelled anyway.
 CANCEL_GRACE = 10.0
+# After a load by an agent that replays the session's history after answering it (gemini-cli):
+# the replay is over once the agent said nothing of the session for REPLAY_QUIET seconds (it
+# writes it at once), and at most REPLAY_LONGEST seconds are waited for that.
+REPLAY_QUIET = 0.5
+REPLAY_LONGEST = 30.0
 # Seconds an agent has, as the daemon stops, to end after its input closes, then after SIGTERM,
 # before SIGKILL (claude-agent-acp does not end at the end of its input: each stop waited 3 s).
 SHUTDOWN_GRACE = 1.0
@@ -155,6 +160,25 @@ def _together(each: list[m.AgentProcessInfo], active_turns: int) -> m.AgentProce
             "malformed_updates": sum(p.malformed_updates for p in each),
         }
     )
+
+
+async def _replay_heard(rt: SessionRuntime) -> None:
+    """Until what the agent replays of a session it loaded, after answering the load, has stopped
+    coming: REPLAY_QUIET seconds in which it said nothing of the session, REPLAY_LONGEST at most."""
+    heard = rt.replaying = asyncio.Event()
+    try:
+        async with asyncio.timeout(REPLAY_LONGEST):
+            while True:
+                heard.clear()
+                try:
+                    async with asyncio.timeout(REPLAY_QUIET):
+                        await heard.wait()
+                except TimeoutError:
+                    return  # quiet: the replay is over
+    except TimeoutError:
+        log.info("an agent still replayed a loaded session after %g s; its next turn goes on", REPLAY_LONGEST)
+    finally:
+        rt.replaying = None
 
 
 def _dt(at: float) -> datetime:
@@ -1610,7 +1634,13 @@ class Core:
             agent_session_id, setup = await self._open_at_agent(
                 agent, process, session, rt.placement.root, mcp
             )
-            self._known_at_agent(agent, process, session, agent_session_id)
+            # What the agent sent of a fork before its answer named it is the main session's
+            # history replayed (opencode), not this turn's: heard as history, as a load's is.
+            rt.loading = session.forked
+            try:
+                self._known_at_agent(agent, process, session, agent_session_id)
+            finally:
+                rt.loading = False
             await self._apply_options(
                 agent, process, session, agent_session_id, setup, side=session.kind == "side"
             )
@@ -1683,7 +1713,10 @@ class Core:
             try:
                 if caps.resume:
                     return await process.resume_session(session.agent_session_id, rt.placement.root, mcp)
-                return await process.load_session(session.agent_session_id, rt.placement.root, mcp)
+                loaded = await process.load_session(session.agent_session_id, rt.placement.root, mcp)
+                if process.replays_after_load:
+                    await _replay_heard(rt)
+                return loaded
             except AgentRequestFailed as exc:
                 # E.g. an agent killed before it saved the conversation: it has nothing to load.
                 why = f"its {method} failed: {exc}"

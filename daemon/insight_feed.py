@@ -252,6 +252,8 @@ class InsightFeed:
             return
         rt = session.runtime
         if rt is None or rt.loading:
+            if rt is not None and rt.replaying is not None:
+                rt.replaying.set()
             return  # nothing running, or history replayed by session/load: not this turn's
         turn = rt.running
         turn_id = turn.id if turn else None

@@ -247,7 +247,8 @@ class SessionRuntime:
     queue: deque[Turn] = field(default_factory=deque)
     running: Turn | None = None
     permissions: dict[str, PendingPermission] = field(default_factory=dict)
-    loading: bool = False
+    loading: bool = False  # what the agent says of it now is history it replays (session/load)
+    replaying: asyncio.Event | None = None  # set as the agent says something of it while loading
     # Its last prompt at the agent did not end well (cancelled, failed, overdue): the agent's own
     # state of the conversation is not to be trusted (claude-agent-acp answers the next prompt
     # with the cancelled one's leftovers, and every later one with the answer to the one before),

@@ -11,7 +11,10 @@ what the demo agent never does, as its one argument (its mode) says:
 - "opens-late": answers `session/new` 1.5 s late, and notes each `session/close` in `closed.txt`
   beside its script;
 - "opens-slowly": answers each `session/new` 0.5 s after it came, noting in `opening.txt` beside
-  its script how many it was asked at once at most, and a prompt at once.
+  its script how many it was asked at once at most, and a prompt at once;
+- "replays-after-load": names itself gemini-cli and, as it does, answers `session/load` first and
+  replays the session's history 0.05 s after (a prompt, an answer, a tool call); answers a prompt with
+  "answer N" (N: its prompts so far).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sys
 from pathlib import Path
 
 SCRIPT = r"""
-import json, os, sys, threading
+import json, os, sys, threading, time
 mode = sys.argv[1]
 prompt = None
 opened = opening = most = 0
@@ -34,7 +37,26 @@ for line in sys.stdin:
     method = message.get("method")
     if method == "initialize":
         caps = {"sessionCapabilities": {"close": {}}} if mode == "opens-late" else {}
-        answer(message["id"], {"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []})
+        result = {"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []}
+        if mode == "replays-after-load":
+            result["agentCapabilities"] = {"loadSession": True}
+            result["agentInfo"] = {"name": "gemini-cli", "version": "0.0.0"}
+        answer(message["id"], result)
+    elif method == "session/load":
+        answer(message["id"], {})
+        time.sleep(0.05)  # (the answer read on its own, the turn's prompt sent)
+        old = [
+            {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "old prompt"}},
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "old answer"}},
+            {"sessionUpdate": "tool_call", "toolCallId": "old-call", "title": "WriteFile", "kind": "edit",
+             "status": "completed"},
+        ]
+        with said:
+            for update in old:
+                params = {"sessionId": message["params"]["sessionId"], "update": update}
+                said_now = {"jsonrpc": "2.0", "method": "session/update", "params": params}
+                sys.stdout.write(json.dumps(said_now) + "\n")
+            sys.stdout.flush()
     elif method == "session/close":
         with open(os.path.join(os.path.dirname(__file__), "closed.txt"), "a") as closed:
             closed.write(message["params"]["sessionId"] + "\n")
@@ -67,6 +89,13 @@ for line in sys.stdin:
             answer(message["id"], {"sessionId": f"s{opened}"})
     elif method == "session/prompt":
         if mode in ("answers", "opens-once", "opens-slowly"):
+            answer(message["id"], {"stopReason": "end_turn"})
+        elif mode == "replays-after-load":
+            prompted = globals().get("prompted", 0) + 1
+            text = {"type": "text", "text": f"answer {prompted}"}
+            update = {"sessionUpdate": "agent_message_chunk", "content": text}
+            params = {"sessionId": message["params"]["sessionId"], "update": update}
+            print(json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params}), flush=True)
             answer(message["id"], {"stopReason": "end_turn"})
         elif mode == "works-on":
             update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "on it"}}

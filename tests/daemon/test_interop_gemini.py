@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from events import kind, next_matching
 
 from bench.harness import Daemon
 from sessiond.client import AsyncAgent, AsyncDaemon
+from sessiond.protocol.methods import AGENT_UPDATE
+from sessiond.protocol.models import AgentInfo
 from tests.daemon.interop_checks import (
     allow_then_reject,
     fails_fast,
@@ -194,6 +197,46 @@ async def test_gemini_asks_before_a_command_and_the_answer_reaches_it(
     assert refused["name"] == "run_shell_command"
     assert "canceled by the user" in json.dumps(refused["response"])
     await gemini.aremove()
+
+
+@pytest.mark.timeout(300)  # gemini-cli starts twice
+async def test_a_restored_gemini_session_answers_with_its_new_answer_alone(
+    client: AsyncDaemon, standin: GeminiStandIn, work: Path
+) -> None:
+    """gemini-cli streams a loaded session's history after it answers session/load (not awaited),
+    so it came in as the next turn's answer: "First answer.Second answer.", the old tool calls
+    and changed files with it. It is heard as history until it stops.
+
+    gemini-cli 0.61 loads a session only (docs/agents.md): from the folder its process started in,
+    not the session's (this agent's process starts in the session's folder); and when the load
+    comes in another minute than the session began, as its file is named by that minute and the
+    load starts a new file by that name first (the file is named here as if it began earlier)."""
+    agent = await client.agent(
+        "gemini-here",
+        command=["sh", "-c", f'cd "{work}" && exec "{AGENT}" --acp'],
+        env=standin.env(str(work.parent / "home")),
+        permission_policy="allow",
+    )
+    session = await agent.session(work)
+    (work / "kept.txt").write_text("draft\n")  # (it cannot create one: see the test above)
+    standin.push(Reply.write(str(work / "kept.txt"), "kept\n"), "First answer, with a file written.")
+    assert (await session.asend("write kept.txt")).text == "First answer, with a file written."
+    await client._call(AGENT_UPDATE, AgentInfo, name=agent.name, restart=True)  # a new process
+    chats = (work.parent / "home" / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
+    (chat,) = [path for path in chats if "write kept.txt" in path.read_text()]
+    chat.rename(chat.with_name(re.sub(r"T\d\d-\d\d", "T00-00", chat.name, count=1)))
+    standin.push("Second answer.")
+    async with client.events(sessions=[session.id], kinds=["turn.ended"]) as events:
+        assert (await session.asend("and now?")).text == "Second answer."
+        ended = await next_matching(events, kind("turn.ended"), timeout=20)
+    assert ended.data.get("notice") is None  # restored by session/load, not a new conversation
+    info = await session.aget()
+    assert info.changes is not None
+    assert [f.path for f in info.changes.files] == ["kept.txt"]  # (the replayed write took it away)
+    lines = [line.text for line in (await session.atranscript()).lines]
+    assert lines.count("First answer, with a file written.") == 1, lines
+    assert (await agent.aget()).process.starts == 2
+    await agent.aremove()
 
 
 async def test_gemini_s_todos_reach_no_plan(gemini: AsyncAgent, standin: GeminiStandIn, work: Path) -> None:

@@ -326,6 +326,9 @@ async def test_an_opencode_side_chat_that_may_not_write_opens_in_plan(
     standin.push(Reply.tool("write", {"filePath": str(made), "content": "no\n"}), Reply.text("Done."))
     side = await main.aside("please write a file")
     assert side.reply is not None
+    # Its answer alone: what opencode replays of the main session as it forks is not part of it.
+    assert side.reply.text == "Done."
+    assert "Main here." not in "\n".join(line.text for line in (await side.atranscript()).lines)
     assert not made.exists()
     controls = await side.acontrols()
     mode_options = [o for o in controls.config_options if o.get("category") == "mode"]
