@@ -1973,6 +1973,7 @@ class Core:
                         context=ins.context_view(),
                         plan=ins.plan_view(),
                         changes=ins.changes,
+                        notice=turn.notice,
                         started_at=_dt(turn.started_at or turn.queued_at),
                         ended_at=_dt(ended),
                     )

@@ -702,6 +702,11 @@ class TurnResult(Result):
     context: ContextFill | None = None
     plan: Plan | None = Field(None, description="The session's plan as the turn ended.")
     changes: Changes | None = Field(None, description="The session's changed files as the turn ended.")
+    notice: str | None = Field(
+        None,
+        description="What the person should know of how the turn went, as its turn.ended says: that "
+        "the agent could not restore the session and this turn began a new conversation, say.",
+    )
     started_at: datetime
     ended_at: datetime
 

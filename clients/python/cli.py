@@ -681,6 +681,8 @@ def cmd_send(args: argparse.Namespace) -> int:
         sys.stdout.write(reply["text"][len(shown) :])
         shown = reply["text"]
     _end_line(shown)
+    if notice := reply.get("notice"):  # (the earlier conversation lost, say: the answer may not fit it)
+        _say(notice)
     if ending := turn_ending(stop_reason, ended.get("cancelledBy")):  # (a turn that ended well: nothing)
         _say(ending)
     return EXIT_OK if stop_reason == "end_turn" else EXIT_FAILED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import re
 import shlex
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -23,6 +25,7 @@ from bench.harness import Daemon
 from sessiond.client import aconnect, connect
 from sessiond.client.wording import cells
 from sessiond.protocol.models import EventKind, SessionStatus
+from tests.daemon.scripted_agent import scripted_agent
 from tests.terminal import Tmux
 
 pytestmark = pytest.mark.timeout(120)
@@ -523,6 +526,29 @@ def test_a_cli_batch_prints_each_answer_once_those_before_it_are_in(real: Daemon
     assert note.endswith("recorded as stopped")
     told = f"again: sessiond batch {prompts} --root {work} --json --only "
     assert again.endswith((f"{told}2", f"{told}2-3"))
+
+
+def test_send_says_when_the_agent_could_not_restore_the_session(real: Daemon, work: Path) -> None:
+    """An agent that cannot restore a session (no session/load or resume) after its process
+    restarted answers in a new conversation: send says so on stderr, the answer alone on stdout."""
+    with connect(real.socket, start=False) as client:
+        agent = client.agent("forgets", command=scripted_agent(work, "answers"))
+        session = sessiond(real, "new", "--agent", agent.name, "--root", str(work)).stdout.strip()
+        assert sessiond(real, "send", session, "hello").returncode == 0
+        pid = agent.get().process.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # its next turn starts a new process
+        deadline = time.monotonic() + 60
+        while agent.get().process.state == "running":
+            assert time.monotonic() < deadline, "the daemon did not see its agent end"
+            time.sleep(0.05)
+        again = sessiond(real, "send", session, "hello again")
+        agent.remove()
+    assert (again.returncode, again.stdout) == (0, ""), again.stderr  # (it says nothing)
+    assert again.stderr == (
+        "sessiond: agent 'forgets' could not restore the session (no session/resume or "
+        "session/load): this turn started a new conversation without the earlier history\n"
+    )
 
 
 def test_a_batch_file_not_in_utf8_is_refused_before_anything_runs(real: Daemon, work: Path) -> None:

@@ -1375,6 +1375,10 @@ export interface TurnResult {
   context?: ContextFill | null;
   endedAt: string;
   /**
+   * What the person should know of how the turn went, as its turn.ended says: that the agent could not restore the session and this turn began a new conversation, say.
+   */
+  notice?: string | null;
+  /**
    * The session's plan as the turn ended.
    */
   plan?: Plan | null;
