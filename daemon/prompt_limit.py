@@ -19,6 +19,7 @@ def check_prompt_size(prompt: str, agent: AgentSpec, field: str = "prompt") -> N
     raise RpcError(
         ErrorCode.INVALID_PARAMS,
         f"the {field} is {size:,} bytes, over the limit of {limit:,} for agent {agent.name!r}; send a "
-        f"shorter one, or raise the agent option maxPromptBytes (agent/update or agents.toml)",
+        f"shorter one, or raise the agent option max_prompt_bytes (agents.toml; maxPromptBytes in "
+        "agent/update)",
         {"fields": [field], "bytes": size, "limit": limit},
     )

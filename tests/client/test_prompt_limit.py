@@ -59,7 +59,7 @@ async def test_a_prompt_over_the_limit_is_refused_and_nothing_is_stored(
     message = str(refused.value)
     assert message == (
         "the prompt is 1,048,580 bytes, over the limit of 1,048,576 for agent 'demo'; send a shorter one, "
-        "or raise the agent option maxPromptBytes (agent/update or agents.toml)"
+        "or raise the agent option max_prompt_bytes (agents.toml; maxPromptBytes in agent/update)"
     )
     assert refused.value.data["fields"] == ["prompt"]
     assert refused.value.data["limit"] == MIB
