@@ -716,6 +716,10 @@ WINDOW_BY_AGENT = {"gemini-cli": 1_048_576}
 # Agents that replay a loaded session's history after they answered session/load, not before (by
 # the name their initialize gives): gemini-cli starts its replay without waiting for it.
 REPLAYS_AFTER_LOAD = {"gemini-cli"}
+# Agents that keep one MCP server of a name for all their sessions in a folder, the one a session
+# offered last (opencode's `mcp.add` is by directory and name): whatever session calls it, the
+# call carries the token of the session that offered it last.
+SHARES_MCP_BY_FOLDER = {"OpenCode"}
 
 
 def machine_memory() -> int | None:
@@ -1099,6 +1103,11 @@ class AgentProcess:
         late = self._close_late if method in ("session/new", "session/fork") else None
         raw = await self._session_call(lambda: self._requests().request(method, params, late=late), method)
         return _opened(raw, answer)
+
+    @property
+    def shares_mcp_servers(self) -> bool:
+        """Whether its sessions in one folder share each MCP server (the one offered last)."""
+        return str((self.agent_info or {}).get("name")) in SHARES_MCP_BY_FOLDER
 
     @property
     def replays_after_load(self) -> bool:

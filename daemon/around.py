@@ -125,7 +125,8 @@ class Endpoint(Protocol):
 
 # Asks whoever answers permissions (`Permissions.ask`): the option chosen, or None.
 AskPerson = Callable[[SessionRecord, dict[str, Any], list[dict[str, Any]]], Awaitable[str | None]]
-# Makes the MCP endpoint, which knows a session by the token `session_of_token` takes.
+# Makes the MCP endpoint, which knows the session a request acts for by its token (`caller_of_token`:
+# None for no session's; ValueError, its sentence to be said, where that cannot be told).
 MakeEndpoint = Callable[[Callable[[str], str | None]], Endpoint]
 
 
@@ -158,6 +159,35 @@ class Around:
         if session_id in self.core.sessions and hmac.compare_digest(self.token(session_id), token):
             return session_id
         return None
+
+    def caller_of_token(self, token: str) -> str | None:
+        """The session a request on the MCP endpoint acts for: its token's (None: no session's),
+        but where the agent keeps one server of a name for all its sessions in a folder (opencode:
+        the one offered last, whichever session calls it), the one of them that is mid-turn.
+        ValueError, saying what to do, when several are."""
+        session_id = self.session_of_token(token)
+        session = self.core.sessions.get(session_id) if session_id is not None else None
+        agent = self.core.agents.get(session.agent) if session is not None else None
+        slot = agent.placed.get(session.id) if agent is not None and session is not None else None
+        if session is None or slot is None or slot.process is None or not slot.process.shares_mcp_servers:
+            return session_id
+        root = _root_of(session)
+        working = [
+            other
+            for sid in slot.live
+            if (other := self.core.sessions.get(sid)) is not None
+            and _root_of(other) == root
+            and other.runtime is not None
+            and other.runtime.running is not None
+        ]
+        if len(working) > 1:
+            raise ValueError(
+                f"sessiond cannot tell which session called this tool: agent {session.agent!r} keeps "
+                f"one MCP server for all its sessions in {root}, and {len(working)} of them are working "
+                f"({', '.join(s.id for s in working)}); run them one at a time there, or give each a "
+                "folder of its own (placement worktree)"
+            )
+        return working[0].id if working else session.id
 
     async def mcp_servers(
         self, session: SessionRecord, socket_path: str, *, http: bool
@@ -202,7 +232,7 @@ class Around:
 
     def endpoint(self) -> Endpoint:
         if self._endpoint is None:
-            self._endpoint = self._make_endpoint(self.session_of_token)  # the mcp SDK: on first need
+            self._endpoint = self._make_endpoint(self.caller_of_token)  # the mcp SDK: on first need
         return self._endpoint
 
     async def close(self) -> None:
@@ -558,3 +588,8 @@ def _secret(path: Path) -> bytes:
     with os.fdopen(fd, "wb") as f:
         f.write(value)
     return value
+
+
+def _root_of(session: SessionRecord) -> str:
+    """The folder the session works in at its agent (its placement's, once it has one)."""
+    return session.runtime.placement.root if session.runtime is not None else session.root

@@ -79,7 +79,10 @@ def build(
     def link_for(ctx: Context) -> Link:
         headers = ctx.headers or {}
         scheme, _, token = (headers.get("authorization") or "").partition(" ")
-        session = session_of_token(token.strip()) if scheme.lower() == "bearer" else None
+        try:
+            session = session_of_token(token.strip()) if scheme.lower() == "bearer" else None
+        except ValueError as exc:  # (its agent shares the server: which session asks cannot be told)
+            raise BridgeError(str(exc)) from None
         if session is None:
             raise BridgeError(
                 "this request carries no valid sessiond session token (Authorization: Bearer ...); "

@@ -314,6 +314,26 @@ async def test_opencode_fails_an_unreachable_api_fast(
 
 
 @pytest.mark.timeout(300)  # opencode starts in ~5 s, ~20 s on a fresh database
+async def test_opencode_s_sessiond_tools_act_for_the_session_that_called_them(
+    client: AsyncDaemon, opencode: AsyncAgent, standin: AnthropicStandIn, work: Path
+) -> None:
+    """opencode keeps one MCP server by each name for all its sessions in a folder (`mcp.add` by
+    directory and name), the one offered last: a task suggested from the first session was the
+    second's. The daemon takes a call on that server for the session of those that is working."""
+    first, second = await opencode.session(work), await opencode.session(work)
+    for session in (first, second):  # each open at opencode, the second offered its server last
+        standin.push(Reply.text("Open."))
+        assert (await session.asend("hello")).text == "Open."
+    standin.push(
+        Reply.tool("sessiond_suggest_task", {"title": "Tidy the notes", "prompt": "tidy notes.txt"}),
+        Reply.text("Suggested."),
+    )
+    assert (await first.asend("suggest a task")).text == "Suggested."
+    (task,) = [t for t in await client.tasks() if t.title == "Tidy the notes"]
+    assert task.from_session == first.id
+
+
+@pytest.mark.timeout(300)  # opencode starts in ~5 s, ~20 s on a fresh database
 async def test_an_opencode_side_chat_that_may_not_write_opens_in_plan(
     opencode: AsyncAgent, standin: AnthropicStandIn, work: Path
 ) -> None:
