@@ -90,6 +90,9 @@ def test_sessions_closed_before_a_time_go_and_what_is_still_needed_stays(tmp_pat
                 run = batch.end_run()
             for session in (parent, suggester, *plain):
                 session.close()
+            # Its side chat went with it; opened again, it is a side chat open beside a closed parent.
+            assert side.get().status is SessionStatus.CLOSED
+            side.reopen()
             before = [e.seq for e in client.trace()]
             mark = datetime.now(UTC)
             late = demo.session(tmp_path, title="closed after the mark")
