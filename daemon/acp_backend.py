@@ -720,6 +720,10 @@ REPLAYS_AFTER_LOAD = {"gemini-cli"}
 # offered last (opencode's `mcp.add` is by directory and name): whatever session calls it, the
 # call carries the token of the session that offered it last.
 SHARES_MCP_BY_FOLDER = {"OpenCode"}
+# Agents whose `usage_update` cost is the session's own total, kept across their processes and
+# loads (a fork's includes what it copied), by their initialize name: others may count from 0
+# again (claude-agent-acp in each process and resumed session).
+COST_IS_SESSION_TOTAL = {"OpenCode"}
 
 
 def machine_memory() -> int | None:
@@ -1103,6 +1107,11 @@ class AgentProcess:
         late = self._close_late if method in ("session/new", "session/fork") else None
         raw = await self._session_call(lambda: self._requests().request(method, params, late=late), method)
         return _opened(raw, answer)
+
+    @property
+    def cost_is_session_total(self) -> bool:
+        """Whether the cost it reports of a session is that session's whole total (see above)."""
+        return str((self.agent_info or {}).get("name")) in COST_IS_SESSION_TOTAL
 
     @property
     def shares_mcp_servers(self) -> bool:

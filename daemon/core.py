@@ -1612,6 +1612,8 @@ class Core:
             agent.opened(session.id, slot)
             if (window := process.context_window) is not None:
                 self.feed.of(session).assume_window(window)
+            if process.cost_is_session_total:
+                self.feed.of(session).cost_is_whole(session.cost_copied or 0.0)
         finally:
             if cap:
                 slot.opening.discard(session.id)
@@ -1738,6 +1740,8 @@ class Core:
             try:
                 forked_id, setup = await process.fork_session(main.agent_session_id, cwd, mcp)
                 session.forked = True
+                if process.cost_is_session_total:  # (its totals count what it copied)
+                    session.cost_copied = main.insight.cost() if main.insight is not None else 0.0
                 return forked_id, setup
             except (AgentRequestFailed, TimeoutError) as exc:
                 log.info("fork of %s failed (%s): the side chat gets an account instead", main.id, exc)

@@ -221,6 +221,11 @@ class Insight:
     cost_counted: float | None = None
     cost_banked: float = 0.0
     cost_reopened: bool = False
+    # An agent whose `cost` is the session's own total, kept across its processes and loads
+    # (opencode: it dips a little after a load, which is no new count), is taken as it says, less
+    # what a fork of another session copied of it (`cost_copied`: that session's cost at the fork).
+    cost_whole: bool = False
+    cost_copied: float = 0.0
     window: int = DEFAULT_WINDOW
     transcript_chars: int = 0
     usage: dict[str, float] = field(default_factory=dict)
@@ -258,7 +263,9 @@ class Insight:
         # its last reported value: the fill stays reported, the cost still counts.
         update = {k: payload[k] for k in ("used", "size", "cost") if payload.get(k) is not None}
         cost = update.get("cost")
-        if isinstance(cost, dict) and type(cost.get("amount")) in (int, float):
+        if isinstance(cost, dict) and type(cost.get("amount")) in (int, float) and self.cost_whole:
+            update["cost"] = {**cost, "amount": max(0.0, float(cost["amount"]) - self.cost_copied)}
+        elif isinstance(cost, dict) and type(cost.get("amount")) in (int, float):
             amount = float(cost["amount"])
             counted = self.cost_counted
             if counted is not None and (amount < counted or (self.cost_reopened and amount == counted)):
@@ -275,6 +282,11 @@ class Insight:
         """The window an estimated fill counts against, where the agent never says its own."""
         if not self.context_reported:
             self.window = size
+
+    def cost_is_whole(self, copied: float = 0.0) -> None:
+        """The agent's cost is the session's own total (see `cost_whole`); `copied`: what a fork
+        carried over of the session it forked."""
+        self.cost_whole, self.cost_copied = True, copied
 
     def reopened_at_agent(self) -> None:
         """The session was opened at the agent again (resumed, loaded, or new in a new process):

@@ -27,14 +27,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("sessiond.core")
 
 # A session's stored row, in the sessions table's column order (row() below).
-SESSION_COLUMNS = 22
+SESSION_COLUMNS = 23
 INSERT_SESSIONS = f"INSERT INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 SAVE_SESSION = f"INSERT OR REPLACE INTO sessions VALUES ({','.join('?' * SESSION_COLUMNS)})"
 # A stored session's columns that change after it is opened (the others never do): an UPDATE of
 # these leaves the indexes on agent, parent and run alone, where a REPLACE rewrites the row.
 UPDATE_SESSION = (
     "UPDATE sessions SET title = ?, status = ?, status_since = ?, turns = ?, agent_session_id = ?, "
-    "last_stop_reason = ?, last_error = ?, recap = ?, choices = ?, activity = ?, title_from = ? WHERE id = ?"
+    "last_stop_reason = ?, last_error = ?, recap = ?, choices = ?, activity = ?, title_from = ?, "
+    "cost_copied = ? WHERE id = ?"
 )
 
 
@@ -88,6 +89,9 @@ class SessionRecord:
     # Where its title came from: its first prompt or its agent (titles.py); None, the client that
     # opened it (or none yet). Only a title the daemon gave may be given anew.
     title_from: str | None = None
+    # A side chat forked at an agent whose cost is the session's whole total (opencode): its main
+    # session's cost at the fork, which the fork's totals include (stored; None: not such a fork).
+    cost_copied: float | None = None
 
     @property
     def closed(self) -> bool:
@@ -117,6 +121,7 @@ class SessionRecord:
             self.choices.dumps() if self.choices else None,
             self.activity,
             self.title_from,
+            self.cost_copied,
             self.id,
         )
 
@@ -150,6 +155,7 @@ class SessionRecord:
             self.mcp_servers,
             self.activity,
             self.title_from,
+            self.cost_copied,
         )
 
 

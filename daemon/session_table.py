@@ -49,6 +49,7 @@ def record_of(row: Any) -> SessionRecord:
         last_outcome=outcome_of(status),
         stored_activity=row["activity"],
         title_from=row["title_from"],
+        cost_copied=row["cost_copied"],
     )
 
 

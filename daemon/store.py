@@ -74,7 +74,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     choices TEXT,
     mcp_servers TEXT,
     activity REAL,
-    title_from TEXT
+    title_from TEXT,
+    cost_copied REAL
 );
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
@@ -362,6 +363,7 @@ class Store:
                 ("mcp_servers", "TEXT"),
                 ("activity", "REAL"),
                 ("title_from", "TEXT"),
+                ("cost_copied", "REAL"),
             ]
         }
         for table, columns in added.items():

@@ -166,6 +166,26 @@ def test_a_cost_counted_again_from_zero_adds_to_the_one_before() -> None:
     assert going_on.cost() == 1.0
 
 
+def test_an_agent_whose_cost_is_the_session_s_total_is_taken_as_it_says_less_what_a_fork_copied() -> None:
+    """opencode's cost is the session's own total across its processes and loads: after a load it
+    dipped a little (2.26656, then 2.25927), which read as a new count and doubled the session's
+    cost. A fork's totals include its main session's cost at the fork, which is not the fork's."""
+
+    def said(insight: Insight, amount: float) -> float:
+        insight.set_context({"used": 10, "size": 100, "cost": {"amount": amount, "currency": "USD"}})
+        return insight.cost()
+
+    whole = Insight()
+    whole.cost_is_whole()
+    assert [said(whole, 2.26656), said(whole, 2.25927), said(whole, 2.5)] == [2.26656, 2.25927, 2.5]
+    whole.reopened_at_agent()
+    assert said(whole, 2.5) == 2.5  # the same total again after a reopen: nothing new
+    fork = Insight()
+    fork.cost_is_whole(copied=1.5004)
+    assert round(said(fork, 1.5012), 6) == 0.0008
+    assert said(fork, 1.0) == 0.0  # (never below nothing)
+
+
 def test_attention_flags() -> None:
     insight = Insight()
     insight.set_plan([{"content": "slow step", "status": "in_progress"}], now=1000.0)

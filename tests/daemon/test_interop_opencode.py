@@ -340,7 +340,7 @@ async def test_an_opencode_side_chat_that_may_not_write_opens_in_plan(
     """opencode writes files in its own process, unasked: a side chat that may not write opens in
     its `plan` mode (a config option of category mode), where it writes nothing."""
     main = await opencode.session(work)
-    standin.push(Reply.text("Main here."))
+    standin.push(Reply.text("Main here.", output_tokens=3000))  # (dearer than the side chat's calls)
     assert (await main.asend("hello")).text.endswith("Main here.")
     made = work / "side_wrote.txt"
     standin.push(Reply.tool("write", {"filePath": str(made), "content": "no\n"}), Reply.text("Done."))
@@ -348,6 +348,13 @@ async def test_an_opencode_side_chat_that_may_not_write_opens_in_plan(
     assert side.reply is not None
     # Its answer alone: what opencode replays of the main session as it forks is not part of it.
     assert side.reply.text == "Done."
+    # Its cost is its own: opencode's fork reports the main session's cost copied with it.
+    main_fill, side_fill = [(await s.aget()).context for s in (main, side)]
+    assert main_fill is not None
+    assert main_fill.cost is not None
+    assert side_fill is not None
+    assert side_fill.cost is not None
+    assert 0 < side_fill.cost.amount < main_fill.cost.amount, (side_fill, main_fill)
     assert "Main here." not in "\n".join(line.text for line in (await side.atranscript()).lines)
     assert not made.exists()
     controls = await side.acontrols()
