@@ -726,6 +726,20 @@ SHARES_MCP_BY_FOLDER = {"OpenCode"}
 COST_IS_SESSION_TOTAL = {"OpenCode"}
 
 
+def last_words(log_path: Path, tail: int = 16384) -> str | None:
+    """The last line the agent's latest start wrote to its log (its stderr, after the daemon's
+    "--- … starting" line), cut to 200 characters; None when it wrote none."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(max(0, log.seek(0, 2) - tail))
+            text = log.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in text.rsplit("\n--- ", 1)[-1].splitlines()[1:]]
+    said = next((line for line in reversed(lines) if line), None)
+    return None if said is None else said if len(said) <= 200 else said[:199] + "…"
+
+
 def machine_memory() -> int | None:
     """Bytes of physical memory on this machine; None where the system does not say."""
     try:
@@ -842,14 +856,18 @@ class AgentProcess:
                 timeout=INITIALIZE_TIMEOUT,
                 what="initialize",
             )
-        except TimeoutError:
+        except TimeoutError as exc:
             if self._stray_line is None:
-                raise
+                raise TimeoutError(f"{exc}, and wrote nothing to its output: {self._is_it_acp()}") from None
             raise AgentExited(
                 f"agent {self.name!r} did not answer initialize, and wrote to its output "
-                f"{self._stray_line!r}, which is no ACP (JSON-RPC) message: check its command "
-                f"({' '.join(self.command)}): is it an ACP agent, or does it need a flag to speak ACP "
-                "(as `gemini --acp` does)?"
+                f"{self._stray_line!r}, which is no ACP (JSON-RPC) message: {self._is_it_acp()}"
+            ) from None
+        except AgentRequestFailed as exc:  # (`cat` as the agent: our own request came back)
+            raise AgentRequestFailed(
+                f"agent {self.name!r} answered initialize with an error ({exc}): {self._is_it_acp()}",
+                exc.code,
+                exc.data,
             ) from None
         self._initialized = True
         caps = response.agent_capabilities or s.AgentCapabilities()
@@ -959,6 +977,13 @@ class AgentProcess:
         except ConnectionError:
             raise AgentExited(await self._exit_reason_when_gone(what)) from None
 
+    def _is_it_acp(self) -> str:
+        """The question to ask of an agent that did not start speaking ACP."""
+        return (
+            f"check its command ({' '.join(self.command)}): is it an ACP agent, or does it need a flag "
+            "to speak ACP (as `gemini --acp` and `opencode acp` do)?"
+        )
+
     async def _exit_reason_when_gone(self, what: str) -> str:
         # The pipe closes a moment before the exit status is known: wait for it.
         with contextlib.suppress(TimeoutError):
@@ -995,6 +1020,8 @@ class AgentProcess:
             how = "closed its connection"
         elif code >= 0:
             how = f"exited with code {code}"
+            if (said := last_words(self.log_path)) is not None:
+                how += f" (its last words: {said!r})"
         else:
             how = f"was killed by signal {-code}"
             with contextlib.suppress(ValueError):

@@ -365,6 +365,28 @@ async def test_a_turns_stored_row_is_the_whole_turn_and_a_reused_turn_id_leaves_
     assert queued_at <= started_at <= ended_at
 
 
+async def test_an_agent_that_exits_as_it_starts_is_quoted_and_one_that_echoes_is_asked_about(
+    client: AsyncDaemon, work: Path
+) -> None:
+    """gemini-cli without its ACP flag exits 41, saying why on its stderr only: the turn's error
+    quotes that last line. `cat` as the agent sends the daemon's own initialize back, an error:
+    the turn's error asks whether its command is an ACP agent."""
+    leaves = "import sys; print('Please set an Auth method', file=sys.stderr); sys.exit(41)"
+    agent = await client.agent("leaves", command=[sys.executable, "-c", leaves])
+    with pytest.raises(AgentUnavailable) as failed:
+        await asyncio.wait_for((await agent.session(work)).asend("hello"), timeout=40)
+    assert "exited with code 41 (its last words: 'Please set an Auth method') during initialize" in str(
+        failed.value
+    )
+    await agent.aremove()
+    echoes = await client.agent("echoes", command=["cat"])
+    with pytest.raises(AgentUnavailable) as failed:
+        await asyncio.wait_for((await echoes.session(work)).asend("hello"), timeout=40)
+    assert "answered initialize with an error" in str(failed.value)
+    assert "check its command (cat): is it an ACP agent" in str(failed.value)
+    await echoes.aremove()
+
+
 async def test_a_command_that_is_no_acp_agent_fails_soon_quoting_what_it_wrote(
     client: AsyncDaemon, work: Path
 ) -> None:
