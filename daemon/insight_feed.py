@@ -127,6 +127,9 @@ class InsightFeed:
         self.throttle = Throttle(1.0 / state_rate)
         self.collisions = Collisions()
         self.tally = FleetTally()
+        # The first start and last end of the turns stored before this daemon started, read by
+        # `load` (the fleet's wall time spans them, as its turns and busy time count them).
+        self._stored_span: tuple[float | None, float | None] = (None, None)
         # The sessions whose flags may come with time (a turn or plan under way, or flagged): the
         # attention watch walks these, not every session (idle ones cost it nothing).
         self.watched: dict[str, SessionRecord] = {}
@@ -139,7 +142,10 @@ class InsightFeed:
         self.attribution = Attribution(core.spawn, self._attributed)
 
     def load(self) -> None:
-        """The latest plan, usage and changes of each session, from the last such events stored."""
+        """The latest plan, usage and changes of each session, from the last such events stored;
+        and the span of the turns stored."""
+        for row in self.store.query("SELECT MIN(started_at) AS first, MAX(ended_at) AS last FROM turns"):
+            self._stored_span = (row["first"], row["last"])
         kinds = [k.value for k in STATE_KINDS]
         rows = self.store.query(
             "SELECT e.session, e.kind, e.time, e.data FROM events e JOIN ("
@@ -636,9 +642,8 @@ class InsightFeed:
     def fleet(self) -> m.Fleet:
         tally = self.tally
         by_status = tally.open_by_status()
-        wall = 0.0
-        if self.core.first_turn_at is not None and self.core.last_turn_end is not None:
-            wall = max(self.core.last_turn_end - self.core.first_turn_at, 0.0)
+        first, last = self._turn_span()
+        wall = max(last - first, 0.0) if first is not None and last is not None else 0.0
         return m.Fleet(
             open=sum(by_status.values()),
             by_status=by_status,
@@ -651,6 +656,13 @@ class InsightFeed:
             serial_seconds=round(tally.serial, 3),
             wall_seconds=round(wall, 3),
         )
+
+    def _turn_span(self) -> tuple[float | None, float | None]:
+        """The first turn's start and the last one's end, of every turn: those stored before this
+        daemon started and those since."""
+        firsts = [at for at in (self._stored_span[0], self.core.first_turn_at) if at is not None]
+        lasts = [at for at in (self._stored_span[1], self.core.last_turn_end) if at is not None]
+        return (min(firsts) if firsts else None, max(lasts) if lasts else None)
 
     def fleet_soon(self) -> None:
         self.throttle.request("fleet", lambda: self.events.emit(EventKind.FLEET, **self.fleet().wire()))

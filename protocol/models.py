@@ -1077,7 +1077,9 @@ class Fleet(Result):
     serial_seconds: float = Field(
         0.0, description="Ended turns' durations as they ran, added up (turns at once slow each other down)."
     )
-    wall_seconds: float = Field(0.0, description="From the first turn's start to the last one's end.")
+    wall_seconds: float = Field(
+        0.0, description="From the first turn's start to the last one's end (of every turn, as turns counts)."
+    )
 
 
 class Snapshot(Result):

@@ -136,6 +136,8 @@ async def test_the_fleet_is_kept_as_sessions_change_and_survives_a_restart(
     varying = {"wall_seconds", "serial_seconds"}
     assert again.model_dump(exclude=varying) == fleet.model_dump(exclude=varying)
     assert again.serial_seconds == pytest.approx(fleet.serial_seconds, abs=0.01)
+    # Its wall time spans the same turns: none has run since the restart (it read 0).
+    assert again.wall_seconds == pytest.approx(fleet.wall_seconds, abs=0.01)
 
 
 async def test_stepping_between_working_sessions_keeps_its_order(client: AsyncDaemon, work: Path) -> None:

@@ -744,7 +744,7 @@ export interface Fleet {
    */
   turns?: number;
   /**
-   * From the first turn's start to the last one's end.
+   * From the first turn's start to the last one's end (of every turn, as turns counts).
    */
   wallSeconds?: number;
   working?: number;
