@@ -918,11 +918,19 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_close(args: argparse.Namespace) -> int:
     with _plain(args) as daemon:
+        # Its open side chats close with it (the daemon closes them): said, by their ids.
+        tree = daemon.call(names.SESSION_TREE, {"session": args.session})
+        sides = [
+            child["session"]["id"]
+            for child in tree["children"]
+            if child["session"]["kind"] == "side" and child["session"]["status"] != "closed"
+        ]
         info = daemon.call(names.SESSION_CLOSE, {"session": args.session})
     if args.json:
         _emit_json([info])
     else:
-        _line(sys.stdout, f"closed {info['id']}")
+        which = f" and its side chat{'s' if len(sides) > 1 else ''} {id_spans(sides)}" if sides else ""
+        _line(sys.stdout, f"closed {info['id']}{which}")
     return EXIT_OK
 
 

@@ -292,7 +292,8 @@ def context_cell(used: int, size: int, percent: float | None, *, estimated: bool
     """The context fill in a column: `25%`, `25%~` when estimated."""
     if percent is None:
         percent = 100 * used / max(size, 1)
-    return f"{percent:.0f}%{'~' if estimated else ''}"
+    shown = "<1" if 0 < percent < 1 else f"{percent:.0f}"  # (some context is not none)
+    return f"{shown}%{'~' if estimated else ''}"
 
 
 def files_cell(count: int, added: int, removed: int) -> str:

@@ -18,7 +18,7 @@ from fake_sessiond import FakeDaemon
 from sessiond.client import cli as cli_module
 from sessiond.client import connect
 from sessiond.client.cli import main, number_spans, relay
-from sessiond.client.wording import id_spans, money
+from sessiond.client.wording import context_cell, id_spans, money
 from sessiond.protocol import models as m
 from sessiond.protocol import paths
 from sessiond.protocol.errors import ErrorCode
@@ -492,6 +492,8 @@ def test_batch_failures_print_in_place_and_exit_1_unless_suppressed(
     code, out, _ = run(capsys, "batch", "--root", "/", "--json", "--only", "3…4", str(prompts))
     assert [(a["index"], a["text"]) for a in json_lines(out)] == [(2, "fine"), (3, "fine")]
     assert number_spans([1, 2, 3, 4, 8]) == "2-5,9"
+    # (a context of 0.5% is some: not "0%")
+    assert [context_cell(u, 200_000, None, estimated=False) for u in (0, 1000, 3000)] == ["0%", "<1%", "2%"]
     for only, told in (
         ("6", "6 is not among the 5 prompts (1 to 5)"),
         ("3-2", "3-2 is not among the 5 prompts (1 to 5)"),

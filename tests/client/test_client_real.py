@@ -528,6 +528,21 @@ def test_a_cli_batch_prints_each_answer_once_those_before_it_are_in(real: Daemon
     assert again.endswith((f"{told}2", f"{told}2-3"))
 
 
+def test_close_says_which_side_chats_went_with_the_session(real: Daemon, work: Path) -> None:
+    session = sessiond(real, "new", "--root", str(work)).stdout.strip()
+    assert sessiond(real, "send", session, "say main").returncode == 0
+    sides = []
+    for question in ("one?", "two?"):
+        told = re.search(r"side chat (s\d+)", sessiond(real, "side", session, question).stderr)
+        assert told is not None
+        sides.append(told.group(1))
+    closed = sessiond(real, "close", session)
+    assert closed.stdout == f"closed {session} and its side chats {sides[0]}…{sides[1]}\n"
+    with connect(real.socket, start=False) as client:
+        assert [client.session(s).get().status for s in sides] == [SessionStatus.CLOSED] * 2
+    assert sessiond(real, "close", session).stdout == f"closed {session}\n"  # (again: nothing more)
+
+
 def test_send_says_when_the_agent_could_not_restore_the_session(real: Daemon, work: Path) -> None:
     """An agent that cannot restore a session (no session/load or resume) after its process
     restarted answers in a new conversation: send says so on stderr, the answer alone on stdout."""
