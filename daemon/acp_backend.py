@@ -884,11 +884,11 @@ class AgentProcess:
             self.agent_info = response.agent_info.model_dump(mode="json", exclude_none=True)
         at_once = self._max_opening
         if at_once is None:
-            at_once = OPENING_AT_ONCE.get(str((self.agent_info or {}).get("name")))
+            at_once = OPENING_AT_ONCE.get(self.agent_name)
         if at_once is not None:
             self._opening, self._opening_cap = asyncio.Semaphore(at_once), at_once
         if self.live_cap is None:
-            self.live_cap = live_by_memory(str((self.agent_info or {}).get("name")), machine_memory())
+            self.live_cap = live_by_memory(self.agent_name, machine_memory())
         self.auth_methods = [_auth_method(method, self._spawn_env) for method in response.auth_methods or []]
 
     @property
@@ -1136,25 +1136,31 @@ class AgentProcess:
         return _opened(raw, answer)
 
     @property
+    def agent_name(self) -> str:
+        """The name its initialize answer gave ("None" before, or when it gave none): what the
+        defaults known of particular agents go by."""
+        return str((self.agent_info or {}).get("name"))
+
+    @property
     def cost_is_session_total(self) -> bool:
         """Whether the cost it reports of a session is that session's whole total (see above)."""
-        return str((self.agent_info or {}).get("name")) in COST_IS_SESSION_TOTAL
+        return self.agent_name in COST_IS_SESSION_TOTAL
 
     @property
     def shares_mcp_servers(self) -> bool:
         """Whether its sessions in one folder share each MCP server (the one offered last)."""
-        return str((self.agent_info or {}).get("name")) in SHARES_MCP_BY_FOLDER
+        return self.agent_name in SHARES_MCP_BY_FOLDER
 
     @property
     def replays_after_load(self) -> bool:
         """Whether what it replays of a loaded session may still come after its answer to the load."""
-        return str((self.agent_info or {}).get("name")) in REPLAYS_AFTER_LOAD
+        return self.agent_name in REPLAYS_AFTER_LOAD
 
     @property
     def context_window(self) -> int | None:
         """Its sessions' context window where the agent is known never to say it (None: it says,
         or it is not known)."""
-        return WINDOW_BY_AGENT.get(str((self.agent_info or {}).get("name")))
+        return WINDOW_BY_AGENT.get(self.agent_name)
 
     @property
     def opening_at_once(self) -> int | None:

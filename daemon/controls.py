@@ -145,7 +145,7 @@ READ_ONLY_MODE = "read-only"
 PLAN_WRITES_NOTHING = frozenset({"OpenCode"})  # by the name the agent's initialize answer gives
 
 
-def read_only_modes(agent_name: object) -> tuple[str, ...]:
+def read_only_modes(agent_name: str) -> tuple[str, ...]:
     return (READ_ONLY_MODE, "plan") if agent_name in PLAN_WRITES_NOTHING else (READ_ONLY_MODE,)
 
 

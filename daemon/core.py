@@ -1092,7 +1092,10 @@ class Core:
         # threads are work of their own, and stay).
         for child in list(self.children.get(session.id, ())):
             if child.kind == "side" and not child.closed:
-                await self.close_session(child.id)
+                try:
+                    await self.close_session(child.id)
+                except RpcError as exc:  # (the store said no: it stays open, and can be closed after)
+                    log.warning("closing side chat %s with %s failed: %s", child.id, session.id, exc.message)
         return session
 
     def reopen_session(self, session_id: str) -> SessionRecord:
@@ -1785,7 +1788,7 @@ class Core:
         for config_id, value in config.items():
             offer.take_options(await process.set_config_option(agent_session_id, config_id, value))
         if held:
-            modes = read_only_modes((process.agent_info or {}).get("name"))
+            modes = read_only_modes(process.agent_name)
             session.choices = read_only(session.choices, offer, modes)
         else:
             agent.offer = offer.copy()  # what a new session of the agent starts with, shown for lazy ones
