@@ -584,6 +584,8 @@ def cmd_send(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty() and sys.stderr.isatty() and not from_stdin
     broken = False  # a question broke the reply's line: its next line break is not shown again
     ended: dict[str, Any] = {}  # the turn's turn.ended: how it ended, by whom it was cancelled
+    started = False  # this turn has started: the session's status details are of it
+    last_detail = ""
     # At a terminal, each tool call the turn made, once done, on stderr between the reply's lines
     # (stdout stays the reply alone): what it ran and wrote, and what failed or was refused.
     tools_shown: set[str] | None = set() if sys.stderr.isatty() and not args.json else None
@@ -609,15 +611,32 @@ def cmd_send(args: argparse.Namespace) -> int:
             "· " + tool_line(data.get("toolKind"), str(data.get("title") or ""), data.get("status")),
         )
 
+    def status_said(detail: str) -> None:
+        """What the session's status says while this turn runs (its agent silent since when, say),
+        on stderr, once each: a person at `send` sees it as `show` and `watch` do."""
+        nonlocal broken, last_detail
+        if detail == last_detail:
+            return
+        last_detail = detail
+        if shown and not shown.endswith("\n") and not broken:
+            sys.stdout.write("\n")
+            broken = True
+        sys.stdout.flush()
+        _say(detail)
+
     def notified(method: str, params: Any) -> None:
-        nonlocal shown, broken
+        nonlocal shown, broken, started
         if method != names.EVENTS_NOTIFY:
             return
         for event in params.get("events", []):
+            kind, data = event.get("kind"), event.get("data", {})
+            if kind == EventKind.SESSION_STATUS and started and data.get("detail"):
+                status_said(str(data["detail"]))
             if event.get("turn") != turn:
                 continue
-            kind, data = event.get("kind"), event.get("data", {})
-            if kind == EventKind.TURN_ENDED:
+            if kind == EventKind.TURN_STARTED:
+                started = True
+            elif kind == EventKind.TURN_ENDED:
                 ended.update(data)
             elif kind == EventKind.TURN_CHUNK and not args.json:
                 text = str(data.get("text", ""))

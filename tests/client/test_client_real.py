@@ -528,6 +528,35 @@ def test_a_cli_batch_prints_each_answer_once_those_before_it_are_in(real: Daemon
     assert again.endswith((f"{told}2", f"{told}2-3"))
 
 
+def test_send_says_when_the_agent_has_gone_quiet(real: Daemon, work: Path) -> None:
+    """A turn whose agent says nothing for silence_seconds: `send` says so on stderr, with what to
+    do, as `show` and `watch` do (an agent retrying its model API for minutes looked dead)."""
+    with connect(real.socket, start=False) as client:
+        demo = client.agent("demo").get().command
+        quiet = client.agent("quiet", command=demo, silence_seconds=1)
+        session = quiet.session(work).id
+        send = subprocess.Popen(
+            [*SESSIOND, "send", session, "hang"],
+            env=real.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert send.stderr is not None
+            said = line_within(send.stderr, 60)
+            assert re.fullmatch(
+                r"sessiond: no word from the agent since [\d:]+; wait, or cancel the turn\n", said
+            )
+            assert sessiond(real, "cancel", session).returncode == 0
+            out, err = send.communicate(timeout=60)
+        finally:
+            send.kill()
+        quiet.remove()
+    assert (send.returncode, out) == (1, "")
+    assert "cancelled" in err
+
+
 def test_close_says_which_side_chats_went_with_the_session(real: Daemon, work: Path) -> None:
     session = sessiond(real, "new", "--root", str(work)).stdout.strip()
     assert sessiond(real, "send", session, "say main").returncode == 0
