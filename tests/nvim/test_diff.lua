@@ -34,6 +34,21 @@ for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
 end
 H.eq({ "old line" }, by_name["sessiond://base/" .. id .. "/g.txt"], "the base version")
 H.eq({ "new line" }, by_name[vim.fn.getcwd() .. "/g.txt"], "the file now")
+
+-- The same file once more, from the view: its diff's tab page, not a second one.
+local diff_tab = vim.api.nvim_get_current_tabpage()
+vim.cmd("tabfirst")
+local view_tab = vim.api.nvim_get_current_tabpage()
+H.eq(view.buf, vim.api.nvim_get_current_buf(), "back in the view")
+vim.api.nvim_win_set_cursor(0, { H.find_line(H.lines(view.buf), "  M g.txt", "g.txt"), 0 })
+H.press("<CR>")
+H.wait("a tab page with the diff", function()
+  return vim.api.nvim_get_current_tabpage() ~= view_tab
+end)
+H.eq(tabs + 1, #vim.api.nvim_list_tabpages(), "no second tab page for the same diff")
+H.eq(diff_tab, vim.api.nvim_get_current_tabpage(), "the diff's own tab page")
+H.eq(vim.fn.getcwd() .. "/g.txt", vim.api.nvim_buf_get_name(0), "on the file's window")
+H.eq(2, #vim.api.nvim_tabpage_list_wins(0), "the diff's two windows")
 vim.cmd("tabclose")
 
 -- An added file has no base version: the file itself opens.

@@ -231,6 +231,21 @@ H.eq(
 )
 H.eq(1, #bare:task_list({ suggested = true }), "only the suggested ones")
 
+-- An agent never started is "not started" in the panel; one that ran and stopped is "stopped"
+-- (agent.process events carry no count of starts: one that starts has been started).
+local agents = Model.new()
+agents:set_connection("online")
+agents:set_agents({ { name = "demo", process = { state = "stopped", starts = 0 } } })
+local panel = require("sessiond.panel")
+H.eq({ "demo · not started · 0 sessions" }, panel.lines(agents, 80), "an agent never started")
+agents:apply(event("agent.process", nil, { state = "starting" }))
+agents:apply(event("agent.process", nil, { state = "running", pid = 42 }))
+H.eq({ "demo · running · 0 sessions" }, panel.lines(agents, 80), "a running agent")
+agents:apply(event("agent.process", nil, { state = "stopped" }))
+H.eq({ "demo · stopped · 0 sessions" }, panel.lines(agents, 80), "an agent that ran and stopped")
+agents:set_agents({ { name = "demo", process = { state = "stopped", starts = 2 } } })
+H.eq({ "demo · stopped · 0 sessions" }, panel.lines(agents, 80), "stopped, as agent/list says it")
+
 -- `through` moves seq past superseded events.
 bare:advance(40)
 H.eq(40, bare.seq, "advance")

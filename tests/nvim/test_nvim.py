@@ -225,6 +225,14 @@ def test_sessiond_restart_starts_a_fresh_daemon(daemon: Daemon, work: Path) -> N
         stop_daemon_started_at(daemon)
 
 
+def test_the_panel_after_a_restart_context_fill_and_agent_not_started(daemon: Daemon, work: Path) -> None:
+    """:Sessiond restart (as in test_restart_command.lua); pytest stops the last daemon."""
+    try:
+        assert "ok restart panel" in run_script("test_restart_panel.lua", daemon, work)
+    finally:
+        stop_daemon_started_at(daemon)
+
+
 def test_setup_refuses_politely_on_neovim_0_7(work: Path) -> None:
     if not OLD_NVIM.exists():
         toolchain.missing("Debian's Neovim (/usr/bin/nvim) is not installed: apt-get install neovim")

@@ -1,6 +1,6 @@
 --- Opening a session's changed file: as a diff against the session's base
 --- (the git tree the daemon recorded when the session first ran), else the
---- file itself, in a new tab page.
+--- file itself, in a new tab page (a diff shown already: its tab page).
 
 local client = require("sessiond.client")
 
@@ -12,14 +12,34 @@ local function open_plain(path)
   vim.cmd("tabedit " .. vim.fn.fnameescape(path))
 end
 
+--- The window on `path` in a tab page that shows the diff of the base buffer `base` against it.
+local function diff_window(base, path)
+  for _, base_win in ipairs(vim.fn.win_findbuf(base)) do
+    local tab = vim.api.nvim_win_get_tabpage(base_win)
+    for _, win in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
+      local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win))
+      if win ~= base_win and vim.wo[win].diff and vim.fs.normalize(name) == vim.fs.normalize(path) then
+        return win
+      end
+    end
+  end
+end
+
 local function show_diff(info, file, path, base_text)
+  local base_name = ("sessiond://base/%s/%s"):format(info.id, file.oldPath or file.path)
+  local existing = require("sessiond.view").buffer_named(base_name)
+  -- Its diff shown already: go to its tab page (once more is no second tab page).
+  local shown = existing and diff_window(existing, path)
+  if shown then
+    vim.api.nvim_set_current_win(shown)
+    vim.cmd("diffupdate")
+    return
+  end
   vim.cmd("tabedit " .. vim.fn.fnameescape(path))
   local file_win = vim.api.nvim_get_current_win()
   vim.cmd("leftabove vnew")
   local buf = vim.api.nvim_get_current_buf()
-  local base_name = ("sessiond://base/%s/%s"):format(info.id, file.oldPath or file.path)
-  local existing = vim.fn.bufnr(base_name)
-  if existing ~= -1 and existing ~= buf then
+  if existing and existing ~= buf and vim.api.nvim_buf_is_valid(existing) then
     pcall(vim.api.nvim_buf_delete, existing, { force = true })
   end
   pcall(vim.api.nvim_buf_set_name, buf, base_name)

@@ -103,7 +103,7 @@ local function check_agents()
     local process = agent.process or {}
     local line = ("%s: %s, %d open session(s), command: %s"):format(
       agent.name,
-      process.state or "?",
+      require("sessiond.status").process_state(process) or "?",
       agent.openSessions or 0,
       table.concat(agent.command or {}, " ")
     )

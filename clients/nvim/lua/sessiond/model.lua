@@ -324,7 +324,12 @@ function Model:apply(event)
   elseif kind == "agent.process" then
     add_agent_name(self, event.agent)
     local agent = self.agents[event.agent]
-    agent.process = vim.tbl_extend("force", agent.process or {}, { state = data.state, pid = data.pid })
+    local process = vim.tbl_extend("force", agent.process or {}, { state = data.state, pid = data.pid })
+    -- The event does not count starts (agent/list does): one that starts has been started.
+    if data.state ~= "stopped" then
+      process.starts = math.max(process.starts or 0, 1)
+    end
+    agent.process = process
   elseif info and session_handlers[kind] then
     session_handlers[kind](info, event)
     if kind == "session.status" then

@@ -145,7 +145,7 @@ function M.layout(groups, m, width)
   end
   local kept, used = {}, 0
   for _, column in ipairs(COLUMNS) do
-    if widths[column.name] > 0 then
+    if (widths[column.name] or 0) > 0 then
       kept[column.name] = widths[column.name]
       used = used + widths[column.name] + 1
     end
@@ -183,8 +183,7 @@ function M.session_line(info, depth, m, layout)
 end
 
 local function agent_line(group)
-  local process = group.agent and group.agent.process
-  local state = process and process.state or "stopped"
+  local state = status.process_state(group.agent and group.agent.process) or "stopped"
   local count = #group.sessions
   return ("%s · %s · %d session%s"):format(group.name, state, count, count == 1 and "" or "s")
 end

@@ -49,6 +49,18 @@ function M.context_percent(info)
   return math.floor(percent + 0.5)
 end
 
+--- An agent's process state as people say it: "not started" for one stopped that never ran
+--- (since the daemon started), else the daemon's word ("stopped", "running").
+function M.process_state(process)
+  if type(process) ~= "table" or not process.state then
+    return nil
+  end
+  if process.state == "stopped" and (process.starts or 0) == 0 then
+    return "not started"
+  end
+  return process.state
+end
+
 function M.changed_files(info)
   local changes = info.changes
   if type(changes) ~= "table" or type(changes.files) ~= "table" then
