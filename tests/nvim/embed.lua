@@ -159,4 +159,19 @@ function M.child(script, columns, lines)
   return request, screen
 end
 
+--- What a test does with a child through its `request`: `child(code, ...)` runs Lua there and
+--- answers what it returns; `wait(what, predicate, timeout_ms)` waits (30 s by default) for
+--- `predicate`, else calls `fail` with "timed out waiting for <what>".
+function M.helpers(request, fail)
+  local function child(code, ...)
+    return request("nvim_exec_lua", code, { ... })
+  end
+  local function wait(what, predicate, timeout_ms)
+    if not vim.wait(timeout_ms or 30000, predicate, 20) then
+      fail("timed out waiting for " .. what)
+    end
+  end
+  return child, wait
+end
+
 return M

@@ -22,14 +22,7 @@ if not vim.env.SESSIOND_UI_CHILD then
     local report = "%s\n--- the child's screen:\n%s\n--- its :messages:\n%s"
     error(report:format(message, screen.text(), tostring(messages)), 0)
   end
-  local function child(code, ...)
-    return request("nvim_exec_lua", code, { ... })
-  end
-  local function wait(what, predicate, timeout_ms)
-    if not vim.wait(timeout_ms or 30000, predicate, 20) then
-      fail("timed out waiting for " .. what)
-    end
-  end
+  local child, wait = embed.helpers(request, fail)
   local function not_blocked(when)
     local mode = request("nvim_get_mode")
     if mode.blocking or mode.mode ~= "i" then

@@ -75,14 +75,7 @@ if not vim.env.SESSIOND_UI_CHILD then
     quit()
     error(("%s\n--- the child's screen:\n%s"):format(message, screen.text()), 0)
   end
-  local function child(code, ...)
-    return request("nvim_exec_lua", code, { ... })
-  end
-  local function wait(what, predicate, timeout_ms)
-    if not vim.wait(timeout_ms or 30000, predicate, 20) then
-      fail("timed out waiting for " .. what)
-    end
-  end
+  local child, wait = embed.helpers(request, fail)
 
   -- The child sent `initialize` (its LSP client is up); the daemon's answer is held.
   wait("the child to connect through the proxy", function()
