@@ -708,6 +708,30 @@ def test_an_interrupted_turn(workbench: Workbench) -> None:
     wb.shot("interrupted")
 
 
+def test_an_open_transcript_says_it_is_not_live_while_not_connected(workbench: Workbench) -> None:
+    """A transcript open while the daemon is stopped says it is not connected (not "following
+    live", which it said with nothing to follow); started again, it follows live again."""
+    wb = workbench
+    title = "Read across a stop"
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
+    wb.open()  # (a row to show: the view has one when this test runs on its own)
+    assert wb.send(sid, "say before the stop").wait(timeout=60) == 0
+    wb.wait_row(title, rf"^{sid} · idle")
+    wb.open_transcript(title)
+    wb.wait_editor_text("# following live")
+    wb.cli("stop")
+    wb.wait_status_text(r"^sessiond: stopped$", timeout=60)
+    text = wb.wait_editor_text("# not connected: shown as it was", timeout=60)
+    assert "following live" not in text, text
+    assert "before the stop" in text, text
+    wb.shot("transcript-not-connected")
+    wb.daemon.start()
+    wb.wait_status_text(r"open", timeout=60)
+    text = wb.wait_editor_text("# following live", timeout=60)
+    assert "not connected" not in text, text
+    wb.page.keyboard.press("Control+W")
+
+
 # The notice of a stop (a command run while stopped says "the daemon was stopped, so …" too).
 STOP_NOTICE = "does not start it again by itself"
 
@@ -837,6 +861,30 @@ def test_a_closed_session_reopened_from_the_palette(workbench: Workbench) -> Non
     assert json.loads(wb.cli("show", sid, "--json"))["turns"] == 1  # as it was
     assert wb.send(sid, "history").wait(timeout=60) == 0  # its agent goes on with the conversation
     assert "1. say before the close" in wb.cli("show", sid)
+
+
+def test_a_reopened_session_s_open_transcript_follows_its_status(workbench: Workbench) -> None:
+    """A session's transcript open as it is closed elsewhere and reopened: its header says
+    "closed", then "idle" again, as its row does (it kept "closed" until a turn came)."""
+    wb = workbench
+    title = "Reopened under its transcript"
+    sid = wb.cli("new", "--root", str(wb.ws), "--title", title)
+    wb.open()  # (a row to show: the view has one when this test runs on its own)
+    assert wb.send(sid, "say before the close").wait(timeout=60) == 0
+    wb.wait_row(title, rf"^{sid} · idle")
+    wb.open_transcript(title)
+    wb.wait_editor_text(f"# {title}")
+    wb.wait_editor_text(" · idle")
+    wb.cli("close", sid)
+    wb.row(title).wait_for(state="detached", timeout=30_000)
+    wb.wait_editor_text(" · closed", timeout=60)
+    wb.command_and_pick("sessiond: Reopen Session…", title)
+    wb.wait_row(title, rf"^{sid} · idle")
+    text = wb.wait_editor_text(" · idle", timeout=60)
+    assert " · closed" not in text, text
+    wb.shot("reopened-transcript-header")
+    wb.page.keyboard.press("Control+W")
+    wb.cli("close", sid)
 
 
 def test_side_chats_of_one_session_read_apart_under_it(workbench: Workbench) -> None:

@@ -175,6 +175,15 @@ test('a transcript header counts no lines it shows: its count never matched the 
   assert.match(frozen, /^# the line before these is not shown\n# no longer following/m);
 });
 
+test('a followed transcript says it is not live while the daemon is not connected', () => {
+  const lines: TranscriptLine[] = [{ n: 0, role: 'user', turn: 't1', text: 'say hi' }];
+  const header = { session: session('s1', { title: 'x' }), sessionId: 's1', total: 5, shown: 1, live: true };
+  const away = renderTranscript(lines, { ...header, connected: false });
+  assert.equal(away.split('\n')[1], '# not connected: shown as it was; it follows live again once connected; the 4 lines before these are not shown');
+  assert.doesNotMatch(away, /following live/);
+  assert.equal(renderTranscript(lines, { ...header, connected: true }).split('\n')[1], '# following live; the 4 lines before these are not shown');
+});
+
 test('transcript lines from events, for daemons without session/transcript', () => {
   let lines: TranscriptLine[] = [];
   lines = appendEventLines(lines, event('turn.queued', { session: 's1', turn: 't1', data: { prompt: 'say a\nsay b' } }), 2000);

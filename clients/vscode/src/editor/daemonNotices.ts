@@ -51,28 +51,14 @@ export class DaemonNotices implements vscode.Disposable {
   }
 
   /**
-   * Once per stop, until a daemon is connected again (started here or elsewhere): a progress
-   * notification, so it can be withdrawn then (a message notification cannot, and kept saying
-   * "stopped" with a Start button beside a connected status bar).
+   * Once per stop, until a daemon is connected again (started here or elsewhere): a withdrawable
+   * notification (a message notification cannot be withdrawn, and kept saying "stopped" with a
+   * Start button beside a connected status bar).
    */
   private sayStopped(): void {
     this.output.info(stoppedMessage());
     const { title, message } = stoppedNotice(START_COMMAND_ID);
-    // Set at once: VS Code may run the task a moment later, after a connection came back.
-    let withdrawn = false;
-    let endTask: (() => void) | undefined;
-    this.withdrawStopped = () => {
-      this.withdrawStopped = undefined;
-      withdrawn = true;
-      endTask?.();
-    };
-    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, (progress) =>
-      new Promise<void>((resolve) => {
-        if (withdrawn) return resolve();
-        endTask = resolve;
-        progress.report({ message });
-      }),
-    );
+    this.withdrawStopped = showWithdrawable(title, message, () => (this.withdrawStopped = undefined));
   }
 
   /** One notice for a reconnect: the interrupted turns come as replayed events, a moment after. */
@@ -84,6 +70,7 @@ export class DaemonNotices implements vscode.Disposable {
       this.interrupted = [];
       this.replaced = false;
       this.output.warn(message);
+      // News of what already happened, said with a daemon connected: a warning, closed by hand.
       void vscode.window.showWarningMessage(message);
     }, GATHER_MS);
   }
@@ -93,4 +80,27 @@ export class DaemonNotices implements vscode.Disposable {
     if (this.timer) clearTimeout(this.timer);
     for (const subscription of this.subscriptions) subscription.dispose();
   }
+}
+
+/**
+ * A notification that can be withdrawn: a progress notification, shown until the returned function
+ * is called (a message notification cannot be taken back). `onWithdrawn` runs once, when it is.
+ */
+export function showWithdrawable(title: string, message: string | undefined, onWithdrawn?: () => void): () => void {
+  // Set at once: VS Code may run the task a moment later, after it was withdrawn already.
+  let withdrawn = false;
+  let endTask: (() => void) | undefined;
+  void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, (progress) =>
+    new Promise<void>((resolve) => {
+      if (withdrawn) return resolve();
+      endTask = resolve;
+      if (message) progress.report({ message });
+    }),
+  );
+  return () => {
+    if (withdrawn) return;
+    withdrawn = true;
+    onWithdrawn?.();
+    endTask?.();
+  };
 }

@@ -1,7 +1,7 @@
 import * as vscode from 'vscode';
 import type { Sessiond } from '../protocol/live';
 import { TranscriptPool, type TranscriptFollower } from '../protocol/transcripts';
-import { renderTranscript, sessionOfTranscriptPath, TRANSCRIPT_SCHEME, transcriptPath } from '../ui/transcript';
+import { renderTranscript, sessionOfTranscriptPath, TRANSCRIPT_SCHEME, transcriptHead, transcriptPath } from '../ui/transcript';
 import { toDisposable } from './sessionsTree';
 
 /**
@@ -18,14 +18,28 @@ export class Transcripts implements vscode.TextDocumentContentProvider, vscode.D
   /** The last text of documents no longer followed, by session. */
   private readonly frozen = new Map<string, string>();
   private readonly closed: vscode.Disposable;
-  private readonly permissionsChanged: vscode.Disposable;
+  private readonly modelChanged: vscode.Disposable;
+  private readonly stateChanged: vscode.Disposable;
+  /** The header line each followed document was last drawn with (its session's name, agent, status). */
+  private readonly heads = new Map<string, string>();
 
   constructor(private readonly sessiond: Sessiond) {
     this.pool = new TranscriptPool(sessiond, undefined, undefined, (follower) => this.freeze(follower));
-    // A request asked or settled changes the "waiting for you" mark of its session's document.
-    this.permissionsChanged = toDisposable(
+    // A request asked or settled changes the "waiting for you" mark of its session's document; a
+    // status (or title) changed, its header (which said "closed" after a reopen, until a turn came).
+    this.modelChanged = toDisposable(
       sessiond.model.onDidChange((change) => {
-        if (!change.permissions) return;
+        for (const [session, uri] of this.uris) {
+          if (!this.following.has(session)) continue;
+          const drawn = this.heads.get(session);
+          const head = transcriptHead(sessiond.model.sessions.get(session), session);
+          if (change.permissions || change.reset || (change.sessions.has(session) && drawn !== head)) this.changed.fire(uri);
+        }
+      }),
+    );
+    // Connected or not: the documents say whether they follow live.
+    this.stateChanged = toDisposable(
+      sessiond.onDidChangeState(() => {
         for (const [session, uri] of this.uris) if (this.following.has(session)) this.changed.fire(uri);
       }),
     );
@@ -61,12 +75,15 @@ export class Transcripts implements vscode.TextDocumentContentProvider, vscode.D
   }
 
   private render(follower: TranscriptFollower, live: boolean): string {
+    const session = this.sessiond.model.sessions.get(follower.session);
+    if (live) this.heads.set(follower.session, transcriptHead(session, follower.session));
     return renderTranscript(follower.lines, {
-      session: this.sessiond.model.sessions.get(follower.session),
+      session,
       sessionId: follower.session,
       total: follower.total,
       shown: follower.lines.length,
       live,
+      connected: this.sessiond.state === 'connected',
       note: follower.unavailable,
       waiting: this.sessiond.model.permissionsOf(follower.session).map((p) => p.toolCall.title ?? p.toolCall.kind ?? 'a permission request'),
     });
@@ -88,6 +105,7 @@ export class Transcripts implements vscode.TextDocumentContentProvider, vscode.D
     this.frozen.set(follower.session, this.render(follower, false));
     this.following.get(follower.session)?.dispose();
     this.following.delete(follower.session);
+    this.heads.delete(follower.session);
     const uri = this.uris.get(follower.session);
     if (uri) this.changed.fire(uri);
   }
@@ -97,6 +115,7 @@ export class Transcripts implements vscode.TextDocumentContentProvider, vscode.D
     this.pool.dispose();
     this.changed.dispose();
     this.closed.dispose();
-    this.permissionsChanged.dispose();
+    this.modelChanged.dispose();
+    this.stateChanged.dispose();
   }
 }

@@ -33,6 +33,8 @@ export interface TranscriptHeader {
   /** Lines passed to be shown (the last ones of the transcript). */
   shown: number;
   live: boolean;
+  /** Connected to the daemon (absent: taken as connected). Not connected, a followed document says it is not live. */
+  connected?: boolean;
   note?: string;
   /** The permission requests the session waits on now (their questions), marked at the end. */
   waiting?: string[];
@@ -52,11 +54,19 @@ function leftOut(header: TranscriptHeader): string {
 /** The line between two turns. */
 export const TURN_SEPARATOR = '─'.repeat(40);
 
+/** A transcript's first line: the session's name, agent and status. */
+export function transcriptHead(session: SessionInfo | undefined, sessionId: string): string {
+  return `# ${session ? sessionName(session) : sessionId}${session ? ` · ${session.agent} · ${STATUS_LABELS[session.status]}` : ''}`;
+}
+
+/** Said instead of "following live" while the daemon is not connected. */
+export const NOT_CONNECTED_NOTE = 'not connected: shown as it was; it follows live again once connected';
+
 export function renderTranscript(lines: TranscriptLine[], header: TranscriptHeader): string {
-  const { session } = header;
-  const head = [`# ${session ? sessionName(session) : header.sessionId}${session ? ` · ${session.agent} · ${STATUS_LABELS[session.status]}` : ''}`];
+  const head = [transcriptHead(header.session, header.sessionId)];
   const left = leftOut(header);
-  if (header.live) head.push(left ? `# following live; ${left}` : '# following live');
+  if (header.live && header.connected === false) head.push(left ? `# ${NOT_CONNECTED_NOTE}; ${left}` : `# ${NOT_CONNECTED_NOTE}`);
+  else if (header.live) head.push(left ? `# following live; ${left}` : '# following live');
   else head.push(...(left ? [`# ${left}`] : []), '# no longer following: run "sessiond: Open Transcript" again to catch up');
   if (header.note) head.push(`# ${header.note}`);
   const body: string[] = [];
