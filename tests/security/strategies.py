@@ -270,12 +270,12 @@ def envelope_messages(draw: st.DrawFn) -> Message:
     elif fault == "jsonrpc-wrong":
         body["jsonrpc"] = draw(st.sampled_from(["1.0", "2", "2.0 ", 2.0, None, ["2.0"]]))
         expect = frozenset({-32600})
-    elif fault == "method-not-string":
-        body["method"] = method = draw(json_values.filter(lambda v: not isinstance(v, str)))
+    elif fault == "method-not-string":  # (or the empty string: no method at all)
+        body["method"] = method = draw(json_values.filter(lambda v: not isinstance(v, str)) | st.just(""))
         expect = frozenset({-32600})
     elif fault == "method-unknown":
         body["method"] = method = draw(
-            st.text(max_size=30).filter(
+            st.text(min_size=1, max_size=30).filter(
                 lambda s: s not in METHODS and s not in ("initialize", "shutdown", "exit")
             )
             | st.sampled_from(
