@@ -97,7 +97,8 @@ describe('reconnect with replay', () => {
       return s?.recap === 'while away' && s.status === 'idle' ? s : undefined;
     }, 'the turn run while away to reach the model by replay');
     assert.equal(session.lastStopReason, 'end_turn');
-    assert.ok(applied.length > seenBeforeReconnect, 'replay brought the events of the turn run while away');
+    // (The session may be read again, as stale, before the replayed events are applied: waited for.)
+    await waitFor(sessiond.model, () => applied.length > seenBeforeReconnect || undefined, 'replay to bring the events of the turn run while away');
 
     const stored = await storedEvents(daemon);
     await waitFor(sessiond.model, () => sessiond.model.lastSeq >= stored.at(-1)!.seq, `the model to reach seq ${stored.at(-1)!.seq}`);
